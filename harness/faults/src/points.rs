@@ -1,0 +1,56 @@
+//! The catalogue of fault points. Per-task points are reached with the task's
+//! name as scope (`sidecar:tr.before_prestart`); hook points are built from
+//! the hook kind and name with [`hook_point`].
+
+// Alloc runner, while applying an alloc update (the report's handleAllocUpdate).
+pub const AR_UPDATE_RECEIVED: &str = "ar.update_received";
+pub const AR_ALLOC_STATE_SET: &str = "ar.alloc_state_set";
+pub const AR_TASK_RUNNERS_UPDATED: &str = "ar.task_runners_updated";
+pub const AR_KILL_STARTED: &str = "ar.kill_started";
+
+/// Update boundaries in the order one update passes them.
+pub const UPDATE_BOUNDARIES: [&str; 4] =
+    [AR_UPDATE_RECEIVED, AR_ALLOC_STATE_SET, AR_TASK_RUNNERS_UPDATED, AR_KILL_STARTED];
+
+// Task runner MAIN loop, scoped by task name.
+pub const TR_START_CONDITION_MET: &str = "tr.start_condition_met";
+pub const TR_BEFORE_PRESTART: &str = "tr.before_prestart";
+pub const TR_AFTER_PRESTART: &str = "tr.after_prestart";
+pub const TR_BEFORE_DRIVER_START: &str = "tr.before_driver_start";
+pub const TR_AFTER_DRIVER_START: &str = "tr.after_driver_start";
+
+/// Task runner boundaries in the order one attempt passes them.
+pub const TASK_RUNNER_BOUNDARIES: [&str; 5] = [
+    TR_START_CONDITION_MET,
+    TR_BEFORE_PRESTART,
+    TR_AFTER_PRESTART,
+    TR_BEFORE_DRIVER_START,
+    TR_AFTER_DRIVER_START,
+];
+
+// Executor process, scoped by task name; configured through the environment.
+pub const EX_AFTER_CGROUP: &str = "ex.after_cgroup";
+pub const EX_AFTER_MOUNTS: &str = "ex.after_mounts";
+pub const EX_BEFORE_EXEC: &str = "ex.before_exec";
+
+pub const EXECUTOR_BOUNDARIES: [&str; 3] = [EX_AFTER_CGROUP, EX_AFTER_MOUNTS, EX_BEFORE_EXEC];
+
+/// `hook.<kind>.<before|after>.<hook name>`, e.g. `hook.prestart.before.task_dir`.
+pub fn hook_point(kind: &str, edge: Edge, hook: &str) -> String {
+    format!("hook.{kind}.{}.{hook}", edge.as_str())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edge {
+    Before,
+    After,
+}
+
+impl Edge {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Edge::Before => "before",
+            Edge::After => "after",
+        }
+    }
+}
