@@ -1,3 +1,22 @@
 //! The executor: starts one task process under isolation and supervises it.
+//!
+//! [`launch`] (the engine's side) spawns `taskgate executor`, which
+//! daemonizes, builds the task's cgroup and root, execs the task and then
+//! serves [`Executor`] requests on a Unix socket until shut down ([`server::run`]).
+mod client;
+mod error;
+#[cfg(feature = "failpoints")]
+mod faults;
+mod fixture;
+mod isolation;
+mod logs;
+mod protocol;
+pub mod server;
 pub mod spec;
+mod sys;
+mod validate;
+
+pub use client::{launch, Executor, ExecutorConfig, FAILPOINTS_ENV};
+pub use error::ExecutorError;
+pub use fixture::build_busybox_root;
 pub use spec::*;

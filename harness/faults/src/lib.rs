@@ -9,6 +9,7 @@
 //! and an oracle can reason over the order of events.
 
 pub mod points;
+pub mod schedule;
 #[cfg(feature = "failpoints")]
 mod registry;
 #[cfg(feature = "failpoints")]
@@ -52,6 +53,18 @@ impl std::str::FromStr for Action {
     }
 }
 
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Park => f.write_str("park"),
+            Action::Delay(ms) => write!(f, "delay({ms})"),
+            Action::Error => f.write_str("error"),
+            Action::Panic => f.write_str("panic"),
+            Action::KillAgent => f.write_str("kill"),
+        }
+    }
+}
+
 /// One point reached, in the order the whole process reached them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hit {
@@ -84,7 +97,7 @@ macro_rules! fault_point {
         let _ = $crate::reach(Some($scope), $point);
     }};
     ($point:expr, $scope:expr, $on_error:expr) => {{
-        if let Some(msg) = $crate::reach($scope, $point) {
+        if let Some(msg) = $crate::reach(Some($scope), $point) {
             return $on_error(msg);
         }
     }};
@@ -93,12 +106,14 @@ macro_rules! fault_point {
 #[cfg(not(feature = "failpoints"))]
 #[macro_export]
 macro_rules! fault_point {
-    ($point:expr) => {{}};
+    ($point:expr) => {{
+        let _ = &$point;
+    }};
     ($point:expr, $scope:expr) => {{
-        let _ = &$scope;
+        let _ = (&$point, &$scope);
     }};
     ($point:expr, $scope:expr, $on_error:expr) => {{
-        let _ = &$scope;
+        let _ = (&$point, &$scope);
     }};
 }
 

@@ -8,6 +8,9 @@ pub const AR_ALLOC_STATE_SET: &str = "ar.alloc_state_set";
 pub const AR_TASK_RUNNERS_UPDATED: &str = "ar.task_runners_updated";
 pub const AR_KILL_STARTED: &str = "ar.kill_started";
 
+/// Record-only: the update handler finished applying one update.
+pub const AR_UPDATE_APPLIED: &str = "ar.update_applied";
+
 /// Update boundaries in the order one update passes them.
 pub const UPDATE_BOUNDARIES: [&str; 4] =
     [AR_UPDATE_RECEIVED, AR_ALLOC_STATE_SET, AR_TASK_RUNNERS_UPDATED, AR_KILL_STARTED];
@@ -18,6 +21,12 @@ pub const TR_BEFORE_PRESTART: &str = "tr.before_prestart";
 pub const TR_AFTER_PRESTART: &str = "tr.after_prestart";
 pub const TR_BEFORE_DRIVER_START: &str = "tr.before_driver_start";
 pub const TR_AFTER_DRIVER_START: &str = "tr.after_driver_start";
+
+/// Record-only: the task runner saw its alloc terminal (or itself killed) and
+/// will not start this attempt.
+pub const TR_OBSERVED_TERMINAL: &str = "tr.observed_terminal";
+/// Record-only: the task runner left its MAIN loop for good.
+pub const TR_MAIN_EXITED: &str = "tr.main_exited";
 
 /// Task runner boundaries in the order one attempt passes them.
 pub const TASK_RUNNER_BOUNDARIES: [&str; 5] = [

@@ -2,6 +2,7 @@
 
 use crate::{scoped, Action, Hit};
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,8 @@ struct State {
     parked: BTreeMap<String, usize>,
     /// Points released; a park at a released point falls through.
     released: BTreeSet<String>,
+    /// Where hits are also appended, for a harness watching this process.
+    log: Option<std::fs::File>,
 }
 
 struct Registry {
@@ -40,26 +43,98 @@ fn lock() -> MutexGuard<'static, State> {
 /// Returns the injected message when the action is [`Action::Error`].
 pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
     let name = scoped(scope, point);
-    let action = {
-        let mut st = lock();
-        st.seq += 1;
-        let action = st.configured.get(&name).cloned();
-        let hit = Hit { seq: st.seq, name: name.clone(), action: action.clone() };
-        st.history.push(hit);
-        registry().changed.notify_all();
-        action
-    };
-    if action.is_none() {
-        return None;
+    let action = lock().configured.get(&name).cloned();
+    // A hit marks the moment a thread *passes* the point: after a park is
+    // released or a delay slept, so the history orders it after whatever the
+    // test let happen meanwhile. Panics and kills never pass, so they record first.
+    let passes = !matches!(action, Some(Action::Panic | Action::KillAgent));
+    if !passes {
+        record(&name, &action);
     }
-    let run = || fail::eval(&name, |msg| msg.unwrap_or_else(|| format!("fault injected at {name}")));
-    // A parked or sleeping point must not starve a tokio worker of its other tasks.
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(run)
+    let injected = action.as_ref().and_then(|_| {
+        let run = || fail::eval(&name, |msg| msg.unwrap_or_else(|| format!("fault injected at {name}")));
+        // A parked or sleeping point must not starve a tokio worker of its other tasks.
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(run)
+            }
+            _ => run(),
         }
-        _ => run(),
+    });
+    if passes {
+        record(&name, &action);
     }
+    injected
+}
+
+fn record(name: &str, action: &Option<Action>) {
+    let mut st = lock();
+    st.seq += 1;
+    let hit = Hit { seq: st.seq, name: name.to_string(), action: action.clone() };
+    if let Some(log) = &mut st.log {
+        // Line-buffered and written before the action, so a harness reading
+        // the log of a process killed at this very point still sees the hit.
+        let line = serde_json::to_string(&hit).expect("hits serialize");
+        let _ = writeln!(log, "{line}");
+    }
+    st.history.push(hit);
+    registry().changed.notify_all();
+}
+
+/// Names the environment variables a harness uses to configure a child
+/// process (an agent it will SIGKILL): `TASKGATE_FAULTS` holds
+/// `name=action` pairs separated by `;` (name as `scope:point` or `point`),
+/// `TASKGATE_FAULT_LOG` a file every hit is appended to as a JSON line.
+pub const FAULTS_ENV: &str = "TASKGATE_FAULTS";
+pub const FAULT_LOG_ENV: &str = "TASKGATE_FAULT_LOG";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnvConfigError {
+    #[error("{FAULTS_ENV}: entry {0:?} is not name=action")]
+    Entry(String),
+    #[error("{FAULTS_ENV}: {0}")]
+    Action(String),
+    #[error("{FAULT_LOG_ENV} {path}: {source}")]
+    Log { path: String, source: std::io::Error },
+}
+
+/// Applies the configuration the harness put in this process's environment.
+pub fn configure_from_env() -> Result<(), EnvConfigError> {
+    if let Ok(path) = std::env::var(FAULT_LOG_ENV) {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|source| EnvConfigError::Log { path, source })?;
+        lock().log = Some(file);
+    }
+    let Ok(spec) = std::env::var(FAULTS_ENV) else { return Ok(()) };
+    for entry in spec.split(';').filter(|e| !e.trim().is_empty()) {
+        let (name, action) = entry.trim().rsplit_once('=').ok_or_else(|| EnvConfigError::Entry(entry.to_string()))?;
+        let action: Action = action.parse().map_err(EnvConfigError::Action)?;
+        let (scope, point) = match name.split_once(':') {
+            Some((scope, point)) => (Some(scope), point),
+            None => (None, name),
+        };
+        configure(scope, point, action);
+    }
+    Ok(())
+}
+
+/// Renders a configuration for [`configure_from_env`] in a child process.
+pub fn env_spec<'a>(faults: impl IntoIterator<Item = (&'a str, &'a Action)>) -> String {
+    faults.into_iter().map(|(name, action)| format!("{name}={action}")).collect::<Vec<_>>().join(";")
+}
+
+/// Reads a fault log written by a child process configured with
+/// [`FAULT_LOG_ENV`]. A torn last line (the writer was killed mid-write) is ignored.
+pub fn read_log(path: &std::path::Path) -> std::io::Result<Vec<Hit>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
 }
 
 /// Configures `action` at `point` (optionally only for one task's scope).
@@ -120,27 +195,35 @@ pub fn release(scope: Option<&str>, point: &str) {
 #[error("timed out after {0:?} waiting for {1}")]
 pub struct WaitTimeout(pub Duration, pub String);
 
-/// Blocks until a thread is parked at the point. The timeout is a safety net
-/// against a hung engine, not a synchronisation device.
-pub fn wait_parked(scope: Option<&str>, point: &str, timeout: Duration) -> Result<(), WaitTimeout> {
-    let name = scoped(scope, point);
-    wait_until(timeout, &format!("a thread parked at {name}"), |st| {
-        st.parked.get(&name).copied().unwrap_or(0) > 0
-    })
+/// Something a test can wait for.
+#[derive(Debug, Clone)]
+pub enum Await {
+    /// A thread is parked at this (full) point name right now.
+    Parked(String),
+    /// A thread has passed this (full) point name at least once.
+    Passed(String),
 }
 
-/// Blocks until the point has been reached at least once.
-pub fn wait_reached(scope: Option<&str>, point: &str, timeout: Duration) -> Result<(), WaitTimeout> {
-    let name = scoped(scope, point);
-    wait_until(timeout, &format!("{name} to be reached"), |st| {
-        st.history.iter().any(|h| h.name == name)
-    })
+/// Blocks until any of `conditions` holds and returns the index of the first
+/// that does. The timeout is a safety net against a hung engine, not a
+/// synchronisation device.
+pub fn wait_any(conditions: &[Await], timeout: Duration) -> Result<usize, WaitTimeout> {
+    let holds = |st: &State, c: &Await| match c {
+        Await::Parked(name) => st.parked.get(name).copied().unwrap_or(0) > 0,
+        Await::Passed(name) => st.history.iter().any(|h| &h.name == name),
+    };
+    let mut found = None;
+    wait_until(timeout, &format!("any of {conditions:?}"), |st| {
+        found = conditions.iter().position(|c| holds(st, c));
+        found.is_some()
+    })?;
+    Ok(found.expect("condition held"))
 }
 
 fn wait_until(
     timeout: Duration,
     what: &str,
-    cond: impl Fn(&State) -> bool,
+    mut cond: impl FnMut(&State) -> bool,
 ) -> Result<(), WaitTimeout> {
     let deadline = Instant::now() + timeout;
     let mut st = lock();
@@ -184,7 +267,8 @@ pub fn reset() {
     }
     let mut st = lock();
     let generation = st.generation + 1;
-    *st = State { generation, ..State::default() };
+    let log = st.log.take();
+    *st = State { generation, log, ..State::default() };
     registry().changed.notify_all();
 }
 

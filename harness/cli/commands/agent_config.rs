@@ -1,0 +1,63 @@
+//! Options shared by every command that opens the engine or its state.
+
+use anyhow::Context;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use taskgate_engine::state::StateDb;
+use taskgate_engine::{Engine, EngineConfig};
+
+#[derive(clap::Args, Clone)]
+pub struct AgentArgs {
+    /// Where the state database, alloc dirs and executor sockets live.
+    #[arg(long, default_value = "/var/lib/taskgate")]
+    pub data_dir: PathBuf,
+    /// A host dir to bind read-only into every task root, as HOST[:TASK];
+    /// repeatable. Default: Nomad's /bin /etc /lib /lib64 /sbin /usr.
+    #[arg(long = "chroot-env", value_name = "HOST[:TASK]")]
+    pub chroot_env: Vec<String>,
+    /// User tasks run as unless the job says otherwise.
+    #[arg(long, default_value = "nobody")]
+    pub user: String,
+    /// Ceiling on processes per task.
+    #[arg(long, default_value_t = 256)]
+    pub pids_max: u64,
+}
+
+impl AgentArgs {
+    pub fn chroot_env(&self) -> BTreeMap<PathBuf, PathBuf> {
+        if self.chroot_env.is_empty() {
+            return taskgate_executor::default_chroot_env()
+                .into_iter()
+                .filter(|(host, _)| host.exists())
+                .collect();
+        }
+        self.chroot_env
+            .iter()
+            .map(|entry| match entry.split_once(':') {
+                Some((host, task)) => (PathBuf::from(host), PathBuf::from(task)),
+                None => (PathBuf::from(entry), PathBuf::from(entry)),
+            })
+            .collect()
+    }
+
+    pub fn engine_config(&self) -> anyhow::Result<EngineConfig> {
+        Ok(EngineConfig {
+            data_dir: self.data_dir.clone(),
+            executor_bin: std::env::current_exe().context("locating the taskgate binary")?,
+            chroot_env: self.chroot_env(),
+            default_user: self.user.clone(),
+            pids_max: self.pids_max,
+        })
+    }
+
+    pub fn open_engine(&self) -> anyhow::Result<Engine> {
+        super::require_root()?;
+        Ok(Engine::open(self.engine_config()?)?)
+    }
+
+    pub fn open_state(&self) -> anyhow::Result<StateDb> {
+        let path = self.data_dir.join("state.db");
+        anyhow::ensure!(path.exists(), "no state database at {} (nothing has run with this --data-dir)", path.display());
+        Ok(StateDb::open(&path)?)
+    }
+}

@@ -1,0 +1,305 @@
+//! The alloc runner: starts a task runner per task, opens each task's start
+//! condition by lifecycle (prestart → main → poststart; poststop last),
+//! applies alloc updates (the report's `handleAllocUpdate`), kills tasks
+//! leader first, and derives the alloc's client status from its tasks.
+
+use crate::alloc::{AllocStatus, AllocUpdate, ClientStatus};
+use crate::start_gate::StartGate;
+use crate::state::{AllocRecord, StateDb, TaskRecord};
+use crate::task_runner::{TaskRunner, TaskRunnerDeps, TaskRunnerHandle};
+use crate::task_state::{Outcome, TaskEvent, TaskState};
+use std::sync::{Arc, Mutex};
+use taskgate_faults::fault_point;
+use taskgate_faults::points;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// The caller's side of a running allocation.
+pub struct AllocHandle {
+    pub alloc_id: String,
+    updates: mpsc::UnboundedSender<AllocUpdate>,
+    /// Every task event, in the order the task runners emitted them.
+    pub events: mpsc::UnboundedReceiver<TaskEvent>,
+    done: JoinHandle<AllocSummary>,
+}
+
+/// How an allocation ended.
+#[derive(Debug, Clone)]
+pub struct AllocSummary {
+    pub alloc_id: String,
+    pub status: AllocStatus,
+    pub tasks: Vec<TaskRecord>,
+}
+
+impl AllocHandle {
+    /// Delivers an update from the server (e.g. desired status stop).
+    pub fn update(&self, update: AllocUpdate) {
+        // The alloc runner only stops listening once the alloc is done, when
+        // an update no longer matters.
+        let _ = self.updates.send(update);
+    }
+
+    pub fn stop(&self) {
+        self.update(AllocUpdate::stop());
+    }
+
+    /// A second sender for updates, for callers that hand the event stream
+    /// and the wait to different places.
+    pub fn updater(&self) -> mpsc::UnboundedSender<AllocUpdate> {
+        self.updates.clone()
+    }
+
+    /// Waits for every task to be dead and returns the final state.
+    pub async fn wait(self) -> AllocSummary {
+        self.done.await.expect("alloc runner panicked")
+    }
+
+    /// Splits off the event stream so events can be read while waiting.
+    pub fn into_parts(self) -> (mpsc::UnboundedReceiver<TaskEvent>, AllocWaiter) {
+        (self.events, AllocWaiter { done: self.done })
+    }
+}
+
+pub struct AllocWaiter {
+    done: JoinHandle<AllocSummary>,
+}
+
+impl AllocWaiter {
+    pub async fn wait(self) -> AllocSummary {
+        self.done.await.expect("alloc runner panicked")
+    }
+}
+
+/// What the alloc runner shares between its update handler and coordinator.
+struct Shared {
+    record: Mutex<AllocRecord>,
+    runners: Vec<TaskRunnerHandle>,
+    gate: Arc<StartGate>,
+    state: Arc<StateDb>,
+}
+
+/// Starts the allocation's task runners and returns its handle. `records`
+/// holds each task's persisted record (none for a new alloc).
+pub(crate) fn spawn(
+    record: AllocRecord,
+    records: Vec<TaskRecord>,
+    state: Arc<StateDb>,
+    make_deps: impl Fn(&Arc<StartGate>, mpsc::UnboundedSender<TaskEvent>) -> TaskRunnerDeps,
+) -> AllocHandle {
+    let gate = Arc::new(StartGate::new());
+    let status = AllocStatus { desired: record.desired, client: record.client };
+    if status.terminal() {
+        gate.set_terminal();
+    }
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let (changed_tx, changed_rx) = mpsc::unbounded_channel();
+    let (updates_tx, updates_rx) = mpsc::unbounded_channel();
+    let mut runners = Vec::new();
+    let mut joins = Vec::new();
+    for task in record.tasks() {
+        let task_record = records
+            .iter()
+            .find(|r| r.task == task.name)
+            .cloned()
+            .unwrap_or_else(|| TaskRecord::new(&task.name));
+        let deps = make_deps(&gate, events_tx.clone());
+        let (runner, handle) = TaskRunner::new(task, deps, task_record, status, changed_tx.clone());
+        joins.push(tokio::spawn(runner.run()));
+        runners.push(handle);
+    }
+    drop(changed_tx);
+    let alloc_id = record.alloc_id.clone();
+    let shared = Arc::new(Shared { record: Mutex::new(record), runners, gate, state });
+    let (finished_tx, finished_rx) = watch::channel(false);
+    tokio::spawn(handle_alloc_updates(shared.clone(), updates_rx, finished_rx));
+    let done = tokio::spawn(coordinate(shared, changed_rx, joins, finished_tx));
+    AllocHandle { alloc_id, updates: updates_tx, events: events_rx, done }
+}
+
+impl Shared {
+    fn status(&self) -> AllocStatus {
+        let rec = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        AllocStatus { desired: rec.desired, client: rec.client }
+    }
+
+    /// Changes the alloc record under its lock, persists it, returns the new status.
+    fn change(&self, f: impl FnOnce(&mut AllocRecord)) -> AllocStatus {
+        let mut rec = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut rec);
+        if let Err(err) = self.state.put_alloc(&rec) {
+            tracing::error!(alloc = %rec.alloc_id, error = %err, "persisting alloc state failed");
+        }
+        AllocStatus { desired: rec.desired, client: rec.client }
+    }
+
+    fn task_states(&self) -> Vec<(&TaskRunnerHandle, TaskState)> {
+        self.runners.iter().map(|r| (r, r.state.borrow().clone())).collect()
+    }
+
+    /// Tells the task runners the alloc changed (Nomad's `tr.Update`).
+    fn update_task_runners(&self, status: AllocStatus) {
+        for runner in &self.runners {
+            runner.alloc.send_replace(status);
+        }
+    }
+}
+
+/// Nomad's `handleAllocUpdates`: applies server updates one at a time, in
+/// its own task, concurrently with the task runners.
+async fn handle_alloc_updates(
+    shared: Arc<Shared>,
+    mut updates: mpsc::UnboundedReceiver<AllocUpdate>,
+    mut finished: watch::Receiver<bool>,
+) {
+    loop {
+        let update = tokio::select! {
+            _ = finished.wait_for(|f| *f) => return,
+            update = updates.recv() => match update {
+                Some(update) => update,
+                None => return,
+            },
+        };
+        fault_point!(points::AR_UPDATE_RECEIVED);
+        let was_terminal = shared.status().terminal();
+        let status = shared.change(|rec| rec.desired = update.desired_status);
+        let stopping = !was_terminal && status.terminal();
+        if stopping {
+            // Ordered against every task runner's commit_start: see start_gate.
+            shared.gate.set_terminal();
+        }
+        fault_point!(points::AR_ALLOC_STATE_SET);
+        shared.update_task_runners(status);
+        fault_point!(points::AR_TASK_RUNNERS_UPDATED);
+        if stopping {
+            fault_point!(points::AR_KILL_STARTED);
+            kill_tasks(&shared, |_| true).await;
+        }
+        fault_point!(points::AR_UPDATE_APPLIED);
+    }
+}
+
+/// Kills the matching non-poststop tasks, leader first, and waits for each
+/// to be dead. Idempotent: killing a dead task returns at once.
+async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool) {
+    let targets: Vec<&TaskRunnerHandle> =
+        shared.runners.iter().filter(|r| !r.task.is_poststop() && select(r)).collect();
+    let kill = |r: &TaskRunnerHandle| {
+        shared.gate.kill(&r.task.name);
+        r.kill.send_replace(true);
+        let mut state = r.state.clone();
+        async move {
+            // A closed channel means the runner already finished: dead.
+            let _ = state.wait_for(|s| s.is_dead()).await;
+        }
+    };
+    for leader in targets.iter().filter(|r| r.task.leader) {
+        kill(leader).await;
+    }
+    let rest: Vec<_> = targets.iter().filter(|r| !r.task.leader).map(|r| kill(r)).collect();
+    for wait in rest {
+        wait.await;
+    }
+}
+
+/// Why the coordinator decided to kill tasks on its own (not for an update).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KillReason {
+    /// The leader died: Nomad kills every other task.
+    LeaderDead,
+    /// A task failed for good: its siblings are killed.
+    SiblingFailed,
+    /// Every main task finished: sidecars have nothing left to serve.
+    MainTasksDone,
+}
+
+/// Opens start conditions as the lifecycle allows, reacts to task deaths,
+/// and finishes the alloc once every task runner is done.
+async fn coordinate(
+    shared: Arc<Shared>,
+    mut changed: mpsc::UnboundedReceiver<()>,
+    joins: Vec<JoinHandle<TaskRecord>>,
+    finished: watch::Sender<bool>,
+) -> AllocSummary {
+    let mut kills_sent: Vec<KillReason> = Vec::new();
+    loop {
+        let states = shared.task_states();
+        if states.iter().all(|(_, s)| s.is_dead()) {
+            break;
+        }
+        open_start_conditions(&states);
+        if let Some(reason) = kill_reason(&states).filter(|r| !kills_sent.contains(r)) {
+            kills_sent.push(reason);
+            tracing::debug!(?reason, "killing tasks");
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                kill_tasks(&shared, |r| reason != KillReason::MainTasksDone || r.task.is_sidecar()).await;
+            });
+        }
+        if changed.recv().await.is_none() {
+            break;
+        }
+    }
+    let mut tasks = Vec::new();
+    for join in joins {
+        tasks.push(join.await.expect("task runner panicked"));
+    }
+    let failed = tasks.iter().any(|t| matches!(&t.state, TaskState::Dead { outcome } if outcome.failed()));
+    let client = if failed { ClientStatus::Failed } else { ClientStatus::Complete };
+    let status = shared.change(|rec| rec.client = client);
+    shared.update_task_runners(status);
+    finished.send_replace(true);
+    let alloc_id = shared.record.lock().unwrap_or_else(|p| p.into_inner()).alloc_id.clone();
+    AllocSummary { alloc_id, status, tasks }
+}
+
+fn started(state: &TaskState) -> bool {
+    match state {
+        TaskState::Running { .. } => true,
+        TaskState::Dead { outcome } => !matches!(outcome, Outcome::NeverStarted { .. } | Outcome::Failed { .. }),
+        TaskState::Pending => false,
+    }
+}
+
+fn succeeded(state: &TaskState) -> bool {
+    matches!(state, TaskState::Dead { outcome: Outcome::Exited { failed: false, .. } })
+}
+
+/// Nomad's task hook coordinator: prestart tasks first; main tasks once every
+/// ephemeral prestart task succeeded and every prestart sidecar runs;
+/// poststart tasks once every main task runs; poststop once all else is dead.
+fn open_start_conditions(states: &[(&TaskRunnerHandle, TaskState)]) {
+    let of = |pred: fn(&crate::jobspec::Task) -> bool| states.iter().filter(move |(r, _)| pred(&r.task));
+    let prestart_done = of(|t| t.is_prestart()).all(|(r, s)| if r.task.is_sidecar() { started(s) } else { succeeded(s) });
+    let main_started = of(|t| t.is_main()).all(|(_, s)| started(s));
+    let others_dead = of(|t| !t.is_poststop()).all(|(_, s)| s.is_dead());
+    for (runner, _) in states {
+        let task = &runner.task;
+        let open = if task.is_prestart() {
+            true
+        } else if task.is_main() {
+            prestart_done
+        } else if task.is_poststart() {
+            prestart_done && main_started
+        } else {
+            others_dead
+        };
+        if open && !*runner.start.borrow() {
+            runner.start.send_replace(true);
+        }
+    }
+}
+
+fn kill_reason(states: &[(&TaskRunnerHandle, TaskState)]) -> Option<KillReason> {
+    let dead_failed = |s: &TaskState| matches!(s, TaskState::Dead { outcome } if outcome.failed());
+    if states.iter().any(|(r, s)| !r.task.is_poststop() && dead_failed(s)) {
+        return Some(KillReason::SiblingFailed);
+    }
+    if states.iter().any(|(r, s)| r.task.leader && s.is_dead()) {
+        return Some(KillReason::LeaderDead);
+    }
+    let mains: Vec<_> = states.iter().filter(|(r, _)| !r.task.is_sidecar() && !r.task.is_poststop() && !r.task.is_prestart()).collect();
+    if !mains.is_empty() && mains.iter().all(|(_, s)| s.is_dead()) {
+        return Some(KillReason::MainTasksDone);
+    }
+    None
+}

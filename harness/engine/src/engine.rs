@@ -1,0 +1,139 @@
+//! The engine: configuration, the state database, and the entry points to
+//! run a new allocation or restore the ones a previous agent left running.
+
+use crate::alloc::{ClientStatus, DesiredStatus};
+use crate::alloc_dir::AllocDir;
+use crate::alloc_runner::{self, AllocHandle};
+use crate::driver::ExecDriver;
+use crate::hooks::HookSet;
+use crate::jobspec::Job;
+use crate::state::{AllocRecord, StateDb, StateError};
+use crate::task_runner::{SpecDefaults, TaskRunnerDeps};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+use taskgate_executor::ExecutorConfig;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Holds `state.db`, `allocs/<id>/` and `run/` (executor sockets).
+    pub data_dir: PathBuf,
+    /// The binary whose `executor` subcommand is the per-task executor.
+    pub executor_bin: PathBuf,
+    /// Host directories bind-mounted read-only into every task's root.
+    pub chroot_env: BTreeMap<PathBuf, PathBuf>,
+    pub default_user: String,
+    /// Ceiling on processes per task, against fork bombs.
+    pub pids_max: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{what} {path}: {source}")]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("job {job:?} has no group {group:?}")]
+    NoSuchGroup { job: String, group: String },
+}
+
+pub struct Engine {
+    config: EngineConfig,
+    state: Arc<StateDb>,
+    hooks: Arc<HookSet>,
+    driver: ExecDriver,
+    defaults: Arc<SpecDefaults>,
+}
+
+impl Engine {
+    pub fn open(config: EngineConfig) -> Result<Engine, EngineError> {
+        for dir in [config.data_dir.clone(), config.data_dir.join("allocs"), run_dir(&config)] {
+            std::fs::create_dir_all(&dir).map_err(|source| EngineError::Io { what: "creating", path: dir, source })?;
+        }
+        let state = Arc::new(StateDb::open(&config.data_dir.join("state.db"))?);
+        let driver = ExecDriver::new(ExecutorConfig { executor_bin: config.executor_bin.clone(), run_dir: run_dir(&config) });
+        let defaults = Arc::new(SpecDefaults {
+            chroot_env: config.chroot_env.clone(),
+            default_user: config.default_user.clone(),
+            pids_max: config.pids_max,
+        });
+        let hooks = Arc::new(HookSet::standard(&config.default_user));
+        Ok(Engine { config, state, hooks, driver, defaults })
+    }
+
+    pub fn state(&self) -> &StateDb {
+        &self.state
+    }
+
+    /// Places the first group of `job` (or the named one) as a new allocation
+    /// and starts running it.
+    pub fn submit(&self, job: &Job, group: Option<&str>) -> Result<AllocHandle, EngineError> {
+        let group = match group {
+            Some(name) => job.groups.iter().find(|g| g.name == name),
+            None => job.groups.first(),
+        }
+        .ok_or_else(|| EngineError::NoSuchGroup { job: job.name.clone(), group: group.unwrap_or("").to_string() })?;
+        let alloc_id = new_alloc_id()?;
+        let record = AllocRecord {
+            alloc_dir: self.config.data_dir.join("allocs").join(&alloc_id),
+            alloc_id,
+            job: job.clone(),
+            group: group.name.clone(),
+            desired: DesiredStatus::Run,
+            client: ClientStatus::Pending,
+        };
+        let dir = AllocDir::new(record.alloc_dir.clone());
+        dir.build_shared().map_err(|source| EngineError::Io { what: "building alloc dir", path: dir.root().to_path_buf(), source })?;
+        self.state.put_alloc(&record)?;
+        Ok(self.spawn(record, Vec::new()))
+    }
+
+    /// Restores every allocation a previous agent left unfinished: running
+    /// tasks are re-attached to their executors, never started again.
+    pub fn restore(&self) -> Result<Vec<AllocHandle>, EngineError> {
+        let mut handles = Vec::new();
+        for record in self.state.allocs()? {
+            if record.client.is_terminal() {
+                continue;
+            }
+            let tasks = self.state.tasks(&record.alloc_id)?;
+            handles.push(self.spawn(record, tasks));
+        }
+        Ok(handles)
+    }
+
+    fn spawn(&self, record: AllocRecord, tasks: Vec<crate::state::TaskRecord>) -> AllocHandle {
+        let alloc_id = record.alloc_id.clone();
+        let alloc_dir = AllocDir::new(record.alloc_dir.clone());
+        let (hooks, driver, state, defaults) = (self.hooks.clone(), self.driver.clone(), self.state.clone(), self.defaults.clone());
+        let run_dir = run_dir(&self.config);
+        alloc_runner::spawn(record, tasks, self.state.clone(), move |gate, events| TaskRunnerDeps {
+            alloc_id: alloc_id.clone(),
+            alloc_dir: alloc_dir.clone(),
+            hooks: hooks.clone(),
+            driver: driver.clone(),
+            gate: gate.clone(),
+            state: state.clone(),
+            defaults: defaults.clone(),
+            run_dir: run_dir.clone(),
+            events,
+        })
+    }
+}
+
+fn run_dir(config: &EngineConfig) -> PathBuf {
+    config.data_dir.join("run")
+}
+
+/// A random id in UUID form (hex and dashes, never a '.', which the oracle
+/// relies on to split cgroup names).
+fn new_alloc_id() -> Result<String, EngineError> {
+    let mut bytes = [0u8; 16];
+    let path = PathBuf::from("/dev/urandom");
+    std::fs::File::open(&path)
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|source| EngineError::Io { what: "reading", path, source })?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32]))
+}

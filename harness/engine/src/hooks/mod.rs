@@ -1,0 +1,136 @@
+//! Task runner hooks, one per file, behind small traits modelled on Nomad's
+//! hook interfaces. The task runner calls them in order and puts a fault
+//! point before and after each one.
+
+mod executor_shutdown;
+mod forget_handle;
+mod log_files;
+mod persist_handle;
+mod task_dir;
+mod task_env;
+mod validate;
+
+pub use executor_shutdown::ExecutorShutdownHook;
+pub use forget_handle::ForgetHandleHook;
+pub use log_files::LogFilesHook;
+pub use persist_handle::PersistHandleHook;
+pub use task_dir::TaskDirHook;
+pub use task_env::TaskEnvHook;
+pub use validate::ValidateHook;
+
+use crate::alloc_dir::AllocDir;
+use crate::driver::RunningTask;
+use crate::jobspec::Task;
+use crate::state::TaskRecord;
+use crate::task_state::{EventKind, TaskEvent};
+use std::collections::BTreeMap;
+use taskgate_executor::ExitResult;
+
+/// What every hook may look at. Hooks change the task's record; the task
+/// runner persists it after each hook phase.
+pub struct HookContext<'a> {
+    pub alloc_id: &'a str,
+    pub task: &'a Task,
+    pub alloc_dir: &'a AllocDir,
+    pub attempt: u32,
+    pub record: &'a mut TaskRecord,
+}
+
+impl HookContext<'_> {
+    pub fn emit(&mut self, kind: EventKind, message: impl Into<String>) {
+        let event = TaskEvent::new(&self.task.name, kind, self.attempt, message);
+        self.record.events.push(event);
+    }
+}
+
+/// What prestart hooks build up for the start of one attempt.
+#[derive(Debug, Default, Clone)]
+pub struct TaskSetup {
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error("{hook}: {message}")]
+    Failed { hook: &'static str, message: String },
+    #[error("{hook}: {source}")]
+    Io { hook: &'static str, source: std::io::Error },
+    #[error("{0}")]
+    Injected(String),
+    #[error("{hook} panicked: {message}")]
+    Panicked { hook: &'static str, message: String },
+}
+
+/// Runs one hook, turning a panic into an error: a broken hook fails its
+/// task, it does not take the task runner (and the kill path) down with it.
+pub fn guarded(hook: &'static str, f: impl FnOnce() -> Result<(), HookError>) -> Result<(), HookError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".to_string());
+        Err(HookError::Panicked { hook, message })
+    })
+}
+
+impl HookError {
+    /// Bad configuration fails every attempt the same way, so retrying is pointless.
+    pub fn is_recoverable(&self) -> bool {
+        !matches!(self, HookError::Failed { .. })
+    }
+}
+
+pub trait PrestartHook: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn prestart(&self, ctx: &mut HookContext<'_>, setup: &mut TaskSetup) -> Result<(), HookError>;
+}
+
+pub trait PoststartHook: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn poststart(&self, ctx: &mut HookContext<'_>, task: &RunningTask) -> Result<(), HookError>;
+}
+
+pub trait ExitedHook: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn exited(
+        &self,
+        ctx: &mut HookContext<'_>,
+        task: &RunningTask,
+        result: Option<&ExitResult>,
+    ) -> Result<(), HookError>;
+}
+
+pub trait StopHook: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn stop(&self, ctx: &mut HookContext<'_>) -> Result<(), HookError>;
+}
+
+/// The hooks a task runner runs, in order.
+pub struct HookSet {
+    pub prestart: Vec<Box<dyn PrestartHook>>,
+    pub poststart: Vec<Box<dyn PoststartHook>>,
+    pub exited: Vec<Box<dyn ExitedHook>>,
+    pub stop: Vec<Box<dyn StopHook>>,
+}
+
+impl HookSet {
+    /// Nomad's order: validate, task dir, logs, env before start.
+    pub fn standard(default_user: &str) -> Self {
+        HookSet {
+            prestart: vec![
+                Box::new(ValidateHook::new(default_user)),
+                Box::new(TaskDirHook),
+                Box::new(LogFilesHook),
+                Box::new(TaskEnvHook),
+            ],
+            poststart: vec![Box::new(PersistHandleHook)],
+            exited: vec![Box::new(ExecutorShutdownHook)],
+            stop: vec![Box::new(ForgetHandleHook)],
+        }
+    }
+}
+
+fn io(hook: &'static str) -> impl FnOnce(std::io::Error) -> HookError {
+    move |source| HookError::Io { hook, source }
+}

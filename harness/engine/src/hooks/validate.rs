@@ -1,0 +1,32 @@
+//! Prestart: reject a task the executor could not start, before touching disk.
+
+use super::{HookContext, HookError, PrestartHook, TaskSetup};
+
+pub struct ValidateHook {
+    default_user: String,
+}
+
+impl ValidateHook {
+    pub fn new(default_user: &str) -> Self {
+        ValidateHook { default_user: default_user.to_string() }
+    }
+}
+
+impl PrestartHook for ValidateHook {
+    fn name(&self) -> &'static str {
+        "validate"
+    }
+
+    fn prestart(&self, ctx: &mut HookContext<'_>, _setup: &mut TaskSetup) -> Result<(), HookError> {
+        let fail = |message: String| Err(HookError::Failed { hook: "validate", message });
+        let task = ctx.task;
+        if !task.command.starts_with('/') {
+            return fail(format!("command {:?} must be an absolute path inside the task root", task.command));
+        }
+        let user = task.user.as_deref().unwrap_or(&self.default_user);
+        if nix::unistd::User::from_name(user).ok().flatten().is_none() {
+            return fail(format!("user {user:?} does not exist on this host"));
+        }
+        Ok(())
+    }
+}

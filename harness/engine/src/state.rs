@@ -1,0 +1,149 @@
+//! Task and alloc state that survives an agent restart, in an embedded redb
+//! database. Records are JSON values keyed by alloc id (and task name), so a
+//! schema change shows up as a readable decode error, not silent garbage.
+
+use crate::alloc::{ClientStatus, DesiredStatus};
+use crate::jobspec::Job;
+use crate::task_state::{TaskEvent, TaskState};
+use redb::{Database, TableDefinition};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use taskgate_executor::ReattachInfo;
+
+const ALLOCS: TableDefinition<&str, &[u8]> = TableDefinition::new("allocs");
+/// Keyed by `<alloc id>/<task name>`.
+const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state database {path}: {source}")]
+    Open { path: PathBuf, source: redb::DatabaseError },
+    #[error("state database: {0}")]
+    Db(String),
+    #[error("state database record {key}: {source}")]
+    Decode { key: String, source: serde_json::Error },
+}
+
+macro_rules! db_err {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StateError {
+            fn from(e: $t) -> Self { StateError::Db(e.to_string()) }
+        }
+    )*};
+}
+db_err!(redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocRecord {
+    pub alloc_id: String,
+    pub job: Job,
+    pub group: String,
+    pub alloc_dir: PathBuf,
+    pub desired: DesiredStatus,
+    pub client: ClientStatus,
+}
+
+impl AllocRecord {
+    /// The tasks of the allocation's group.
+    pub fn tasks(&self) -> Vec<crate::jobspec::Task> {
+        self.job.groups.iter().find(|g| g.name == self.group).map(|g| g.tasks.clone()).unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub task: String,
+    pub state: TaskState,
+    /// The attempt whose prestart hooks all completed, if any. A restored
+    /// agent may only start an attempt whose prestart it completed itself.
+    pub prestart_done: Option<u32>,
+    /// The last attempt committed at the start gate. Written *before* the
+    /// executor is launched, so a restored agent knows an executor may exist.
+    pub committed: Option<u32>,
+    /// How to reach the executor of the running attempt.
+    pub handle: Option<ReattachInfo>,
+    pub restarts: u32,
+    pub events: Vec<TaskEvent>,
+}
+
+impl TaskRecord {
+    pub fn new(task: &str) -> Self {
+        TaskRecord {
+            task: task.to_string(),
+            state: TaskState::Pending,
+            prestart_done: None,
+            committed: None,
+            handle: None,
+            restarts: 0,
+            events: Vec::new(),
+        }
+    }
+}
+
+pub struct StateDb {
+    db: Database,
+}
+
+impl StateDb {
+    pub fn open(path: &Path) -> Result<Self, StateError> {
+        let db = Database::create(path).map_err(|source| StateError::Open { path: path.to_path_buf(), source })?;
+        let tx = db.begin_write()?;
+        tx.open_table(ALLOCS)?;
+        tx.open_table(TASKS)?;
+        tx.commit()?;
+        Ok(StateDb { db })
+    }
+
+    pub fn put_alloc(&self, rec: &AllocRecord) -> Result<(), StateError> {
+        self.put(ALLOCS, &rec.alloc_id, rec)
+    }
+
+    pub fn put_task(&self, alloc_id: &str, rec: &TaskRecord) -> Result<(), StateError> {
+        self.put(TASKS, &task_key(alloc_id, &rec.task), rec)
+    }
+
+    pub fn allocs(&self) -> Result<Vec<AllocRecord>, StateError> {
+        self.scan(ALLOCS, "")
+    }
+
+    pub fn alloc(&self, alloc_id: &str) -> Result<Option<AllocRecord>, StateError> {
+        let tx = self.db.begin_read()?;
+        let table = tx.open_table(ALLOCS)?;
+        let value = table.get(alloc_id)?;
+        value.map(|v| decode(alloc_id, v.value())).transpose()
+    }
+
+    pub fn tasks(&self, alloc_id: &str) -> Result<Vec<TaskRecord>, StateError> {
+        self.scan(TASKS, &task_key(alloc_id, ""))
+    }
+
+    fn put<T: Serialize>(&self, table: TableDefinition<&str, &[u8]>, key: &str, value: &T) -> Result<(), StateError> {
+        let bytes = serde_json::to_vec(value).expect("state records serialize");
+        let tx = self.db.begin_write()?;
+        tx.open_table(table)?.insert(key, bytes.as_slice())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn scan<T: DeserializeOwned>(&self, table: TableDefinition<&str, &[u8]>, prefix: &str) -> Result<Vec<T>, StateError> {
+        let tx = self.db.begin_read()?;
+        let table = tx.open_table(table)?;
+        let mut out = Vec::new();
+        for entry in table.range(prefix..)? {
+            let (k, v) = entry?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            out.push(decode(k.value(), v.value())?);
+        }
+        Ok(out)
+    }
+}
+
+fn task_key(alloc_id: &str, task: &str) -> String {
+    format!("{alloc_id}/{task}")
+}
+
+fn decode<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, StateError> {
+    serde_json::from_slice(bytes).map_err(|source| StateError::Decode { key: key.to_string(), source })
+}

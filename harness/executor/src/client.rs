@@ -1,0 +1,199 @@
+//! The engine's side: spawn an executor process and talk to it.
+
+use crate::error::ExecutorError;
+use crate::protocol::{self, Ready, Request, Response, RunPaths, READY_FD, SPEC_FD};
+use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
+use crate::sys::pidfd_open;
+use crate::validate::{parse_signal, validate};
+use nix::fcntl::{fcntl, FcntlArg};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use std::fs::File;
+use std::io::BufReader;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Fault configuration for executor processes, handed to them as `FAILPOINTS`.
+pub const FAILPOINTS_ENV: &str = "TASKGATE_EXECUTOR_FAILPOINTS";
+
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// The `taskgate` binary; run as `<executor_bin> executor`.
+    pub executor_bin: PathBuf,
+    /// Where spec files, sockets and root mount points live.
+    pub run_dir: PathBuf,
+}
+
+/// Handle on one running executor. Every call opens its own connection, so
+/// one thread can block in [`Executor::wait`] while another calls [`Executor::stop`].
+#[derive(Debug, Clone)]
+pub struct Executor {
+    info: ReattachInfo,
+}
+
+/// Starts an executor for `spec` and returns once the task has been exec'd,
+/// or with the error that prevented it.
+pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, ExecutorError> {
+    validate(spec)?;
+    let paths = RunPaths::new(&cfg.run_dir, spec)?;
+    std::fs::create_dir_all(&cfg.run_dir)
+        .map_err(ExecutorError::io(format!("create run dir {}", cfg.run_dir.display())))?;
+    let json = serde_json::to_vec_pretty(spec).map_err(|e| ExecutorError::Protocol(e.to_string()))?;
+    std::fs::write(&paths.spec, json)
+        .map_err(ExecutorError::io(format!("write {}", paths.spec.display())))?;
+    let result = spawn_executor(cfg, &paths);
+    if result.is_err() {
+        // A failed executor removed what it created; the spec file is ours.
+        let _ = std::fs::remove_file(&paths.spec);
+    }
+    result
+}
+
+fn spawn_executor(cfg: &ExecutorConfig, paths: &RunPaths) -> Result<Executor, ExecutorError> {
+    let spec_file = File::open(&paths.spec)
+        .map_err(ExecutorError::io(format!("open {}", paths.spec.display())))?;
+    let (ready_r, ready_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(ExecutorError::io("ready pipe"))?;
+    // Park both fds above 4 so the child's dup2 onto 3 and 4 cannot clobber one with the other.
+    let spec_fd = dup_above(&spec_file)?;
+    let ready_fd = dup_above(&ready_w)?;
+    let (spec_raw, ready_raw) = (spec_fd.as_raw_fd(), ready_fd.as_raw_fd());
+
+    let mut cmd = Command::new(&cfg.executor_bin);
+    cmd.arg("executor")
+        .arg("--run-dir")
+        .arg(&cfg.run_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create("/tmp/exec-err").unwrap());
+    match std::env::var_os(FAILPOINTS_ENV) {
+        Some(fp) => cmd.env("FAILPOINTS", fp),
+        None => cmd.env_remove("FAILPOINTS"),
+    };
+    // SAFETY: only dup2, which is async-signal-safe, runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            for (from, to) in [(spec_raw, SPEC_FD), (ready_raw, READY_FD)] {
+                if libc::dup2(from, to) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(ExecutorError::io(format!("spawn {}", cfg.executor_bin.display())))?;
+    drop((spec_fd, ready_fd, ready_w, spec_file));
+    // The first executor process only forks the daemon and exits: reap it here.
+    let status = child.wait().map_err(ExecutorError::io("wait for the executor to daemonize"))?;
+    let mut ready = BufReader::new(File::from(ready_r));
+    match protocol::recv(&mut ready, &format!("executor (first process {status})"))? {
+        Ready::Started(info) => Ok(Executor { info }),
+        Ready::Failed(e) => Err(e),
+    }
+}
+
+fn dup_above(fd: &impl AsFd) -> Result<OwnedFd, ExecutorError> {
+    let raw = fcntl(fd.as_fd().as_raw_fd(), FcntlArg::F_DUPFD_CLOEXEC(READY_FD + 1))
+        .map_err(ExecutorError::io("dup fd for the executor"))?;
+    // SAFETY: fcntl just returned this new fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+impl Executor {
+    /// Connects to an executor started by an earlier engine process.
+    pub fn reattach(info: &ReattachInfo) -> Result<Executor, ExecutorError> {
+        let exec = Executor { info: info.clone() };
+        match exec.request(Request::Info)? {
+            Response::Info(actual) if actual == *info => Ok(exec),
+            Response::Info(actual) => Err(ExecutorError::Protocol(format!(
+                "socket {} serves executor {} (task pid {}), not {} (task pid {})",
+                info.socket_path.display(),
+                actual.executor_pid,
+                actual.task_pid,
+                info.executor_pid,
+                info.task_pid
+            ))),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub fn reattach_info(&self) -> ReattachInfo {
+        self.info.clone()
+    }
+
+    /// Blocks until the task has exited; answers at once if it already has.
+    pub fn wait(&self) -> Result<ExitResult, ExecutorError> {
+        match self.request(Request::Wait)? {
+            Response::Exited(result) => Ok(result),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Sends `signal`, waits up to `grace` for the task to exit, then kills its whole cgroup.
+    /// Returns once the task has exited.
+    pub fn stop(&self, signal: &str, grace: Duration) -> Result<(), ExecutorError> {
+        parse_signal(signal)?;
+        let grace_ms = grace.as_millis().try_into().unwrap_or(u64::MAX);
+        self.done(Request::Stop { signal: signal.to_string(), grace_ms })
+    }
+
+    /// Kills whatever is left of the task, removes the executor's cgroup,
+    /// socket and spec file, and returns once the executor process has exited.
+    pub fn shutdown(&self) -> Result<(), ExecutorError> {
+        let stream = self.connect()?;
+        // The connected peer is the executor itself, so its pid cannot have been reused.
+        let peer = getsockopt(&stream, PeerCredentials).map_err(ExecutorError::io("SO_PEERCRED"))?;
+        let pidfd = pidfd_open(peer.pid())?;
+        self.exchange(stream, Request::Shutdown).and_then(expect_done)?;
+        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        loop {
+            match poll(&mut fds, PollTimeout::NONE) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(ExecutorError::io("wait for the executor to exit")(e)),
+                Ok(_) => return Ok(()),
+            }
+        }
+    }
+
+    fn done(&self, req: Request) -> Result<(), ExecutorError> {
+        self.request(req).and_then(expect_done)
+    }
+
+    fn request(&self, req: Request) -> Result<Response, ExecutorError> {
+        self.exchange(self.connect()?, req)
+    }
+
+    fn connect(&self) -> Result<UnixStream, ExecutorError> {
+        UnixStream::connect(&self.info.socket_path).map_err(ExecutorError::io(format!(
+            "connect to executor {} at {}",
+            self.info.executor_pid,
+            self.info.socket_path.display()
+        )))
+    }
+
+    fn exchange(&self, mut stream: UnixStream, req: Request) -> Result<Response, ExecutorError> {
+        protocol::send(&mut stream, &req)?;
+        let what = format!("executor {}", self.info.executor_pid);
+        match protocol::recv(&mut BufReader::new(stream), &what)? {
+            Response::Failed(e) => Err(e),
+            resp => Ok(resp),
+        }
+    }
+}
+
+fn expect_done(resp: Response) -> Result<(), ExecutorError> {
+    match resp {
+        Response::Done => Ok(()),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn unexpected(resp: Response) -> ExecutorError {
+    ExecutorError::Protocol(format!("unexpected reply {resp:?}"))
+}

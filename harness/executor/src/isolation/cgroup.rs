@@ -1,0 +1,145 @@
+//! The task's cgroup, nested under the executor's own cgroup in every
+//! hierarchy: on v1 per controller (from /proc/self/cgroup), on v2 under the
+//! executor's unified path. The leaf is `taskgate.<alloc_id>.<task_name>`.
+
+use crate::error::ExecutorError;
+use crate::spec::{Resources, TaskSpec};
+use cgroups_rs::cgroup::get_cgroups_relative_paths;
+use cgroups_rs::cpu::CpuController;
+use cgroups_rs::freezer::FreezerController;
+use cgroups_rs::memory::MemController;
+use cgroups_rs::pid::PidController;
+use cgroups_rs::{hierarchies, Cgroup, CgroupPid, Controller, MaxValue};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+
+/// Controllers the task needs on v2; enabling every available one would also
+/// drag in cpuset/io/hugetlb for nothing.
+const V2_CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
+
+pub(crate) struct TaskCgroup {
+    cg: Cgroup,
+}
+
+impl TaskCgroup {
+    pub fn leaf_name(spec: &TaskSpec) -> String {
+        format!("taskgate.{}.{}", spec.alloc_id, spec.task_name)
+    }
+
+    /// Creates the cgroup and applies the limits; on failure nothing is left.
+    pub fn create(spec: &TaskSpec) -> Result<TaskCgroup, ExecutorError> {
+        let hier = hierarchies::auto();
+        let leaf = Self::leaf_name(spec);
+        let cg = if hier.v2() {
+            let path = own_v2_path()?.join(&leaf);
+            let controllers = V2_CONTROLLERS.iter().map(|c| c.to_string()).collect();
+            Cgroup::new_with_specified_controllers(hier, path, Some(controllers))
+        } else {
+            let relative = get_cgroups_relative_paths().map_err(cg_err("read /proc/self/cgroup"))?;
+            Cgroup::new_with_relative_paths(hier, &leaf, relative)
+        };
+        let tc = TaskCgroup { cg: cg.map_err(cg_err(format!("create {leaf}")))? };
+        if let Err(e) = tc.apply(&spec.resources) {
+            // Best effort: the creation error is the one worth reporting.
+            let _ = tc.delete();
+            return Err(e);
+        }
+        Ok(tc)
+    }
+
+    fn apply(&self, res: &Resources) -> Result<(), ExecutorError> {
+        let mem: &MemController = self.controller("memory")?;
+        let bytes = (res.memory_mb << 20) as i64;
+        mem.set_limit(bytes).map_err(cg_err("set memory limit"))?;
+        // Where swap is accounted, the task must not dodge its limit by swapping
+        // (v1 counts memory+swap, v2 swap alone).
+        let (swap_file, swap) = if self.cg.v2() { ("memory.swap.max", 0) } else { ("memory.memsw.limit_in_bytes", bytes) };
+        if mem.path().join(swap_file).exists() {
+            mem.set_memswap_limit(swap).map_err(cg_err("set swap limit"))?;
+        }
+        let pids: &PidController = self.controller("pids")?;
+        pids.set_pid_max(MaxValue::Value(res.pids_max as i64)).map_err(cg_err("set pids.max"))?;
+        let cpu: &CpuController = self.controller("cpu")?;
+        let shares = if self.cg.v2() { shares_to_weight(res.cpu_shares) } else { res.cpu_shares.max(2) };
+        cpu.set_shares(shares).map_err(cg_err("set cpu shares"))
+    }
+
+    fn controller<'a, T>(&'a self, name: &str) -> Result<&'a T, ExecutorError>
+    where
+        &'a T: From<&'a cgroups_rs::Subsystem>,
+        T: Controller + cgroups_rs::ControllIdentifier,
+    {
+        self.cg
+            .controller_of::<T>()
+            .filter(|c| c.exists())
+            .ok_or_else(|| ExecutorError::Cgroup(format!("the {name} controller is not available")))
+    }
+
+    pub fn add(&self, pid: Pid) -> Result<(), ExecutorError> {
+        self.cg
+            .add_task_by_tgid(CgroupPid::from(pid.as_raw() as u64))
+            .map_err(cg_err(format!("move pid {pid} into the task cgroup")))
+    }
+
+    /// Kills every process in the cgroup: atomically with `cgroup.kill` on v2;
+    /// on v1 frozen first, so nothing forks or exits between listing and killing.
+    pub fn kill_all(&self) -> Result<(), ExecutorError> {
+        if self.cg.v2() && self.cg.kill().is_ok() {
+            return Ok(());
+        }
+        let freezer = self.cg.controller_of::<FreezerController>();
+        if let Some(f) = freezer {
+            f.freeze().map_err(cg_err("freeze the task cgroup"))?;
+        }
+        for p in self.cg.procs() {
+            // A process that already exited is fine.
+            let _ = kill(Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+        }
+        match freezer {
+            Some(f) => f.thaw().map_err(cg_err("thaw the task cgroup")),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the kernel OOM-killed anything in the cgroup.
+    pub fn oom_killed(&self) -> bool {
+        let Some(mem) = self.cg.controller_of::<MemController>() else { return false };
+        let file = if self.cg.v2() { "memory.events" } else { "memory.oom_control" };
+        std::fs::read_to_string(mem.path().join(file))
+            .map(|s| oom_kill_count(&s) > 0)
+            .unwrap_or(false)
+    }
+
+    pub fn delete(&self) -> Result<(), ExecutorError> {
+        self.cg.delete().map_err(cg_err(format!("remove {}", self.cg.path())))
+    }
+}
+
+/// The executor's own cgroup from the `0::<path>` line, relative to the unified root.
+fn own_v2_path() -> Result<PathBuf, ExecutorError> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").map_err(ExecutorError::io("read /proc/self/cgroup"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| Path::new(p.trim_start_matches('/')).to_path_buf())
+        .ok_or_else(|| ExecutorError::Cgroup("no unified entry in /proc/self/cgroup".into()))
+}
+
+/// runc's mapping of cpu.shares [2, 262144] onto cpu.weight [1, 10000].
+fn shares_to_weight(shares: u64) -> u64 {
+    let shares = shares.clamp(2, 262_144);
+    1 + ((shares - 2) * 9999) / 262_142
+}
+
+/// The `oom_kill N` line of memory.oom_control (v1) or memory.events (v2).
+fn oom_kill_count(text: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn cg_err<E: std::fmt::Display>(what: impl Into<String>) -> impl FnOnce(E) -> ExecutorError {
+    let what = what.into();
+    move |e| ExecutorError::Cgroup(format!("{what}: {e}"))
+}

@@ -1,0 +1,132 @@
+//! The task's root: a tmpfs holding read-only binds of `chroot_env`, the
+//! task's read-write dirs, a fresh /proc and a minimal /dev, entered with
+//! pivot_root so the host's tree is unmounted rather than merely hidden
+//! (a chrooted process can climb out of a chroot, not out of a pivot).
+//! Runs in the task's own mount namespace only.
+
+use crate::error::ExecutorError;
+use crate::spec::TaskSpec;
+use crate::validate::TASK_SUBDIRS;
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sys::statvfs::{statvfs, FsFlags};
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+const DEV_NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+const DEV_LINKS: [(&str, &str); 4] =
+    [("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")];
+
+/// Builds the root on `root_dir` and pivots into it; afterwards `/` is the task root.
+pub(crate) fn enter_root(root_dir: &Path, spec: &TaskSpec) -> Result<(), ExecutorError> {
+    // Nothing below may propagate back to the host's mount namespace.
+    mount_at(None, Path::new("/"), None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
+    let tmpfs_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount_at(Some("tmpfs"), root_dir, Some("tmpfs"), tmpfs_flags, Some("mode=755,size=1m"))?;
+
+    for (src, dst) in &spec.chroot_env {
+        bind(src, &inside(root_dir, dst), true)?;
+    }
+    for sub in TASK_SUBDIRS {
+        bind(&spec.task_dir.join(sub), &root_dir.join(sub), false)?;
+    }
+    bind(&spec.shared_alloc_dir, &root_dir.join("alloc"), false)?;
+
+    let proc_dir = mkdir(&root_dir.join("proc"))?;
+    let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount_at(Some("proc"), &proc_dir, Some("proc"), proc_flags, None)?;
+    build_dev(&mkdir(&root_dir.join("dev"))?)?;
+
+    pivot(root_dir)?;
+    // Read-only from here on: the task may write only to its binds.
+    let ro = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | tmpfs_flags;
+    mount_at(None, Path::new("/dev"), None, ro, None)?;
+    mount_at(None, Path::new("/"), None, ro, None)
+}
+
+fn build_dev(dev: &Path) -> Result<(), ExecutorError> {
+    mount_at(Some("tmpfs"), dev, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("mode=755,size=64k"))?;
+    for node in DEV_NODES {
+        let target = dev.join(node);
+        touch(&target)?;
+        let host = Path::new("/dev").join(node);
+        mount_at(Some(host.to_str().unwrap_or_default()), &target, None, MsFlags::MS_BIND, None)?;
+    }
+    for (link, to) in DEV_LINKS {
+        let path = dev.join(link);
+        symlink(to, &path).map_err(ExecutorError::io(format!("symlink {}", path.display())))?;
+    }
+    mkdir(&dev.join("shm")).map(drop)
+}
+
+/// `pivot_root(".", ".")` stacks the old root on the new one; detaching it
+/// then leaves only the task root, with no directory for the old root needed.
+fn pivot(root_dir: &Path) -> Result<(), ExecutorError> {
+    let fail = |what: &str| {
+        let what = what.to_string();
+        move |e: nix::errno::Errno| ExecutorError::Mount { target: root_dir.to_path_buf(), message: format!("{what}: {e}") }
+    };
+    nix::unistd::chdir(root_dir).map_err(fail("chdir"))?;
+    nix::unistd::pivot_root(".", ".").map_err(fail("pivot_root"))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(fail("detach the old root"))?;
+    nix::unistd::chdir("/").map_err(fail("chdir /"))
+}
+
+/// Bind-mounts `src` (dir or file) at `target`, then remounts it nosuid,nodev
+/// (and read-only if asked), keeping noexec if the source had it.
+fn bind(src: &Path, target: &Path, readonly: bool) -> Result<(), ExecutorError> {
+    if src.is_dir() {
+        mkdir(target)?;
+    } else {
+        touch(target)?;
+    }
+    let src_str = src.to_str().ok_or_else(|| ExecutorError::Mount {
+        target: target.to_path_buf(),
+        message: format!("source {} is not UTF-8", src.display()),
+    })?;
+    mount_at(Some(src_str), target, None, MsFlags::MS_BIND | MsFlags::MS_REC, None)?;
+    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if readonly {
+        flags |= MsFlags::MS_RDONLY;
+    }
+    let src_flags = statvfs(src).map_err(ExecutorError::io(format!("statvfs {}", src.display())))?.flags();
+    if src_flags.contains(FsFlags::ST_NOEXEC) {
+        flags |= MsFlags::MS_NOEXEC;
+    }
+    mount_at(None, target, None, flags, None)
+}
+
+fn mount_at(
+    src: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: MsFlags,
+    data: Option<&str>,
+) -> Result<(), ExecutorError> {
+    mount(src, target, fstype, flags, data).map_err(|e| ExecutorError::Mount {
+        target: target.to_path_buf(),
+        message: format!("mount {} ({flags:?}): {e}", src.unwrap_or("-")),
+    })
+}
+
+/// `dst` (absolute, validated free of `..`) under `root`.
+fn inside(root: &Path, dst: &Path) -> PathBuf {
+    root.join(dst.strip_prefix("/").unwrap_or(dst))
+}
+
+fn mkdir(path: &Path) -> Result<PathBuf, ExecutorError> {
+    std::fs::create_dir_all(path).map_err(ExecutorError::io(format!("create {}", path.display())))?;
+    Ok(path.to_path_buf())
+}
+
+fn touch(path: &Path) -> Result<(), ExecutorError> {
+    if let Some(parent) = path.parent() {
+        mkdir(parent)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map(drop)
+        .map_err(ExecutorError::io(format!("create {}", path.display())))
+}

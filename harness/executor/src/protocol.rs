@@ -1,0 +1,81 @@
+//! What the client and the executor process say to each other: one JSON
+//! line for readiness on an inherited pipe, then one request line and one
+//! response line per connection on the executor's Unix socket.
+
+use crate::error::ExecutorError;
+use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+
+/// The executor reads its spec from this fd (the oracle relies on it too).
+pub(crate) const SPEC_FD: RawFd = 3;
+/// The executor writes its one [`Ready`] line to this fd.
+pub(crate) const READY_FD: RawFd = 4;
+
+/// `sun_path` is 108 bytes including the terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Ready {
+    Started(ReattachInfo),
+    Failed(ExecutorError),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Request {
+    Info,
+    Wait,
+    Stop { signal: String, grace_ms: u64 },
+    Shutdown,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Response {
+    Info(ReattachInfo),
+    Exited(ExitResult),
+    Done,
+    Failed(ExecutorError),
+}
+
+/// Where one task's executor keeps its files inside the run dir.
+#[derive(Debug, Clone)]
+pub(crate) struct RunPaths {
+    pub spec: PathBuf,
+    pub socket: PathBuf,
+    /// Empty host directory the task's root tmpfs is mounted on (in the task's namespace only).
+    pub root: PathBuf,
+}
+
+impl RunPaths {
+    pub fn new(run_dir: &Path, spec: &TaskSpec) -> Result<RunPaths, ExecutorError> {
+        let stem = format!("{}.{}", spec.alloc_id, spec.task_name);
+        let paths = RunPaths {
+            spec: run_dir.join(format!("{stem}.spec.json")),
+            socket: run_dir.join(format!("{stem}.sock")),
+            root: run_dir.join(format!("{stem}.root")),
+        };
+        if paths.socket.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(ExecutorError::SocketPathTooLong { path: paths.socket });
+        }
+        Ok(paths)
+    }
+}
+
+pub(crate) fn send<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), ExecutorError> {
+    let mut line = serde_json::to_vec(msg).map_err(|e| ExecutorError::Protocol(e.to_string()))?;
+    line.push(b'\n');
+    w.write_all(&line).and_then(|()| w.flush()).map_err(ExecutorError::io("send to executor peer"))
+}
+
+/// Reads one message; `what` names the peer for the error when it hung up instead.
+pub(crate) fn recv<T: DeserializeOwned>(r: &mut impl BufRead, what: &str) -> Result<T, ExecutorError> {
+    let mut line = String::new();
+    let n = r.read_line(&mut line).map_err(ExecutorError::io(format!("read from {what}")))?;
+    if n == 0 {
+        return Err(ExecutorError::Protocol(format!("{what} closed the connection without a reply")));
+    }
+    serde_json::from_str(&line).map_err(|e| ExecutorError::Protocol(format!("bad message from {what}: {e}")))
+}

@@ -1,0 +1,349 @@
+//! The executor process: daemonize, start the task, then supervise it and
+//! answer requests on its Unix socket until told to shut down.
+
+use crate::error::ExecutorError;
+use crate::isolation::cgroup::TaskCgroup;
+use crate::isolation::{spawn_task, TaskLaunch};
+use crate::logs::RotatingWriter;
+use crate::protocol::{self, Ready, Request, Response, RunPaths, READY_FD, SPEC_FD};
+use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
+use crate::sys::{now_ms, pidfd_send_signal};
+use crate::validate::{parse_signal, validate};
+use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{ForkResult, Pid};
+use std::fs::{File, OpenOptions};
+use std::io::BufReader;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use taskgate_faults::points;
+
+/// Entry point of `taskgate executor`: the spec is on fd 3, readiness goes to fd 4.
+/// Returns only on a startup failure (after reporting it) or a broken socket.
+pub fn run(run_dir: &Path) -> Result<(), ExecutorError> {
+    for fd in [SPEC_FD, READY_FD] {
+        // Keeps fd 3 open for the process's life (the oracle reads it) but out of the task.
+        fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+            .map_err(ExecutorError::io(format!("fd {fd} (the executor is started by launch(), not by hand)")))?;
+    }
+    // SAFETY: launch() handed us these fds and nothing else in this process owns them.
+    let (spec_file, mut ready) = unsafe { (File::from_raw_fd(SPEC_FD), File::from_raw_fd(READY_FD)) };
+    daemonize()?;
+    match Supervisor::start(run_dir, &spec_file) {
+        Ok((sup, listener)) => {
+            if let Err(e) = protocol::send(&mut ready, &Ready::Started(sup.info.clone())) {
+                tracing::warn!("the launching engine is gone, serving anyway: {e}");
+            }
+            drop(ready);
+            sup.serve(listener)
+        }
+        Err(e) => {
+            let _ = protocol::send(&mut ready, &Ready::Failed(e.clone()));
+            Err(e)
+        }
+    }
+}
+
+/// Forks once and lets the first process exit (launch() reaps it), so the
+/// executor is orphaned into its own session and outlives the engine.
+fn daemonize() -> Result<(), ExecutorError> {
+    // SAFETY: still single-threaded; the parent only calls _exit.
+    match unsafe { nix::unistd::fork() }.map_err(ExecutorError::io("fork"))? {
+        ForkResult::Parent { .. } => unsafe { libc::_exit(0) },
+        ForkResult::Child => nix::unistd::setsid().map(drop).map_err(ExecutorError::io("setsid")),
+    }
+}
+
+/// What this executor created, so every way out removes exactly that.
+struct Leftovers {
+    paths: RunPaths,
+    cgroup: Option<TaskCgroup>,
+    socket: bool,
+    root: bool,
+}
+
+impl Leftovers {
+    /// The cgroup goes first: if it cannot be removed, the socket stays for a retry.
+    fn remove(&mut self) -> Result<(), ExecutorError> {
+        if let Some(cg) = &self.cgroup {
+            cg.delete()?;
+            self.cgroup = None;
+        }
+        if std::mem::take(&mut self.socket) {
+            remove(&self.paths.socket, |p| std::fs::remove_file(p))?;
+        }
+        if std::mem::take(&mut self.root) {
+            remove(&self.paths.root, |p| std::fs::remove_dir(p))?;
+        }
+        Ok(())
+    }
+}
+
+fn remove(path: &Path, op: fn(&Path) -> std::io::Result<()>) -> Result<(), ExecutorError> {
+    match op(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(ExecutorError::io(format!("remove {}", path.display()))(e))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[derive(Default)]
+struct State {
+    exit: Option<ExitResult>,
+    /// Wait replies being written; shutdown lets them finish before exiting.
+    replying: usize,
+}
+
+struct Supervisor {
+    info: ReattachInfo,
+    pidfd: OwnedFd,
+    leftovers: Mutex<Leftovers>,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Supervisor {
+    fn start(run_dir: &Path, spec_file: &File) -> Result<(Arc<Supervisor>, UnixListener), ExecutorError> {
+        let spec: TaskSpec = serde_json::from_reader(BufReader::new(spec_file))
+            .map_err(|e| ExecutorError::Protocol(format!("bad spec on fd {SPEC_FD}: {e}")))?;
+        #[cfg(feature = "failpoints")]
+        crate::faults::configure_from_env()?;
+        validate(&spec)?;
+        log_to_task_dir(&spec.task_dir)?;
+        let paths = RunPaths::new(run_dir, &spec)?;
+        let mut made = Leftovers { paths, cgroup: None, socket: false, root: false };
+        match Self::setup(&spec, &mut made) {
+            Ok((task_pid, pidfd, listener, pumps)) => {
+                tracing::info!("task {} started as pid {task_pid}", spec.task_name);
+                let info = ReattachInfo {
+                    socket_path: made.paths.socket.clone(),
+                    executor_pid: std::process::id() as i32,
+                    task_pid: task_pid.as_raw(),
+                };
+                let sup = Arc::new(Supervisor {
+                    info,
+                    pidfd,
+                    leftovers: Mutex::new(made),
+                    state: Mutex::new(State::default()),
+                    changed: Condvar::new(),
+                });
+                let started_at_ms = now_ms();
+                let reaper = Arc::clone(&sup);
+                std::thread::spawn(move || reaper.reap(task_pid, started_at_ms, pumps));
+                Ok((sup, listener))
+            }
+            Err(e) => {
+                tracing::error!("task {} not started: {e}", spec.task_name);
+                if let Err(cleanup) = made.remove() {
+                    tracing::error!("cleaning up after the failed start: {cleanup}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Everything up to the exec, recording what it creates in `made`. Must
+    /// stay single-threaded until the task is cloned.
+    #[allow(clippy::type_complexity)]
+    fn setup(
+        spec: &TaskSpec,
+        made: &mut Leftovers,
+    ) -> Result<(Pid, OwnedFd, UnixListener, [JoinHandle<()>; 2]), ExecutorError> {
+        let cgroup = made.cgroup.insert(TaskCgroup::create(spec)?);
+        taskgate_faults::fault_point!(points::EX_AFTER_CGROUP, spec.task_name.as_str(), |msg| Err(
+            ExecutorError::Injected(msg)
+        ));
+
+        let logs_dir = spec.shared_alloc_dir.join("logs");
+        std::fs::create_dir_all(&logs_dir).map_err(ExecutorError::io(format!("create {}", logs_dir.display())))?;
+        let mut pipes = Vec::new();
+        for stream in ["stdout", "stderr"] {
+            let writer = RotatingWriter::open(&logs_dir, format!("{}.{stream}", spec.task_name), &spec.logs)?;
+            let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(ExecutorError::io("log pipe"))?;
+            pipes.push((writer, File::from(r), w));
+        }
+
+        let socket = &made.paths.socket;
+        if UnixStream::connect(socket).is_ok() {
+            return Err(ExecutorError::Protocol(format!("an executor is already serving {}", socket.display())));
+        }
+        remove(socket, |p| std::fs::remove_file(p))?;
+        let listener = UnixListener::bind(socket).map_err(ExecutorError::io(format!("bind {}", socket.display())))?;
+        made.socket = true;
+        match std::fs::create_dir(&made.paths.root) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(ExecutorError::io(format!("create {}", made.paths.root.display()))(e))
+            }
+            _ => made.root = true,
+        }
+
+        let [(out_log, out_r, out_w), (err_log, err_r, err_w)] =
+            <[_; 2]>::try_from(pipes).unwrap_or_else(|_| unreachable!("two streams"));
+        let launch = TaskLaunch {
+            spec,
+            creds: validate(spec)?,
+            root_dir: &made.paths.root,
+            cgroup,
+            stdout: out_w,
+            stderr: err_w,
+        };
+        // SAFETY: no thread has been started yet; the pumps start below.
+        let (pid, pidfd) = unsafe { spawn_task(launch)? };
+        let pumps = [
+            std::thread::spawn(move || out_log.pump(out_r)),
+            std::thread::spawn(move || err_log.pump(err_r)),
+        ];
+        Ok((pid, pidfd, listener, pumps))
+    }
+
+    /// Waits for the task, lets the log pumps drain, and publishes the result.
+    fn reap(&self, pid: Pid, started_at_ms: u64, pumps: [JoinHandle<()>; 2]) {
+        let (exit_code, signal) = loop {
+            match waitpid(pid, None) {
+                Ok(WaitStatus::Exited(_, code)) => break (Some(code), None),
+                Ok(WaitStatus::Signaled(_, sig, _)) => break (None, Some(sig as i32)),
+                Err(nix::errno::Errno::EINTR) | Ok(_) => continue,
+                Err(e) => {
+                    tracing::error!("waitpid({pid}): {e}");
+                    break (None, None);
+                }
+            }
+        };
+        let exited_at_ms = now_ms();
+        // The task's PID namespace is gone, so every writer of the pipes has exited.
+        for pump in pumps {
+            let _ = pump.join();
+        }
+        let oom_killed = self.lock_leftovers().cgroup.as_ref().is_some_and(TaskCgroup::oom_killed);
+        let result = ExitResult { exit_code, signal, oom_killed, started_at_ms, exited_at_ms };
+        tracing::info!("task exited: {result:?}");
+        self.lock().exit = Some(result);
+        self.changed.notify_all();
+    }
+
+    fn serve(self: Arc<Self>, listener: UnixListener) -> Result<(), ExecutorError> {
+        for stream in listener.incoming() {
+            let stream = stream.map_err(ExecutorError::io("accept on the executor socket"))?;
+            let sup = Arc::clone(&self);
+            std::thread::spawn(move || {
+                if let Err(e) = sup.handle(stream) {
+                    tracing::warn!("request failed: {e}");
+                }
+            });
+        }
+        Ok(())
+    }
+
+    fn handle(&self, stream: UnixStream) -> Result<(), ExecutorError> {
+        let req: Request = protocol::recv(&mut BufReader::new(&stream), "engine")?;
+        let mut out = &stream;
+        let resp = match req {
+            Request::Info => Response::Info(self.info.clone()),
+            Request::Wait => {
+                self.lock().replying += 1;
+                let result = self.wait_exit(None);
+                let sent = protocol::send(&mut out, &result.map_or(Response::Done, Response::Exited));
+                self.lock().replying -= 1;
+                self.changed.notify_all();
+                return sent;
+            }
+            Request::Stop { signal, grace_ms } => match self.stop(&signal, Duration::from_millis(grace_ms)) {
+                Ok(()) => Response::Done,
+                Err(e) => Response::Failed(e),
+            },
+            Request::Shutdown => match self.teardown() {
+                Ok(()) => {
+                    protocol::send(&mut out, &Response::Done)?;
+                    tracing::info!("shut down");
+                    std::process::exit(0)
+                }
+                Err(e) => Response::Failed(e),
+            },
+        };
+        protocol::send(&mut out, &resp)
+    }
+
+    /// Blocks until the task has exited, or `timeout` passed.
+    fn wait_exit(&self, timeout: Option<Duration>) -> Option<ExitResult> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut st = self.lock();
+        while st.exit.is_none() {
+            st = match deadline {
+                None => self.changed.wait(st).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    self.changed.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0
+                }
+            };
+        }
+        st.exit.clone()
+    }
+
+    fn stop(&self, signal: &str, grace: Duration) -> Result<(), ExecutorError> {
+        let signal = parse_signal(signal)?;
+        if self.lock().exit.is_some() {
+            return Ok(());
+        }
+        pidfd_send_signal(self.pidfd.as_fd(), signal)?;
+        if self.wait_exit(Some(grace)).is_none() {
+            tracing::info!("task outlived its {grace:?} grace after {signal}: killing its cgroup");
+            self.kill_all()?;
+            self.wait_exit(None);
+        }
+        Ok(())
+    }
+
+    fn kill_all(&self) -> Result<(), ExecutorError> {
+        if let Some(cg) = &self.lock_leftovers().cgroup {
+            cg.kill_all()?;
+        }
+        // The namespace's init dies on SIGKILL from outside whatever it handles, and takes the rest along.
+        pidfd_send_signal(self.pidfd.as_fd(), Signal::SIGKILL)
+    }
+
+    /// Kills what is left, lets pending wait replies go out, removes every file and the cgroup.
+    fn teardown(&self) -> Result<(), ExecutorError> {
+        if self.lock().exit.is_none() {
+            self.kill_all()?;
+            self.wait_exit(None);
+        }
+        let mut st = self.lock();
+        while st.replying > 0 {
+            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(st);
+        let mut made = self.lock_leftovers();
+        made.remove()?;
+        remove(&made.paths.spec, |p| std::fs::remove_file(p))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_leftovers(&self) -> MutexGuard<'_, Leftovers> {
+        self.leftovers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The executor's own log is `executor.out` in the task dir; stderr goes there.
+fn log_to_task_dir(task_dir: &Path) -> Result<(), ExecutorError> {
+    let path = task_dir.join("executor.out");
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(ExecutorError::io(format!("open {}", path.display())))?;
+    nix::unistd::dup2(file.as_raw_fd(), libc::STDERR_FILENO)
+        .map(drop)
+        .map_err(ExecutorError::io("redirect stderr to executor.out"))
+}

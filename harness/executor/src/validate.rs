@@ -1,0 +1,121 @@
+//! Spec checks, run by the client before it spawns anything and again by the
+//! executor before it touches the system (the spec file could be stale).
+
+use crate::error::ExecutorError;
+use crate::spec::TaskSpec;
+use nix::sys::signal::Signal;
+use nix::unistd::{Gid, Uid, User};
+use std::path::{Component, Path};
+use std::str::FromStr;
+
+/// The host user a task runs as, resolved before the task's root hides the host's /etc.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Credentials {
+    pub uid: Uid,
+    pub gid: Gid,
+}
+
+/// The task directory's subdirectories bind-mounted into the task root.
+pub(crate) const TASK_SUBDIRS: [&str; 3] = ["local", "secrets", "tmp"];
+
+const DEFAULT_USER: &str = "nobody";
+
+pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
+    if let Some(reason) = component_problem(&spec.task_name) {
+        return Err(ExecutorError::InvalidTaskName { name: spec.task_name.clone(), reason });
+    }
+    if let Some(reason) = component_problem(&spec.alloc_id) {
+        return Err(ExecutorError::InvalidAllocId { id: spec.alloc_id.clone(), reason });
+    }
+    absolute("task_dir", &spec.task_dir)?;
+    if !spec.task_dir.is_dir() {
+        return Err(ExecutorError::TaskDirMissing { path: spec.task_dir.clone() });
+    }
+    for sub in TASK_SUBDIRS {
+        let path = spec.task_dir.join(sub);
+        if !path.is_dir() {
+            return Err(ExecutorError::TaskDirMissing { path });
+        }
+    }
+    absolute("shared_alloc_dir", &spec.shared_alloc_dir)?;
+    existing("shared_alloc_dir", &spec.shared_alloc_dir)?;
+    for (src, dst) in &spec.chroot_env {
+        absolute("chroot_env source", src)?;
+        absolute("chroot_env target", dst)?;
+        if dst.parent().is_none() || dst.components().any(|c| c == Component::ParentDir) {
+            return Err(ExecutorError::UnsafePath { what: "chroot_env target".into(), path: dst.clone() });
+        }
+        existing("chroot_env source", src)?;
+    }
+    if spec.command.trim().is_empty() {
+        return Err(ExecutorError::MissingCommand);
+    }
+    let r = &spec.resources;
+    positive("memory_mb", r.memory_mb)?;
+    if r.memory_mb > (i64::MAX as u64) >> 20 {
+        return Err(limit("memory_mb", r.memory_mb, "too large"));
+    }
+    positive("pids_max", r.pids_max)?;
+    positive("cpu_shares", r.cpu_shares)?;
+    positive("logs.max_files", spec.logs.max_files.into())?;
+    positive("logs.max_file_size_bytes", spec.logs.max_file_size_bytes)?;
+    positive("rlimits.nofile", spec.rlimits.nofile)?;
+    parse_signal(&spec.kill_signal)?;
+    resolve_user(&spec.user)
+}
+
+/// Accepts "SIGTERM" and "TERM".
+pub(crate) fn parse_signal(name: &str) -> Result<Signal, ExecutorError> {
+    let full = if name.starts_with("SIG") { name.to_string() } else { format!("SIG{name}") };
+    Signal::from_str(&full).map_err(|_| ExecutorError::InvalidSignal { signal: name.to_string() })
+}
+
+/// Why `name` cannot be one path component of the executor's file names, if it can't.
+fn component_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        Some("must not be empty".into())
+    } else if name.contains('/') || name.contains('\0') {
+        Some("must not contain `/` or NUL".into())
+    } else if name == "." || name == ".." || name.contains("..") {
+        Some("must not contain `..`".into())
+    } else {
+        None
+    }
+}
+
+fn absolute(what: &str, path: &Path) -> Result<(), ExecutorError> {
+    if path.is_absolute() {
+        Ok(())
+    } else {
+        Err(ExecutorError::RelativePath { what: what.into(), path: path.to_path_buf() })
+    }
+}
+
+fn existing(what: &str, path: &Path) -> Result<(), ExecutorError> {
+    if path.exists() {
+        Ok(())
+    } else {
+        Err(ExecutorError::PathMissing { what: what.into(), path: path.to_path_buf() })
+    }
+}
+
+fn positive(name: &str, value: u64) -> Result<(), ExecutorError> {
+    if value == 0 {
+        Err(limit(name, value, "must be at least 1"))
+    } else {
+        Ok(())
+    }
+}
+
+fn limit(name: &str, value: u64, reason: &str) -> ExecutorError {
+    ExecutorError::InvalidLimit { name: name.into(), value, reason: reason.into() }
+}
+
+fn resolve_user(user: &str) -> Result<Credentials, ExecutorError> {
+    let name = if user.is_empty() { DEFAULT_USER } else { user };
+    match User::from_name(name) {
+        Ok(Some(u)) => Ok(Credentials { uid: u.uid, gid: u.gid }),
+        Ok(None) => Err(ExecutorError::UnknownUser { user: name.to_string() }),
+        Err(e) => Err(ExecutorError::io(format!("look up user {name:?}"))(e)),
+    }
+}

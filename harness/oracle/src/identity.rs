@@ -1,0 +1,161 @@
+//! Which executor or task an exec'ing process belongs to. At
+//! `FAN_OPEN_EXEC_PERM` time the process has not yet passed the point of no
+//! return of `execve`: it still holds its old file descriptors (even
+//! close-on-exec ones) and its cgroup.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The file descriptor on which the engine hands each executor its spec file.
+pub const SPEC_FD: i32 = 3;
+const SPEC_SUFFIX: &str = ".spec.json";
+const CGROUP_PREFIX: &str = "taskgate.";
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ExecIdentity {
+    /// A per-task executor process (holds `<alloc_id>.<task>.spec.json` on fd 3)
+    /// starting its task.
+    Executor {
+        alloc_id: String,
+        task: String,
+    },
+    /// A process in the task's cgroup `taskgate.<alloc_id>.<task>`.
+    Task {
+        alloc_id: String,
+        task: String,
+    },
+    Unknown,
+}
+
+impl ExecIdentity {
+    /// Resolves the identity of a live process from `/proc`. A process that
+    /// vanished or cannot be inspected is `Unknown`.
+    pub fn of_pid(pid: i32) -> ExecIdentity {
+        let proc = Path::new("/proc").join(pid.to_string());
+        if let Some((alloc_id, task)) = std::fs::read_link(proc.join(format!("fd/{SPEC_FD}")))
+            .ok()
+            .and_then(|target| parse_spec_fd_target(&target))
+        {
+            return ExecIdentity::Executor { alloc_id, task };
+        }
+        if let Some((alloc_id, task)) = std::fs::read_to_string(proc.join("cgroup"))
+            .ok()
+            .and_then(|cg| parse_cgroup(&cg))
+        {
+            return ExecIdentity::Task { alloc_id, task };
+        }
+        ExecIdentity::Unknown
+    }
+
+    /// The task name, for either known identity.
+    pub fn task(&self) -> Option<&str> {
+        match self {
+            ExecIdentity::Executor { task, .. } | ExecIdentity::Task { task, .. } => Some(task),
+            ExecIdentity::Unknown => None,
+        }
+    }
+
+    pub fn alloc_id(&self) -> Option<&str> {
+        match self {
+            ExecIdentity::Executor { alloc_id, .. } | ExecIdentity::Task { alloc_id, .. } => {
+                Some(alloc_id)
+            }
+            ExecIdentity::Unknown => None,
+        }
+    }
+}
+
+/// Splits `<alloc_id>.<task>` at the first dot: alloc ids contain none, task
+/// names may.
+fn split_alloc_task(s: &str) -> Option<(String, String)> {
+    let (alloc, task) = s.split_once('.')?;
+    (!alloc.is_empty() && !task.is_empty()).then(|| (alloc.to_string(), task.to_string()))
+}
+
+/// Parses the target of `/proc/<pid>/fd/3`: a file named
+/// `<alloc_id>.<task>.spec.json` (possibly already unlinked).
+pub fn parse_spec_fd_target(target: &Path) -> Option<(String, String)> {
+    let target = target.to_str()?;
+    let target = target.strip_suffix(" (deleted)").unwrap_or(target);
+    // Sockets, pipes and anonymous files read as e.g. `socket:[123]`, not paths.
+    if !target.starts_with('/') {
+        return None;
+    }
+    let name = Path::new(target).file_name()?.to_str()?;
+    split_alloc_task(name.strip_suffix(SPEC_SUFFIX)?)
+}
+
+/// Parses `/proc/<pid>/cgroup` (`hierarchy:controllers:path` lines, v1 or v2)
+/// for a path whose last component is `taskgate.<alloc_id>.<task>`.
+pub fn parse_cgroup(contents: &str) -> Option<(String, String)> {
+    contents.lines().find_map(|line| {
+        let path = line.splitn(3, ':').nth(2)?;
+        let last = path.rsplit('/').next()?;
+        split_alloc_task(last.strip_prefix(CGROUP_PREFIX)?)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(a: &str, t: &str) -> Option<(String, String)> {
+        Some((a.to_string(), t.to_string()))
+    }
+
+    #[test]
+    fn spec_fd_target() {
+        let p = |s: &str| parse_spec_fd_target(Path::new(s));
+        assert_eq!(
+            p("/var/lib/tg/specs/a1b2.web.spec.json"),
+            pair("a1b2", "web")
+        );
+        assert_eq!(p("/x/a1.web.front.spec.json"), pair("a1", "web.front"));
+        assert_eq!(p("/x/a1.web.spec.json (deleted)"), pair("a1", "web"));
+        assert_eq!(p("/x/a1.spec.json"), None);
+        assert_eq!(p("/x/.web.spec.json"), None);
+        assert_eq!(p("/x/a1..spec.json"), None);
+        assert_eq!(p("/x/a1.web.json"), None);
+        assert_eq!(p("/x/a1.web.spec.json/other"), None);
+        assert_eq!(p("socket:[1234]"), None);
+        assert_eq!(p("/dev/null"), None);
+    }
+
+    #[test]
+    fn cgroup_v2_and_v1() {
+        assert_eq!(
+            parse_cgroup("0::/taskgate/taskgate.a1.web\n"),
+            pair("a1", "web")
+        );
+        assert_eq!(
+            parse_cgroup("0::/taskgate.a1.web.front"),
+            pair("a1", "web.front")
+        );
+        let v1 = "12:pids:/\n4:cpu,cpuacct:/nomad/taskgate.a9.db\n1:name=systemd:/user.slice\n";
+        assert_eq!(parse_cgroup(v1), pair("a9", "db"));
+        // A path component with a colon must survive the 3-way split.
+        assert_eq!(parse_cgroup("0::/odd:dir/taskgate.a1.t"), pair("a1", "t"));
+    }
+
+    #[test]
+    fn cgroup_no_match() {
+        assert_eq!(parse_cgroup(""), None);
+        assert_eq!(parse_cgroup("0::/"), None);
+        assert_eq!(parse_cgroup("0::/user.slice/session-1.scope"), None);
+        // Only the last component names the task: a child cgroup is not the task's.
+        assert_eq!(parse_cgroup("0::/taskgate.a1.web/inner"), None);
+        assert_eq!(parse_cgroup("0::/taskgate.a1"), None);
+        assert_eq!(parse_cgroup("0::/xtaskgate.a1.web"), None);
+        assert_eq!(parse_cgroup("garbage"), None);
+    }
+
+    #[test]
+    fn own_process_is_unknown() {
+        // The test process has no spec on fd 3 and is in no taskgate cgroup.
+        assert_eq!(
+            ExecIdentity::of_pid(std::process::id() as i32),
+            ExecIdentity::Unknown
+        );
+        assert_eq!(ExecIdentity::of_pid(i32::MAX), ExecIdentity::Unknown);
+    }
+}

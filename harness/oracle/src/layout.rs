@@ -1,0 +1,200 @@
+//! Nomad's task directory layout, which prestart hooks build and which must
+//! exist before any exec of the task's binary.
+
+use crate::gate::{Judge, PendingExec, Verdict};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Checks the layout of `task` under `alloc_dir`, returning every missing path:
+/// `alloc/`, `alloc/logs/`, `<task>/`, `<task>/{local,secrets,tmp}/` and
+/// `alloc/logs/<task>.{stdout,stderr}.0`. Nothing is followed: a symlink where
+/// a directory or log file should be counts as missing, since it could point
+/// anywhere.
+pub fn check_task_layout(alloc_dir: &Path, task: &str) -> Result<(), Vec<PathBuf>> {
+    let shared = alloc_dir.join("alloc");
+    let logs = shared.join("logs");
+    let task_dir = alloc_dir.join(task);
+    // A task name that is not one plain component (`..`, `a/b`) would make the
+    // paths below name something other than the task's own directory.
+    if matches!(task, "" | "." | "..") || task.contains(['/', '\0']) {
+        return Err(vec![task_dir]);
+    }
+    let dirs = [
+        shared.clone(),
+        logs.clone(),
+        task_dir.clone(),
+        task_dir.join("local"),
+        task_dir.join("secrets"),
+        task_dir.join("tmp"),
+    ];
+    let files = [
+        logs.join(format!("{task}.stdout.0")),
+        logs.join(format!("{task}.stderr.0")),
+    ];
+    let kind = |p: &Path| std::fs::symlink_metadata(p).ok().map(|m| m.file_type());
+    let missing: Vec<PathBuf> = dirs
+        .into_iter()
+        .filter(|d| !kind(d).is_some_and(|t| t.is_dir()))
+        .chain(
+            files
+                .into_iter()
+                .filter(|f| !kind(f).is_some_and(|t| t.is_file())),
+        )
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(missing)
+    }
+}
+
+/// A judge that allows an executor's or task's exec only if its task layout
+/// is complete; `alloc_dir` maps an alloc id to its alloc directory. Execs of
+/// unknown processes are allowed (they are recorded with their identity).
+pub fn layout_judge(alloc_dir: impl Fn(&str) -> PathBuf + Send + Sync + 'static) -> Judge {
+    Arc::new(move |exec: &PendingExec| {
+        let (Some(alloc_id), Some(task)) = (exec.identity.alloc_id(), exec.identity.task()) else {
+            return Verdict::Allow;
+        };
+        match check_task_layout(&alloc_dir(alloc_id), task) {
+            Ok(()) => Verdict::Allow,
+            Err(missing) => Verdict::Deny(format!("task layout incomplete, missing: {missing:?}")),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ExecIdentity;
+    use std::fs;
+
+    fn build(alloc: &Path, task: &str) {
+        for d in [
+            "alloc/logs",
+            &format!("{task}/local"),
+            &format!("{task}/secrets"),
+            &format!("{task}/tmp"),
+        ] {
+            fs::create_dir_all(alloc.join(d)).unwrap();
+        }
+        for f in ["stdout", "stderr"] {
+            fs::write(alloc.join(format!("alloc/logs/{task}.{f}.0")), "").unwrap();
+        }
+    }
+
+    #[test]
+    fn complete_layout_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path(), "web.front");
+        assert_eq!(check_task_layout(dir.path(), "web.front"), Ok(()));
+    }
+
+    #[test]
+    fn empty_alloc_dir_reports_every_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = check_task_layout(dir.path(), "web").unwrap_err();
+        let rel: Vec<_> = missing
+            .iter()
+            .map(|p| p.strip_prefix(dir.path()).unwrap().to_path_buf())
+            .collect();
+        let want: Vec<PathBuf> = [
+            "alloc",
+            "alloc/logs",
+            "web",
+            "web/local",
+            "web/secrets",
+            "web/tmp",
+            "alloc/logs/web.stdout.0",
+            "alloc/logs/web.stderr.0",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(rel, want);
+    }
+
+    #[test]
+    fn missing_log_file_and_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path(), "web");
+        fs::remove_file(dir.path().join("alloc/logs/web.stderr.0")).unwrap();
+        fs::remove_dir(dir.path().join("web/secrets")).unwrap();
+        assert_eq!(
+            check_task_layout(dir.path(), "web"),
+            Err(vec![
+                dir.path().join("web/secrets"),
+                dir.path().join("alloc/logs/web.stderr.0")
+            ])
+        );
+    }
+
+    #[test]
+    fn symlinks_count_as_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        build(dir.path(), "web");
+        build(elsewhere.path(), "web");
+        fs::remove_dir(dir.path().join("web/tmp")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join("web/tmp"), dir.path().join("web/tmp"))
+            .unwrap();
+        let out = dir.path().join("alloc/logs/web.stdout.0");
+        fs::remove_file(&out).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join("alloc/logs/web.stdout.0"), &out).unwrap();
+        assert_eq!(
+            check_task_layout(dir.path(), "web"),
+            Err(vec![dir.path().join("web/tmp"), out])
+        );
+    }
+
+    #[test]
+    fn wrong_file_types_count_as_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path(), "web");
+        fs::remove_dir(dir.path().join("web/local")).unwrap();
+        fs::write(dir.path().join("web/local"), "").unwrap();
+        let out = dir.path().join("alloc/logs/web.stdout.0");
+        fs::remove_file(&out).unwrap();
+        fs::create_dir(&out).unwrap();
+        assert_eq!(
+            check_task_layout(dir.path(), "web"),
+            Err(vec![dir.path().join("web/local"), out])
+        );
+    }
+
+    #[test]
+    fn task_names_escaping_the_alloc_dir_fail() {
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path(), "web");
+        for bad in ["..", "web/../web", "/web", "web/", "", "."] {
+            assert!(check_task_layout(dir.path(), bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn judge_checks_the_identified_task() {
+        let root = tempfile::tempdir().unwrap();
+        build(&root.path().join("a1"), "web");
+        let base = root.path().to_path_buf();
+        let judge = layout_judge(move |alloc| base.join(alloc));
+        let exec = |identity| PendingExec {
+            pid: 1,
+            exe: PathBuf::from("/bin/x"),
+            identity,
+        };
+        let id = |a: &str, t: &str| ExecIdentity::Executor {
+            alloc_id: a.into(),
+            task: t.into(),
+        };
+        assert_eq!(judge(&exec(id("a1", "web"))), Verdict::Allow);
+        assert!(matches!(judge(&exec(id("a1", "db"))), Verdict::Deny(_)));
+        assert!(matches!(
+            judge(&exec(ExecIdentity::Task {
+                alloc_id: "a2".into(),
+                task: "web".into()
+            })),
+            Verdict::Deny(_)
+        ));
+        assert_eq!(judge(&exec(ExecIdentity::Unknown)), Verdict::Allow);
+    }
+}

@@ -1,0 +1,149 @@
+//! Shared fixtures for the privileged integration tests: a throwaway alloc
+//! layout with a busybox task root, and the zero-leftovers check.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use taskgate_executor::{ExecutorConfig, LogConfig, Resources, Rlimits, TaskSpec};
+
+/// Panics (never skips) when not root: these tests create namespaces, mounts and cgroups.
+pub fn require_root() {
+    assert!(nix::unistd::geteuid().is_root(), "this test needs root: run as root (see README)");
+}
+
+/// A temp dir holding `run/`, `alloc/<task>/{local,secrets,tmp}`, `alloc/alloc/` and `rootfs/` (busybox).
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+    pub alloc_id: String,
+    pub chroot_env: BTreeMap<PathBuf, PathBuf>,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        require_root();
+        // Short prefix: the socket path must fit in sun_path.
+        let dir = tempfile::Builder::new().prefix("tg").tempdir_in("/tmp").expect("temp dir");
+        let alloc_id = dir.path().file_name().unwrap().to_string_lossy().trim_start_matches('.').to_string();
+        let chroot_env = taskgate_executor::build_busybox_root(&dir.path().join("rootfs")).expect("busybox root");
+        std::fs::create_dir_all(dir.path().join("alloc/alloc")).unwrap();
+        Sandbox { dir, alloc_id, chroot_env }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.path().join("run")
+    }
+
+    pub fn config(&self) -> ExecutorConfig {
+        ExecutorConfig { executor_bin: env!("CARGO_BIN_EXE_taskgate").into(), run_dir: self.run_dir() }
+    }
+
+    pub fn task_dir(&self, task: &str) -> PathBuf {
+        self.path().join("alloc").join(task)
+    }
+
+    pub fn shared_alloc_dir(&self) -> PathBuf {
+        self.path().join("alloc/alloc")
+    }
+
+    /// A spec for `sh -c script` as root, with the task dir laid out.
+    pub fn spec(&self, task: &str, script: &str) -> TaskSpec {
+        let task_dir = self.task_dir(task);
+        for sub in ["local", "secrets", "tmp"] {
+            std::fs::create_dir_all(task_dir.join(sub)).unwrap();
+        }
+        TaskSpec {
+            alloc_id: self.alloc_id.clone(),
+            task_name: task.to_string(),
+            task_dir,
+            shared_alloc_dir: self.shared_alloc_dir(),
+            chroot_env: self.chroot_env.clone(),
+            command: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: BTreeMap::new(),
+            user: "root".into(),
+            resources: Resources { cpu_shares: 100, memory_mb: 64, pids_max: 64 },
+            network_isolation: true,
+            logs: LogConfig { max_files: 3, max_file_size_bytes: 1 << 20 },
+            kill_signal: "SIGTERM".into(),
+            kill_timeout: Duration::from_secs(5),
+            rlimits: Rlimits::default(),
+        }
+    }
+
+    /// `<shared alloc dir>/logs/<task>.<stream>.<index>`.
+    pub fn log(&self, task: &str, stream: &str, index: u32) -> PathBuf {
+        self.shared_alloc_dir().join("logs").join(format!("{task}.{stream}.{index}"))
+    }
+
+    pub fn read_log(&self, task: &str, stream: &str) -> String {
+        std::fs::read_to_string(self.log(task, stream, 0)).unwrap_or_default()
+    }
+
+    /// Asserts the executors of this sandbox left nothing behind: no cgroup,
+    /// no mount mentioning the temp dir, no process, no file in the run dir.
+    pub fn assert_no_leftovers(&self) {
+        let cgroups = taskgate_cgroups(Path::new("/sys/fs/cgroup"), &format!("taskgate.{}.", self.alloc_id));
+        assert!(cgroups.is_empty(), "leftover cgroups: {cgroups:?}");
+        let root = self.path().to_string_lossy().to_string();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mounts: Vec<&str> = mountinfo.lines().filter(|l| l.contains(&root)).collect();
+        assert!(mounts.is_empty(), "leftover mounts: {mounts:?}");
+        let procs = processes_mentioning(&[&root, &format!("taskgate.{}.", self.alloc_id)]);
+        assert!(procs.is_empty(), "leftover processes: {procs:?}");
+        let files: Vec<PathBuf> = match std::fs::read_dir(self.run_dir()) {
+            Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
+            Err(_) => vec![],
+        };
+        assert!(files.is_empty(), "leftover files in the run dir: {files:?}");
+    }
+}
+
+/// Cgroup directories named `<prefix>*` anywhere under `root`.
+fn taskgate_cgroups(root: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut found = vec![];
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if e.file_name().to_string_lossy().starts_with(prefix) {
+                found.push(e.path());
+            }
+            stack.push(e.path());
+        }
+    }
+    found
+}
+
+/// Live processes whose command line, open fds or cgroups mention any of
+/// `needles` (zombies have none of these).
+fn processes_mentioning(needles: &[&str]) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut found = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = e.file_name().to_string_lossy().to_string();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) || pid == me {
+            continue;
+        }
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let fds = std::fs::read_dir(e.path().join("fd"))
+            .map(|d| d.flatten().filter_map(|f| std::fs::read_link(f.path()).ok()).collect::<Vec<_>>())
+            .unwrap_or_default();
+        let cgroups = std::fs::read_to_string(e.path().join("cgroup")).unwrap_or_default();
+        let mentions = |n: &&str| {
+            cmdline.contains(n) || cgroups.contains(n) || fds.iter().any(|f| f.to_string_lossy().contains(n))
+        };
+        if needles.iter().any(mentions) {
+            found.push(format!("{pid}: {cmdline}"));
+        }
+    }
+    found
+}

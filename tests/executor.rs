@@ -1,0 +1,341 @@
+//! Privileged tests of the executor: isolation, limits, logs, stop, bad input
+//! and reattach, each ending with the zero-leftovers check. Run as root:
+//! `cargo test --test executor -- --test-threads=1`.
+
+mod common;
+
+use common::Sandbox;
+use nix::sys::stat::Mode;
+use rstest::rstest;
+use serial_test::serial;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use taskgate_executor::{launch, Executor, ExecutorError, ExitResult, TaskSpec};
+
+/// Nomad's default exec-driver capabilities as a /proc/<pid>/status mask:
+/// CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5, SETGID 6, SETUID 7,
+/// SETPCAP 8, NET_BIND_SERVICE 10, SYS_CHROOT 18, MKNOD 27, AUDIT_WRITE 29, SETFCAP 31.
+const DEFAULT_CAPS_MASK: u64 = (1 << 0)
+    | (1 << 1)
+    | (1 << 3)
+    | (1 << 4)
+    | (1 << 5)
+    | (1 << 6)
+    | (1 << 7)
+    | (1 << 8)
+    | (1 << 10)
+    | (1 << 18)
+    | (1 << 27)
+    | (1 << 29)
+    | (1 << 31);
+
+/// Launches, waits for the exit, shuts the executor down; returns the result.
+fn run_to_exit(sb: &Sandbox, spec: &TaskSpec) -> ExitResult {
+    let exec = launch(&sb.config(), spec).expect("launch");
+    let result = exec.wait().expect("wait");
+    exec.shutdown().expect("shutdown");
+    result
+}
+
+/// Runs `script` as `task` to a successful exit and returns its stdout.
+fn stdout_of(sb: &Sandbox, task: &str, spec: TaskSpec) -> String {
+    let result = run_to_exit(sb, &spec);
+    let stdout = sb.read_log(task, "stdout");
+    assert!(result.successful(), "{result:?}\nstdout: {stdout}\nstderr: {}", sb.read_log(task, "stderr"));
+    stdout
+}
+
+/// A FIFO in the task's `local/` (seen as `/local/<name>` inside) through
+/// which a task tells the test it reached a point, or waits for the test.
+fn fifo(sb: &Sandbox, task: &str, name: &str) -> PathBuf {
+    let path = sb.task_dir(task).join("local").join(name);
+    nix::unistd::mkfifo(&path, Mode::from_bits_truncate(0o666)).expect("mkfifo");
+    path
+}
+
+fn cap_field(status: &str, field: &str) -> u64 {
+    let hex = status.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).expect(field);
+    u64::from_str_radix(hex.trim(), 16).unwrap()
+}
+
+#[test]
+#[serial]
+fn task_is_pid_one_with_its_own_hostname() {
+    let sb = Sandbox::new();
+    let out = stdout_of(&sb, "web", sb.spec("web", "echo $$; hostname"));
+    assert_eq!(out, "1\nweb\n");
+    sb.assert_no_leftovers();
+}
+
+#[test]
+#[serial]
+fn host_processes_and_mounts_are_invisible() {
+    let sb = Sandbox::new();
+    // Only shell builtins, so the shell is the only process there is.
+    let script = "for p in /proc/[0-9]*; do echo ${p#/proc/}; done; echo ---; cat /proc/self/mounts";
+    let out = stdout_of(&sb, "web", sb.spec("web", script));
+    let (procs, mounts) = out.split_once("---\n").unwrap();
+    assert_eq!(procs, "1\n", "only the task itself is visible");
+    let points: Vec<&str> = mounts.lines().map(|l| l.split(' ').nth(1).unwrap()).collect();
+    let allowed = [
+        "/", "/bin", "/etc", "/local", "/secrets", "/tmp", "/alloc", "/proc", "/dev", "/dev/null", "/dev/zero",
+        "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+    ];
+    for p in &points {
+        assert!(allowed.contains(p), "unexpected mount {p} in the task: {mounts}");
+    }
+    assert!(!mounts.contains(&*sb.path().to_string_lossy()), "host path leaked: {mounts}");
+    sb.assert_no_leftovers();
+}
+
+#[rstest]
+#[case::root("root", DEFAULT_CAPS_MASK, "0")]
+#[case::nobody("nobody", 0, "65534")]
+#[serial]
+fn capabilities_are_reduced(#[case] user: &str, #[case] effective: u64, #[case] uid: &str) {
+    let sb = Sandbox::new();
+    let mut spec = sb.spec("web", "id -u; cat /proc/self/status");
+    spec.user = user.into();
+    let out = stdout_of(&sb, "web", spec);
+    let (id, status) = out.split_once('\n').unwrap();
+    assert_eq!(id, uid);
+    assert_eq!(cap_field(status, "CapBnd"), DEFAULT_CAPS_MASK, "{status}");
+    assert_eq!(cap_field(status, "CapEff"), effective, "{status}");
+    assert_eq!(cap_field(status, "CapPrm"), effective, "{status}");
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    sb.assert_no_leftovers();
+}
+
+#[test]
+#[serial]
+fn only_the_task_dirs_are_writable() {
+    let sb = Sandbox::new();
+    // As root, so only the mounts (not file permissions) can refuse.
+    let script = "for f in /x /bin/x /etc/x /dev/x /proc/x /local/x /secrets/x /tmp/x /alloc/x; do \
+                  if touch $f 2>/dev/null; then echo \"$f ok\"; else echo \"$f refused\"; fi; done";
+    let out = stdout_of(&sb, "web", sb.spec("web", script));
+    let expected = "/x refused\n/bin/x refused\n/etc/x refused\n/dev/x refused\n/proc/x refused\n\
+                    /local/x ok\n/secrets/x ok\n/tmp/x ok\n/alloc/x ok\n";
+    assert_eq!(out, expected);
+    assert!(sb.shared_alloc_dir().join("x").exists() && sb.task_dir("web").join("local/x").exists());
+    assert!(!sb.path().join("rootfs/bin/x").exists());
+    sb.assert_no_leftovers();
+}
+
+#[test]
+#[serial]
+fn fork_bomb_is_held_by_pids_max_and_the_executor_survives() {
+    let sb = Sandbox::new();
+    let mut spec = sb.spec(
+        "bomb",
+        // 200 background forks against pids.max 16, then count (builtins only) what got through.
+        "i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done; \
+         n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n",
+    );
+    spec.resources.pids_max = 16;
+    let exec = launch(&sb.config(), &spec).expect("launch");
+    let result = exec.wait().expect("the executor answers after the bomb");
+    assert!(result.successful(), "{result:?}");
+    assert_eq!(sb.read_log("bomb", "stdout"), "16\n", "the shell and 15 sleeps, no more");
+    assert!(sb.read_log("bomb", "stderr").contains("can't fork"), "forks beyond pids.max failed");
+    let again = Executor::reattach(&exec.reattach_info()).expect("executor still serves");
+    assert_eq!(again.wait().unwrap(), result);
+    exec.shutdown().expect("shutdown");
+    sb.assert_no_leftovers();
+}
+
+#[test]
+#[serial]
+fn memory_hog_is_oom_killed_and_reported() {
+    let sb = Sandbox::new();
+    let mut spec = sb.spec("hog", "");
+    // dd allocates and fills a 64 MiB block: four times the limit.
+    spec.command = "/bin/dd".into();
+    spec.args = ["if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"].map(String::from).to_vec();
+    spec.resources.memory_mb = 16;
+    let result = run_to_exit(&sb, &spec);
+    assert!(result.oom_killed, "{result:?}");
+    assert_eq!(result.signal, Some(libc::SIGKILL), "{result:?}");
+    assert!(!result.successful());
+    sb.assert_no_leftovers();
+}
+
+#[test]
+#[serial]
+fn output_lands_in_rotated_log_files() {
+    let sb = Sandbox::new();
+    // 50 lines of 20 bytes = 1000 bytes into 100-byte files, at most 3 kept.
+    let mut spec = sb.spec(
+        "logger",
+        "i=10; while [ $i -lt 60 ]; do echo line-$i-xxxxxxxxxxxx; i=$((i+1)); done; echo oops >&2",
+    );
+    spec.logs.max_file_size_bytes = 100;
+    spec.logs.max_files = 3;
+    let result = run_to_exit(&sb, &spec);
+    assert!(result.successful(), "{result:?}");
+    let expected: String = (10..60).map(|i| format!("line-{i}-xxxxxxxxxxxx\n")).collect();
+    for old in 0..7 {
+        assert!(!sb.log("logger", "stdout", old).exists(), "stdout.{old} should have been deleted");
+    }
+    let kept: String = (7..10).map(|i| std::fs::read_to_string(sb.log("logger", "stdout", i)).unwrap()).collect();
+    assert_eq!(kept, expected[700..], "the newest 300 bytes survive, 100 per file");
+    for i in 7..10 {
+        assert_eq!(std::fs::metadata(sb.log("logger", "stdout", i)).unwrap().len(), 100);
+    }
+    assert_eq!(sb.read_log("logger", "stderr"), "oops\n");
+    sb.assert_no_leftovers();
+}
+
+#[rstest]
+#[case::graceful("trap 'exit 3' TERM", Some(3), None)]
+#[case::escalated("trap '' TERM", None, Some(libc::SIGKILL))]
+#[serial]
+fn stop_sends_the_signal_then_kills_after_the_grace(
+    #[case] trap: &str,
+    #[case] exit_code: Option<i32>,
+    #[case] signal: Option<i32>,
+) {
+    let sb = Sandbox::new();
+    let ready = fifo(&sb, "svc", "ready");
+    let spec = sb.spec("svc", &format!("{trap}; echo up > /local/ready; sleep 1000 & wait"));
+    let exec = launch(&sb.config(), &spec).expect("launch");
+    let mut line = String::new();
+    std::fs::File::open(&ready).unwrap().read_to_string(&mut line).unwrap();
+    assert_eq!(line, "up\n", "the trap is installed");
+    let grace = Duration::from_millis(500);
+    let t0 = Instant::now();
+    exec.stop("SIGTERM", grace).expect("stop");
+    let took = t0.elapsed();
+    let result = exec.wait().expect("wait");
+    assert_eq!((result.exit_code, result.signal), (exit_code, signal), "{result:?}");
+    if signal.is_some() {
+        assert!(took >= grace, "killed only after the grace ({took:?})");
+    } else {
+        assert!(took < grace, "the trap ended it within the grace ({took:?})");
+    }
+    assert!(result.exited_at_ms >= result.started_at_ms);
+    exec.shutdown().expect("shutdown");
+    sb.assert_no_leftovers();
+}
+
+#[test]
+#[serial]
+fn chroot_escape_does_not_reach_the_host_root() {
+    let sb = Sandbox::new();
+    let marker = sb.path().join("HOST_MARKER");
+    std::fs::write(&marker, "host").unwrap();
+    // As root with CAP_SYS_CHROOT: climb with `..` from the task root, from
+    // a nested busybox chroot, and through /proc/1/root.
+    let script = r#"
+        climb() { i=0; while [ $i -lt 40 ]; do cd ..; i=$((i+1)); done; }
+        cd /; climb; cat ".$MARKER" 2>/dev/null || echo root-blocked
+        mkdir -p /tmp/jail/bin && cp /bin/busybox /tmp/jail/bin/
+        cd /tmp/jail/bin && chroot /tmp/jail /bin/busybox sh -c "
+            i=0; while [ \$i -lt 40 ]; do cd ..; i=\$((i+1)); done
+            /bin/busybox cat .$MARKER 2>/dev/null || echo jail-blocked"
+        cat "/proc/1/root$MARKER" 2>/dev/null || echo proc-blocked
+        ls /
+    "#;
+    let mut spec = sb.spec("esc", script);
+    spec.env.insert("MARKER".into(), marker.to_string_lossy().into());
+    let out = stdout_of(&sb, "esc", spec);
+    assert!(!out.contains("host"), "the host marker was reached: {out}");
+    assert!(out.starts_with("root-blocked\njail-blocked\nproc-blocked\n"), "{out}");
+    assert!(!out.contains("rootfs"), "the host temp dir is not the root: {out}");
+    sb.assert_no_leftovers();
+}
+
+/// One bad-input case: how to spoil a good spec, and the error it must give.
+type Spoil = fn(&mut TaskSpec);
+
+#[rstest]
+#[case::relative_chroot_source(|s: &mut TaskSpec| { s.chroot_env.insert("rel/bin".into(), "/rbin".into()); },
+    |e: &ExecutorError| matches!(e, ExecutorError::RelativePath { what, .. } if what == "chroot_env source"))]
+#[case::relative_chroot_target(|s: &mut TaskSpec| { s.chroot_env.insert("/bin".into(), "rbin".into()); },
+    |e: &ExecutorError| matches!(e, ExecutorError::RelativePath { what, .. } if what == "chroot_env target"))]
+#[case::missing_chroot_source(|s: &mut TaskSpec| { s.chroot_env.insert("/nonexistent/bin".into(), "/x".into()); },
+    |e: &ExecutorError| matches!(e, ExecutorError::PathMissing { what, .. } if what == "chroot_env source"))]
+#[case::escaping_chroot_target(|s: &mut TaskSpec| { s.chroot_env.insert("/bin".into(), "/../x".into()); },
+    |e: &ExecutorError| matches!(e, ExecutorError::UnsafePath { .. }))]
+#[case::relative_task_dir(|s: &mut TaskSpec| s.task_dir = "alloc/web".into(),
+    |e: &ExecutorError| matches!(e, ExecutorError::RelativePath { what, .. } if what == "task_dir"))]
+#[case::missing_task_dir(|s: &mut TaskSpec| s.task_dir.push("gone"), |e: &ExecutorError| matches!(e, ExecutorError::TaskDirMissing { .. }))]
+#[case::name_with_slash(|s: &mut TaskSpec| s.task_name = "a/b".into(), |e: &ExecutorError| matches!(e, ExecutorError::InvalidTaskName { .. }))]
+#[case::name_with_dotdot(|s: &mut TaskSpec| s.task_name = "..".into(), |e: &ExecutorError| matches!(e, ExecutorError::InvalidTaskName { .. }))]
+#[case::empty_name(|s: &mut TaskSpec| s.task_name = String::new(), |e: &ExecutorError| matches!(e, ExecutorError::InvalidTaskName { .. }))]
+#[case::no_command(|s: &mut TaskSpec| s.command = " ".into(), |e: &ExecutorError| matches!(e, ExecutorError::MissingCommand))]
+#[case::zero_memory(|s: &mut TaskSpec| s.resources.memory_mb = 0,
+    |e: &ExecutorError| matches!(e, ExecutorError::InvalidLimit { name, .. } if name == "memory_mb"))]
+#[case::zero_pids(|s: &mut TaskSpec| s.resources.pids_max = 0,
+    |e: &ExecutorError| matches!(e, ExecutorError::InvalidLimit { name, .. } if name == "pids_max"))]
+#[case::unknown_user(|s: &mut TaskSpec| s.user = "no-such-user-tg".into(),
+    |e: &ExecutorError| matches!(e, ExecutorError::UnknownUser { user } if user == "no-such-user-tg"))]
+#[case::bad_signal(|s: &mut TaskSpec| s.kill_signal = "SIGNOPE".into(), |e: &ExecutorError| matches!(e, ExecutorError::InvalidSignal { .. }))]
+// Passes validation; fails inside the executor after cgroup and mounts exist.
+#[case::command_not_in_root(|s: &mut TaskSpec| s.command = "/bin/no-such-tool".into(),
+    |e: &ExecutorError| matches!(e, ExecutorError::Exec { command, .. } if command == "/bin/no-such-tool"))]
+#[serial]
+fn bad_input_gets_its_error_and_leaves_nothing(#[case] spoil: Spoil, #[case] expected: fn(&ExecutorError) -> bool) {
+    let sb = Sandbox::new();
+    let mut spec = sb.spec("web", "true");
+    spoil(&mut spec);
+    let err = launch(&sb.config(), &spec).expect_err("bad input must fail");
+    assert!(expected(&err), "wrong error: {err:?} ({err})");
+    sb.assert_no_leftovers();
+}
+
+#[test]
+#[serial]
+fn reattach_gets_the_exit_result() {
+    let sb = Sandbox::new();
+    let go = fifo(&sb, "job", "go");
+    let spec = sb.spec("job", "read x < /local/go; exit 7");
+    let info = launch(&sb.config(), &spec).expect("launch").reattach_info();
+
+    // The executor is a daemon of its own: a session leader no longer our child.
+    let status = std::fs::read_to_string(format!("/proc/{}/stat", info.executor_pid)).unwrap();
+    let fields: Vec<&str> = status.rsplit_once(") ").unwrap().1.split(' ').collect();
+    assert_ne!(fields[1], std::process::id().to_string(), "parent");
+    assert_eq!(fields[3], info.executor_pid.to_string(), "session id");
+    // Its fd 3 is the spec file, by which the oracle tells tasks apart.
+    let fd3 = std::fs::read_link(format!("/proc/{}/fd/3", info.executor_pid)).unwrap();
+    assert_eq!(fd3, sb.run_dir().join(format!("{}.job.spec.json", sb.alloc_id)));
+
+    let mut wrong = info.clone();
+    wrong.task_pid += 1;
+    assert!(matches!(Executor::reattach(&wrong), Err(ExecutorError::Protocol(_))));
+
+    let exec = Executor::reattach(&info).expect("reattach");
+    let waiter = std::thread::spawn({
+        let exec = exec.clone();
+        move || exec.wait()
+    });
+    std::fs::OpenOptions::new().write(true).open(&go).unwrap().write_all(b"go\n").unwrap();
+    let result = waiter.join().unwrap().expect("wait");
+    assert_eq!(result.exit_code, Some(7), "{result:?}");
+    let late = Executor::reattach(&info).expect("reattach after the exit");
+    assert_eq!(late.wait().unwrap(), result);
+    late.shutdown().expect("shutdown");
+    assert!(Executor::reattach(&info).is_err(), "the executor is gone");
+    sb.assert_no_leftovers();
+}
+
+#[cfg(feature = "failpoints")]
+#[rstest]
+#[case::after_cgroup(taskgate_faults::points::EX_AFTER_CGROUP)]
+#[case::after_mounts(taskgate_faults::points::EX_AFTER_MOUNTS)]
+#[case::before_exec(taskgate_faults::points::EX_BEFORE_EXEC)]
+#[serial]
+fn injected_executor_faults_fail_cleanly(#[case] point: &str) {
+    let sb = Sandbox::new();
+    let spec = sb.spec("web", "true");
+    std::env::set_var(taskgate_executor::FAILPOINTS_ENV, format!("web:{point}=error"));
+    let result = launch(&sb.config(), &spec);
+    std::env::remove_var(taskgate_executor::FAILPOINTS_ENV);
+    match result {
+        Err(ExecutorError::Injected(msg)) => assert!(msg.contains(point), "{msg}"),
+        other => panic!("expected the injected error, got {other:?}"),
+    }
+    sb.assert_no_leftovers();
+}
