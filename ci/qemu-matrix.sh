@@ -35,9 +35,13 @@
 # shared libraries they all need, and a minimal /etc.  The tests run as root,
 # one binary after another, with the repository root as working directory.
 #
+# After the binaries, ci/leftovers.sh runs inside the guest too: a taskgate
+# cgroup, mount or process left there fails the mode (exit 3).
+#
 # Exit status: 0 if every binary passed in every mode; otherwise the first
-# failing binary's exit status (124 = the guest timed out, 125 = the guest
-# ended without printing a result, 2 = bad usage or missing host tools).
+# failing binary's exit status (3 = leftovers in the guest, 124 = the guest
+# timed out, 125 = the guest ended without printing a result or failed its
+# layout checks, 2 = bad usage or missing host tools).
 #
 # Environment: RUST_BACKTRACE, RUST_LOG, RUST_TEST_* and TASKGATE_* are passed
 # into the guest as they are.  QEMU_MATRIX_TIMEOUT overrides the default timeout.
@@ -127,7 +131,7 @@ kver=$(basename "$kernel"); kver=${kver#vmlinuz-}
 if [ ${#cargo_tests[@]} -gt 0 ]; then
     command -v cargo >/dev/null 2>&1 || die "cargo not found"
     command -v jq >/dev/null 2>&1 || die "jq not found (apt-get install jq)"
-    cargo_cmd=(cargo test --no-run --message-format=json "${cargo_args[@]}")
+    cargo_cmd=(cargo test --no-run --message-format=json-render-diagnostics "${cargo_args[@]}")
     for t in "${cargo_tests[@]}"; do cargo_cmd+=(--test "$t"); done
     say "building: ${cargo_cmd[*]}"
     json=$(cd "$REPO" && "${cargo_cmd[@]}") || die "cargo build of the test binaries failed"

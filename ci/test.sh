@@ -7,7 +7,8 @@
 #   2. test       the workspace tests on this host
 #   3. qemu v2    the executor tests in a qemu guest with pure cgroup v2
 #   4. qemu v1    the same with pure cgroup v1
-#   5. leftovers  no taskgate cgroup, mount or process is left on this host
+#   5. leftovers  this run left no taskgate cgroup, mount or process on this
+#                 host (ci/leftovers.sh; what was there before is only listed)
 # Ends with the line "N passed, N failed" (stages) and exits non-zero if any
 # stage failed or was skipped.
 #
@@ -84,6 +85,12 @@ skip() { # skip NAME REASON
 }
 
 t_all=$(date +%s)
+# What earlier runs left on this host is reported, but only what this run
+# leaves fails the leftovers stage.
+baseline=$(mktemp "${TMPDIR:-/tmp}/ci-leftovers.XXXXXX")
+trap 'rm -f "$baseline"' EXIT
+ci/leftovers.sh --save "$baseline"
+
 build_ok=1
 stage build "${BUILD_CMD[@]}" || build_ok=0
 
@@ -114,7 +121,7 @@ for mode in v2 v1; do
     fi
 done
 
-stage leftovers ci/leftovers.sh
+stage leftovers ci/leftovers.sh --baseline "$baseline"
 
 echo
 echo "================================================================"

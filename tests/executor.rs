@@ -9,9 +9,9 @@ use nix::sys::stat::Mode;
 use rstest::rstest;
 use serial_test::serial;
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use taskgate_executor::{launch, Executor, ExecutorError, ExitResult, TaskSpec};
+use taskgate_executor::{Executor, ExecutorError, ExitResult, ReattachInfo, TaskSpec};
 
 /// Nomad's default exec-driver capabilities as a /proc/<pid>/status mask:
 /// CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5, SETGID 6, SETUID 7,
@@ -32,7 +32,7 @@ const DEFAULT_CAPS_MASK: u64 = (1 << 0)
 
 /// Launches, waits for the exit, shuts the executor down; returns the result.
 fn run_to_exit(sb: &Sandbox, spec: &TaskSpec) -> ExitResult {
-    let exec = launch(&sb.config(), spec).expect("launch");
+    let exec = sb.launch(spec).expect("launch");
     let result = exec.wait().expect("wait");
     exec.shutdown().expect("shutdown");
     result
@@ -42,7 +42,11 @@ fn run_to_exit(sb: &Sandbox, spec: &TaskSpec) -> ExitResult {
 fn stdout_of(sb: &Sandbox, task: &str, spec: TaskSpec) -> String {
     let result = run_to_exit(sb, &spec);
     let stdout = sb.read_log(task, "stdout");
-    assert!(result.successful(), "{result:?}\nstdout: {stdout}\nstderr: {}", sb.read_log(task, "stderr"));
+    assert!(
+        result.successful(),
+        "{result:?}\nstdout: {stdout}\nstderr: {}",
+        sb.read_log(task, "stderr")
+    );
     stdout
 }
 
@@ -55,16 +59,94 @@ fn fifo(sb: &Sandbox, task: &str, name: &str) -> PathBuf {
 }
 
 fn cap_field(status: &str, field: &str) -> u64 {
-    let hex = status.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).expect(field);
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .expect(field);
     u64::from_str_radix(hex.trim(), 16).unwrap()
 }
 
 #[test]
 #[serial]
-fn task_is_pid_one_with_its_own_hostname() {
+fn task_is_pid_one_with_its_own_hostname_and_rlimits() {
     let sb = Sandbox::new();
-    let out = stdout_of(&sb, "web", sb.spec("web", "echo $$; hostname"));
-    assert_eq!(out, "1\nweb\n");
+    let mut spec = sb.spec("web", "echo $$; hostname; ulimit -n; ulimit -c");
+    spec.rlimits = taskgate_executor::Rlimits {
+        nofile: 77,
+        core: 0,
+    };
+    let out = stdout_of(&sb, "web", spec);
+    assert_eq!(out, "1\nweb\n77\n0\n");
+    sb.assert_no_leftovers();
+}
+
+/// `/proc/<pid>/cgroup` as controller -> path (v2's unified entry under "").
+fn cgroups_of(pid: &str) -> std::collections::BTreeMap<String, PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let mut map = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
+        for c in ctrls.split(',') {
+            map.insert(c.to_string(), PathBuf::from(path.trim_start_matches('/')));
+        }
+    }
+    map
+}
+
+#[test]
+#[serial]
+fn limits_apply_to_a_cgroup_nested_under_the_executors_own() {
+    let sb = Sandbox::new();
+    let mut spec = sb.spec("lim", "read x < /local/go");
+    spec.resources = taskgate_executor::Resources {
+        cpu_shares: 512,
+        memory_mb: 48,
+        pids_max: 21,
+    };
+    let go = fifo(&sb, "lim", "go");
+    let exec = sb.launch(&spec).expect("launch");
+    let info = exec.reattach_info();
+    // The executor inherited the test's cgroups; the task sits one level below, in each.
+    let own = cgroups_of("self");
+    let task = cgroups_of(&info.task_pid.to_string());
+    assert_eq!(cgroups_of(&info.executor_pid.to_string()), own);
+    let leaf = format!("taskgate.{}.lim", sb.alloc_id);
+    let cg = PathBuf::from("/sys/fs/cgroup");
+    let read =
+        |p: PathBuf| std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        let dir = cg.join(own[""].join(&leaf));
+        assert_eq!(task[""], own[""].join(&leaf));
+        assert_eq!(
+            read(dir.join("memory.max")).trim(),
+            (48u64 << 20).to_string()
+        );
+        assert_eq!(read(dir.join("pids.max")).trim(), "21");
+        assert_eq!(
+            read(dir.join("cpu.weight")).trim(),
+            (1 + (510 * 9999) / 262_142).to_string()
+        );
+    } else {
+        for ctrl in ["memory", "pids", "cpu", "freezer"] {
+            assert_eq!(task[ctrl], own[ctrl].join(&leaf), "{ctrl}");
+        }
+        let dir = |ctrl: &str| cg.join(ctrl).join(own[ctrl].join(&leaf));
+        assert_eq!(
+            read(dir("memory").join("memory.limit_in_bytes")).trim(),
+            (48u64 << 20).to_string()
+        );
+        assert_eq!(read(dir("pids").join("pids.max")).trim(), "21");
+        assert_eq!(read(dir("cpu").join("cpu.shares")).trim(), "512");
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&go)
+        .unwrap()
+        .write_all(b"go\n")
+        .unwrap();
+    assert!(exec.wait().expect("wait").successful());
+    exec.shutdown().expect("shutdown");
     sb.assert_no_leftovers();
 }
 
@@ -73,19 +155,51 @@ fn task_is_pid_one_with_its_own_hostname() {
 fn host_processes_and_mounts_are_invisible() {
     let sb = Sandbox::new();
     // Only shell builtins, so the shell is the only process there is.
-    let script = "for p in /proc/[0-9]*; do echo ${p#/proc/}; done; echo ---; cat /proc/self/mounts";
+    let script =
+        "for p in /proc/[0-9]*; do echo ${p#/proc/}; done; echo ---; ip -o link; echo ---; \
+                  cat /proc/self/mounts";
     let out = stdout_of(&sb, "web", sb.spec("web", script));
-    let (procs, mounts) = out.split_once("---\n").unwrap();
+    let [procs, links, mounts] =
+        <[&str; 3]>::try_from(out.split("---\n").collect::<Vec<_>>()).unwrap();
     assert_eq!(procs, "1\n", "only the task itself is visible");
-    let points: Vec<&str> = mounts.lines().map(|l| l.split(' ').nth(1).unwrap()).collect();
+    assert_eq!(links.lines().count(), 1, "only loopback: {links}");
+    assert!(
+        links.starts_with("1: lo: <LOOPBACK,UP,LOWER_UP>"),
+        "loopback is up: {links}"
+    );
+    let points: Vec<&str> = mounts
+        .lines()
+        .map(|l| l.split(' ').nth(1).unwrap())
+        .collect();
     let allowed = [
-        "/", "/bin", "/etc", "/local", "/secrets", "/tmp", "/alloc", "/proc", "/dev", "/dev/null", "/dev/zero",
-        "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+        "/",
+        "/bin",
+        "/etc",
+        "/local",
+        "/secrets",
+        "/tmp",
+        "/alloc",
+        "/proc",
+        "/dev",
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/tty",
+        "/dev/pts",
+        "/dev/shm",
     ];
     for p in &points {
-        assert!(allowed.contains(p), "unexpected mount {p} in the task: {mounts}");
+        assert!(
+            allowed.contains(p),
+            "unexpected mount {p} in the task: {mounts}"
+        );
     }
-    assert!(!mounts.contains(&*sb.path().to_string_lossy()), "host path leaked: {mounts}");
+    assert!(
+        !mounts.contains(&*sb.path().to_string_lossy()),
+        "host path leaked: {mounts}"
+    );
     sb.assert_no_leftovers();
 }
 
@@ -112,13 +226,16 @@ fn capabilities_are_reduced(#[case] user: &str, #[case] effective: u64, #[case] 
 fn only_the_task_dirs_are_writable() {
     let sb = Sandbox::new();
     // As root, so only the mounts (not file permissions) can refuse.
-    let script = "for f in /x /bin/x /etc/x /dev/x /proc/x /local/x /secrets/x /tmp/x /alloc/x; do \
+    let script =
+        "for f in /x /bin/x /etc/x /dev/x /proc/x /local/x /secrets/x /tmp/x /alloc/x /dev/shm/x; do \
                   if touch $f 2>/dev/null; then echo \"$f ok\"; else echo \"$f refused\"; fi; done";
     let out = stdout_of(&sb, "web", sb.spec("web", script));
     let expected = "/x refused\n/bin/x refused\n/etc/x refused\n/dev/x refused\n/proc/x refused\n\
-                    /local/x ok\n/secrets/x ok\n/tmp/x ok\n/alloc/x ok\n";
+                    /local/x ok\n/secrets/x ok\n/tmp/x ok\n/alloc/x ok\n/dev/shm/x ok\n";
     assert_eq!(out, expected);
-    assert!(sb.shared_alloc_dir().join("x").exists() && sb.task_dir("web").join("local/x").exists());
+    assert!(
+        sb.shared_alloc_dir().join("x").exists() && sb.task_dir("web").join("local/x").exists()
+    );
     assert!(!sb.path().join("rootfs/bin/x").exists());
     sb.assert_no_leftovers();
 }
@@ -129,16 +246,24 @@ fn fork_bomb_is_held_by_pids_max_and_the_executor_survives() {
     let sb = Sandbox::new();
     let mut spec = sb.spec(
         "bomb",
-        // 200 background forks against pids.max 16, then count (builtins only) what got through.
-        "i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done; \
+        // A subshell forks 200 sleeps against pids.max 16 until a fork fails
+        // and kills it; then the shell counts (with builtins) what is left.
+        "(i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done); \
          n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n",
     );
     spec.resources.pids_max = 16;
-    let exec = launch(&sb.config(), &spec).expect("launch");
+    let exec = sb.launch(&spec).expect("launch");
     let result = exec.wait().expect("the executor answers after the bomb");
     assert!(result.successful(), "{result:?}");
-    assert_eq!(sb.read_log("bomb", "stdout"), "16\n", "the shell and 15 sleeps, no more");
-    assert!(sb.read_log("bomb", "stderr").contains("can't fork"), "forks beyond pids.max failed");
+    assert_eq!(
+        sb.read_log("bomb", "stdout"),
+        "15\n",
+        "16 until the subshell died: the shell and 14 sleeps"
+    );
+    assert!(
+        sb.read_log("bomb", "stderr").contains("can't fork"),
+        "forks beyond pids.max failed"
+    );
     let again = Executor::reattach(&exec.reattach_info()).expect("executor still serves");
     assert_eq!(again.wait().unwrap(), result);
     exec.shutdown().expect("shutdown");
@@ -152,7 +277,9 @@ fn memory_hog_is_oom_killed_and_reported() {
     let mut spec = sb.spec("hog", "");
     // dd allocates and fills a 64 MiB block: four times the limit.
     spec.command = "/bin/dd".into();
-    spec.args = ["if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"].map(String::from).to_vec();
+    spec.args = ["if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"]
+        .map(String::from)
+        .to_vec();
     spec.resources.memory_mb = 16;
     let result = run_to_exit(&sb, &spec);
     assert!(result.oom_killed, "{result:?}");
@@ -168,20 +295,36 @@ fn output_lands_in_rotated_log_files() {
     // 50 lines of 20 bytes = 1000 bytes into 100-byte files, at most 3 kept.
     let mut spec = sb.spec(
         "logger",
-        "i=10; while [ $i -lt 60 ]; do echo line-$i-xxxxxxxxxxxx; i=$((i+1)); done; echo oops >&2",
+        "i=10; while [ $i -lt 60 ]; do echo line-$i-xxxxxxxxxxx; i=$((i+1)); done; echo oops >&2",
     );
     spec.logs.max_file_size_bytes = 100;
     spec.logs.max_files = 3;
     let result = run_to_exit(&sb, &spec);
     assert!(result.successful(), "{result:?}");
-    let expected: String = (10..60).map(|i| format!("line-{i}-xxxxxxxxxxxx\n")).collect();
+    let expected: String = (10..60)
+        .map(|i| format!("line-{i}-xxxxxxxxxxx\n"))
+        .collect();
     for old in 0..7 {
-        assert!(!sb.log("logger", "stdout", old).exists(), "stdout.{old} should have been deleted");
+        assert!(
+            !sb.log("logger", "stdout", old).exists(),
+            "stdout.{old} should have been deleted"
+        );
     }
-    let kept: String = (7..10).map(|i| std::fs::read_to_string(sb.log("logger", "stdout", i)).unwrap()).collect();
-    assert_eq!(kept, expected[700..], "the newest 300 bytes survive, 100 per file");
+    let kept: String = (7..10)
+        .map(|i| std::fs::read_to_string(sb.log("logger", "stdout", i)).unwrap())
+        .collect();
+    assert_eq!(
+        kept,
+        expected[700..],
+        "the newest 300 bytes survive, 100 per file"
+    );
     for i in 7..10 {
-        assert_eq!(std::fs::metadata(sb.log("logger", "stdout", i)).unwrap().len(), 100);
+        assert_eq!(
+            std::fs::metadata(sb.log("logger", "stdout", i))
+                .unwrap()
+                .len(),
+            100
+        );
     }
     assert_eq!(sb.read_log("logger", "stderr"), "oops\n");
     sb.assert_no_leftovers();
@@ -197,22 +340,35 @@ fn stop_sends_the_signal_then_kills_after_the_grace(
     #[case] signal: Option<i32>,
 ) {
     let sb = Sandbox::new();
+    let spec = sb.spec(
+        "svc",
+        &format!("{trap}; echo up > /local/ready; sleep 1000 & wait"),
+    );
     let ready = fifo(&sb, "svc", "ready");
-    let spec = sb.spec("svc", &format!("{trap}; echo up > /local/ready; sleep 1000 & wait"));
-    let exec = launch(&sb.config(), &spec).expect("launch");
+    let exec = sb.launch(&spec).expect("launch");
     let mut line = String::new();
-    std::fs::File::open(&ready).unwrap().read_to_string(&mut line).unwrap();
+    std::fs::File::open(&ready)
+        .unwrap()
+        .read_to_string(&mut line)
+        .unwrap();
     assert_eq!(line, "up\n", "the trap is installed");
     let grace = Duration::from_millis(500);
     let t0 = Instant::now();
     exec.stop("SIGTERM", grace).expect("stop");
     let took = t0.elapsed();
     let result = exec.wait().expect("wait");
-    assert_eq!((result.exit_code, result.signal), (exit_code, signal), "{result:?}");
+    assert_eq!(
+        (result.exit_code, result.signal),
+        (exit_code, signal),
+        "{result:?}"
+    );
     if signal.is_some() {
         assert!(took >= grace, "killed only after the grace ({took:?})");
     } else {
-        assert!(took < grace, "the trap ended it within the grace ({took:?})");
+        assert!(
+            took < grace,
+            "the trap ended it within the grace ({took:?})"
+        );
     }
     assert!(result.exited_at_ms >= result.started_at_ms);
     exec.shutdown().expect("shutdown");
@@ -238,11 +394,18 @@ fn chroot_escape_does_not_reach_the_host_root() {
         ls /
     "#;
     let mut spec = sb.spec("esc", script);
-    spec.env.insert("MARKER".into(), marker.to_string_lossy().into());
+    spec.env
+        .insert("MARKER".into(), marker.to_string_lossy().into());
     let out = stdout_of(&sb, "esc", spec);
     assert!(!out.contains("host"), "the host marker was reached: {out}");
-    assert!(out.starts_with("root-blocked\njail-blocked\nproc-blocked\n"), "{out}");
-    assert!(!out.contains("rootfs"), "the host temp dir is not the root: {out}");
+    assert!(
+        out.starts_with("root-blocked\njail-blocked\nproc-blocked\n"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("rootfs"),
+        "the host temp dir is not the root: {out}"
+    );
     sb.assert_no_leftovers();
 }
 
@@ -260,27 +423,38 @@ type Spoil = fn(&mut TaskSpec);
     |e: &ExecutorError| matches!(e, ExecutorError::UnsafePath { .. }))]
 #[case::relative_task_dir(|s: &mut TaskSpec| s.task_dir = "alloc/web".into(),
     |e: &ExecutorError| matches!(e, ExecutorError::RelativePath { what, .. } if what == "task_dir"))]
-#[case::missing_task_dir(|s: &mut TaskSpec| s.task_dir.push("gone"), |e: &ExecutorError| matches!(e, ExecutorError::TaskDirMissing { .. }))]
-#[case::name_with_slash(|s: &mut TaskSpec| s.task_name = "a/b".into(), |e: &ExecutorError| matches!(e, ExecutorError::InvalidTaskName { .. }))]
-#[case::name_with_dotdot(|s: &mut TaskSpec| s.task_name = "..".into(), |e: &ExecutorError| matches!(e, ExecutorError::InvalidTaskName { .. }))]
-#[case::empty_name(|s: &mut TaskSpec| s.task_name = String::new(), |e: &ExecutorError| matches!(e, ExecutorError::InvalidTaskName { .. }))]
-#[case::no_command(|s: &mut TaskSpec| s.command = " ".into(), |e: &ExecutorError| matches!(e, ExecutorError::MissingCommand))]
+#[case::missing_task_dir(|s: &mut TaskSpec| s.task_dir.push("gone"),
+    |e: &ExecutorError| matches!(e, ExecutorError::TaskDirMissing { .. }))]
+#[case::name_with_slash(|s: &mut TaskSpec| s.task_name = "a/b".into(),
+    |e: &ExecutorError| matches!(e, ExecutorError::InvalidTaskName { .. }))]
+#[case::name_with_dotdot(|s: &mut TaskSpec| s.task_name = "..".into(),
+    |e: &ExecutorError| matches!(e, ExecutorError::InvalidTaskName { .. }))]
+#[case::empty_name(|s: &mut TaskSpec| s.task_name = String::new(),
+    |e: &ExecutorError| matches!(e, ExecutorError::InvalidTaskName { .. }))]
+#[case::alloc_id_with_dot(|s: &mut TaskSpec| s.alloc_id.push_str(".x"),
+    |e: &ExecutorError| matches!(e, ExecutorError::InvalidAllocId { .. }))]
+#[case::no_command(|s: &mut TaskSpec| s.command = " ".into(),
+    |e: &ExecutorError| matches!(e, ExecutorError::MissingCommand))]
 #[case::zero_memory(|s: &mut TaskSpec| s.resources.memory_mb = 0,
     |e: &ExecutorError| matches!(e, ExecutorError::InvalidLimit { name, .. } if name == "memory_mb"))]
 #[case::zero_pids(|s: &mut TaskSpec| s.resources.pids_max = 0,
     |e: &ExecutorError| matches!(e, ExecutorError::InvalidLimit { name, .. } if name == "pids_max"))]
 #[case::unknown_user(|s: &mut TaskSpec| s.user = "no-such-user-tg".into(),
     |e: &ExecutorError| matches!(e, ExecutorError::UnknownUser { user } if user == "no-such-user-tg"))]
-#[case::bad_signal(|s: &mut TaskSpec| s.kill_signal = "SIGNOPE".into(), |e: &ExecutorError| matches!(e, ExecutorError::InvalidSignal { .. }))]
+#[case::bad_signal(|s: &mut TaskSpec| s.kill_signal = "SIGNOPE".into(),
+    |e: &ExecutorError| matches!(e, ExecutorError::InvalidSignal { .. }))]
 // Passes validation; fails inside the executor after cgroup and mounts exist.
 #[case::command_not_in_root(|s: &mut TaskSpec| s.command = "/bin/no-such-tool".into(),
     |e: &ExecutorError| matches!(e, ExecutorError::Exec { command, .. } if command == "/bin/no-such-tool"))]
 #[serial]
-fn bad_input_gets_its_error_and_leaves_nothing(#[case] spoil: Spoil, #[case] expected: fn(&ExecutorError) -> bool) {
+fn bad_input_gets_its_error_and_leaves_nothing(
+    #[case] spoil: Spoil,
+    #[case] expected: fn(&ExecutorError) -> bool,
+) {
     let sb = Sandbox::new();
     let mut spec = sb.spec("web", "true");
     spoil(&mut spec);
-    let err = launch(&sb.config(), &spec).expect_err("bad input must fail");
+    let err = sb.launch(&spec).expect_err("bad input must fail");
     assert!(expected(&err), "wrong error: {err:?} ({err})");
     sb.assert_no_leftovers();
 }
@@ -289,9 +463,9 @@ fn bad_input_gets_its_error_and_leaves_nothing(#[case] spoil: Spoil, #[case] exp
 #[serial]
 fn reattach_gets_the_exit_result() {
     let sb = Sandbox::new();
-    let go = fifo(&sb, "job", "go");
     let spec = sb.spec("job", "read x < /local/go; exit 7");
-    let info = launch(&sb.config(), &spec).expect("launch").reattach_info();
+    let go = fifo(&sb, "job", "go");
+    let info = sb.launch(&spec).expect("launch").reattach_info();
 
     // The executor is a daemon of its own: a session leader no longer our child.
     let status = std::fs::read_to_string(format!("/proc/{}/stat", info.executor_pid)).unwrap();
@@ -300,21 +474,56 @@ fn reattach_gets_the_exit_result() {
     assert_eq!(fields[3], info.executor_pid.to_string(), "session id");
     // Its fd 3 is the spec file, by which the oracle tells tasks apart.
     let fd3 = std::fs::read_link(format!("/proc/{}/fd/3", info.executor_pid)).unwrap();
-    assert_eq!(fd3, sb.run_dir().join(format!("{}.job.spec.json", sb.alloc_id)));
+    assert_eq!(
+        fd3,
+        sb.run_dir().join(format!("{}.job.spec.json", sb.alloc_id))
+    );
+
+    let again = sb
+        .launch(&spec)
+        .expect_err("a second executor for the same task");
+    assert!(
+        matches!(again, ExecutorError::AlreadyRunning { .. }),
+        "{again:?}"
+    );
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{}/fd/3", info.executor_pid)).unwrap(),
+        fd3,
+        "spec file intact"
+    );
 
     let mut wrong = info.clone();
     wrong.task_pid += 1;
-    assert!(matches!(Executor::reattach(&wrong), Err(ExecutorError::Protocol(_))));
+    assert!(matches!(
+        Executor::reattach(&wrong),
+        Err(ExecutorError::Protocol(_))
+    ));
 
     let exec = Executor::reattach(&info).expect("reattach");
     let waiter = std::thread::spawn({
         let exec = exec.clone();
         move || exec.wait()
     });
-    std::fs::OpenOptions::new().write(true).open(&go).unwrap().write_all(b"go\n").unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&go)
+        .unwrap()
+        .write_all(b"go\n")
+        .unwrap();
     let result = waiter.join().unwrap().expect("wait");
     assert_eq!(result.exit_code, Some(7), "{result:?}");
-    let late = Executor::reattach(&info).expect("reattach after the exit");
+    // An engine that lost the handle knows only the deterministic socket path.
+    let pidless = ReattachInfo {
+        socket_path: taskgate_executor::socket_path(&sb.run_dir(), &sb.alloc_id, "job"),
+        executor_pid: 0,
+        task_pid: 0,
+    };
+    let late = Executor::reattach(&pidless).expect("reattach after the exit");
+    assert_eq!(
+        late.reattach_info(),
+        info,
+        "the handle learns the real pids"
+    );
     assert_eq!(late.wait().unwrap(), result);
     late.shutdown().expect("shutdown");
     assert!(Executor::reattach(&info).is_err(), "the executor is gone");
@@ -323,19 +532,26 @@ fn reattach_gets_the_exit_result() {
 
 #[cfg(feature = "failpoints")]
 #[rstest]
-#[case::after_cgroup(taskgate_faults::points::EX_AFTER_CGROUP)]
-#[case::after_mounts(taskgate_faults::points::EX_AFTER_MOUNTS)]
-#[case::before_exec(taskgate_faults::points::EX_BEFORE_EXEC)]
+#[case::error_after_cgroup(taskgate_faults::points::EX_AFTER_CGROUP, "error")]
+#[case::error_after_mounts(taskgate_faults::points::EX_AFTER_MOUNTS, "error")]
+#[case::error_before_exec(taskgate_faults::points::EX_BEFORE_EXEC, "error")]
+#[case::executor_killed_after_cgroup(taskgate_faults::points::EX_AFTER_CGROUP, "kill")]
+#[case::executor_panics_after_cgroup(taskgate_faults::points::EX_AFTER_CGROUP, "panic")]
 #[serial]
-fn injected_executor_faults_fail_cleanly(#[case] point: &str) {
+fn injected_executor_faults_fail_cleanly(#[case] point: &str, #[case] action: &str) {
     let sb = Sandbox::new();
     let spec = sb.spec("web", "true");
-    std::env::set_var(taskgate_executor::FAILPOINTS_ENV, format!("web:{point}=error"));
-    let result = launch(&sb.config(), &spec);
+    std::env::set_var(
+        taskgate_executor::FAILPOINTS_ENV,
+        format!("web:{point}={action}"),
+    );
+    let result = sb.launch(&spec);
     std::env::remove_var(taskgate_executor::FAILPOINTS_ENV);
-    match result {
-        Err(ExecutorError::Injected(msg)) => assert!(msg.contains(point), "{msg}"),
-        other => panic!("expected the injected error, got {other:?}"),
+    match (action, result) {
+        ("error", Err(ExecutorError::Injected(msg))) => assert!(msg.contains(point), "{msg}"),
+        // The executor died holding a cgroup: launch() removes it.
+        (_, Err(ExecutorError::Vanished { .. })) if action != "error" => {}
+        (_, other) => panic!("unexpected outcome of {action} at {point}: {other:?}"),
     }
     sb.assert_no_leftovers();
 }

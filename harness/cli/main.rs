@@ -20,6 +20,23 @@ enum Command {
     Run(commands::run::Args),
     /// Show the allocations and tasks in the state database.
     Status(commands::status::Args),
+    /// Explore every interleaving of a stop update with a task runner (needs a `failpoints` build).
+    #[cfg(feature = "failpoints")]
+    Explore(commands::explore::Args),
+    /// Re-run exactly the case a failure's replay token names.
+    #[cfg(feature = "failpoints")]
+    Replay(commands::replay::Args),
+    /// The release gate: the whole catalogue, a JUnit report, non-zero exit on any violation.
+    #[cfg(feature = "failpoints")]
+    Gate(commands::gate::Args),
+    /// The engine as its own process, for agent-kill scenarios.
+    #[cfg(feature = "failpoints")]
+    #[command(hide = true)]
+    Agent(commands::agent::Args),
+    /// Explore, replay and gate need a build with fault points.
+    #[cfg(not(feature = "failpoints"))]
+    #[command(external_subcommand)]
+    Harness(Vec<String>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -36,5 +53,20 @@ fn main() -> anyhow::Result<()> {
         Command::Executor(_) => unreachable!("handled above"),
         Command::Run(args) => commands::run::run(args),
         Command::Status(args) => commands::status::run(args),
+        #[cfg(feature = "failpoints")]
+        Command::Explore(args) => commands::explore::run(args),
+        #[cfg(feature = "failpoints")]
+        Command::Replay(args) => commands::replay::run(args),
+        #[cfg(feature = "failpoints")]
+        Command::Gate(args) => commands::gate::run(args),
+        #[cfg(feature = "failpoints")]
+        Command::Agent(args) => commands::agent::run(args),
+        #[cfg(not(feature = "failpoints"))]
+        Command::Harness(words) => match words.first().map(String::as_str) {
+            Some(cmd @ ("explore" | "replay" | "gate" | "agent")) => anyhow::bail!(
+                "`taskgate {cmd}` needs a build with fault points: cargo build --features failpoints"
+            ),
+            _ => anyhow::bail!("unknown command {:?}; see taskgate --help", words.join(" ")),
+        },
     }
 }

@@ -2,32 +2,56 @@
 //! layout with a busybox task root, and the zero-leftovers check.
 #![allow(dead_code)] // each test binary uses its own subset
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use taskgate_executor::{ExecutorConfig, LogConfig, Resources, Rlimits, TaskSpec};
+use taskgate_executor::{
+    Executor, ExecutorConfig, ExecutorError, LogConfig, ReattachInfo, Resources, Rlimits, TaskSpec,
+};
 
 /// Panics (never skips) when not root: these tests create namespaces, mounts and cgroups.
 pub fn require_root() {
-    assert!(nix::unistd::geteuid().is_root(), "this test needs root: run as root (see README)");
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root: run as root (see README)"
+    );
 }
 
-/// A temp dir holding `run/`, `alloc/<task>/{local,secrets,tmp}`, `alloc/alloc/` and `rootfs/` (busybox).
+/// A temp dir holding `run/`, `alloc/<task>/{local,secrets,tmp}`, `alloc/alloc/`
+/// and `rootfs/` (busybox).
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
     pub alloc_id: String,
     pub chroot_env: BTreeMap<PathBuf, PathBuf>,
+    /// Executors this sandbox started, shut down on drop should a test fail midway.
+    launched: RefCell<Vec<ReattachInfo>>,
 }
 
 impl Sandbox {
     pub fn new() -> Sandbox {
         require_root();
         // Short prefix: the socket path must fit in sun_path.
-        let dir = tempfile::Builder::new().prefix("tg").tempdir_in("/tmp").expect("temp dir");
-        let alloc_id = dir.path().file_name().unwrap().to_string_lossy().trim_start_matches('.').to_string();
-        let chroot_env = taskgate_executor::build_busybox_root(&dir.path().join("rootfs")).expect("busybox root");
+        let dir = tempfile::Builder::new()
+            .prefix("tg")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        let alloc_id = dir
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .trim_start_matches('.')
+            .to_string();
+        let chroot_env = taskgate_executor::build_busybox_root(&dir.path().join("rootfs"))
+            .expect("busybox root");
         std::fs::create_dir_all(dir.path().join("alloc/alloc")).unwrap();
-        Sandbox { dir, alloc_id, chroot_env }
+        Sandbox {
+            dir,
+            alloc_id,
+            chroot_env,
+            launched: RefCell::default(),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -38,8 +62,17 @@ impl Sandbox {
         self.path().join("run")
     }
 
+    pub fn launch(&self, spec: &TaskSpec) -> Result<Executor, ExecutorError> {
+        let exec = taskgate_executor::launch(&self.config(), spec)?;
+        self.launched.borrow_mut().push(exec.reattach_info());
+        Ok(exec)
+    }
+
     pub fn config(&self) -> ExecutorConfig {
-        ExecutorConfig { executor_bin: env!("CARGO_BIN_EXE_taskgate").into(), run_dir: self.run_dir() }
+        ExecutorConfig {
+            executor_bin: env!("CARGO_BIN_EXE_taskgate").into(),
+            run_dir: self.run_dir(),
+        }
     }
 
     pub fn task_dir(&self, task: &str) -> PathBuf {
@@ -66,9 +99,16 @@ impl Sandbox {
             args: vec!["-c".into(), script.into()],
             env: BTreeMap::new(),
             user: "root".into(),
-            resources: Resources { cpu_shares: 100, memory_mb: 64, pids_max: 64 },
+            resources: Resources {
+                cpu_shares: 100,
+                memory_mb: 64,
+                pids_max: 64,
+            },
             network_isolation: true,
-            logs: LogConfig { max_files: 3, max_file_size_bytes: 1 << 20 },
+            logs: LogConfig {
+                max_files: 3,
+                max_file_size_bytes: 1 << 20,
+            },
             kill_signal: "SIGTERM".into(),
             kill_timeout: Duration::from_secs(5),
             rlimits: Rlimits::default(),
@@ -77,7 +117,9 @@ impl Sandbox {
 
     /// `<shared alloc dir>/logs/<task>.<stream>.<index>`.
     pub fn log(&self, task: &str, stream: &str, index: u32) -> PathBuf {
-        self.shared_alloc_dir().join("logs").join(format!("{task}.{stream}.{index}"))
+        self.shared_alloc_dir()
+            .join("logs")
+            .join(format!("{task}.{stream}.{index}"))
     }
 
     pub fn read_log(&self, task: &str, stream: &str) -> String {
@@ -87,7 +129,10 @@ impl Sandbox {
     /// Asserts the executors of this sandbox left nothing behind: no cgroup,
     /// no mount mentioning the temp dir, no process, no file in the run dir.
     pub fn assert_no_leftovers(&self) {
-        let cgroups = taskgate_cgroups(Path::new("/sys/fs/cgroup"), &format!("taskgate.{}.", self.alloc_id));
+        let cgroups = taskgate_cgroups(
+            Path::new("/sys/fs/cgroup"),
+            &format!("taskgate.{}.", self.alloc_id),
+        );
         assert!(cgroups.is_empty(), "leftover cgroups: {cgroups:?}");
         let root = self.path().to_string_lossy().to_string();
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -103,12 +148,25 @@ impl Sandbox {
     }
 }
 
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        for info in self.launched.take() {
+            // Already gone after a passing test; after a failing one, leave nothing running.
+            if let Ok(exec) = Executor::reattach(&info) {
+                let _ = exec.shutdown();
+            }
+        }
+    }
+}
+
 /// Cgroup directories named `<prefix>*` anywhere under `root`.
 fn taskgate_cgroups(root: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut found = vec![];
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in entries.flatten() {
             if !e.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
@@ -135,11 +193,17 @@ fn processes_mentioning(needles: &[&str]) -> Vec<String> {
         let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         let fds = std::fs::read_dir(e.path().join("fd"))
-            .map(|d| d.flatten().filter_map(|f| std::fs::read_link(f.path()).ok()).collect::<Vec<_>>())
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|f| std::fs::read_link(f.path()).ok())
+                    .collect::<Vec<_>>()
+            })
             .unwrap_or_default();
         let cgroups = std::fs::read_to_string(e.path().join("cgroup")).unwrap_or_default();
         let mentions = |n: &&str| {
-            cmdline.contains(n) || cgroups.contains(n) || fds.iter().any(|f| f.to_string_lossy().contains(n))
+            cmdline.contains(n)
+                || cgroups.contains(n)
+                || fds.iter().any(|f| f.to_string_lossy().contains(n))
         };
         if needles.iter().any(mentions) {
             found.push(format!("{pid}: {cmdline}"));

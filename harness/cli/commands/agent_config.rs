@@ -21,6 +21,9 @@ pub struct AgentArgs {
     /// Ceiling on processes per task.
     #[arg(long, default_value_t = 256)]
     pub pids_max: u64,
+    /// The binary run as `<bin> executor` for each task (default: this one).
+    #[arg(long)]
+    pub executor_bin: Option<PathBuf>,
 }
 
 impl AgentArgs {
@@ -43,7 +46,10 @@ impl AgentArgs {
     pub fn engine_config(&self) -> anyhow::Result<EngineConfig> {
         Ok(EngineConfig {
             data_dir: self.data_dir.clone(),
-            executor_bin: std::env::current_exe().context("locating the taskgate binary")?,
+            executor_bin: match &self.executor_bin {
+                Some(bin) => bin.clone(),
+                None => std::env::current_exe().context("locating the taskgate binary")?,
+            },
             chroot_env: self.chroot_env(),
             default_user: self.user.clone(),
             pids_max: self.pids_max,

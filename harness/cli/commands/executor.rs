@@ -15,7 +15,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TASKGATE_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("TASKGATE_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .init();
     taskgate_executor::server::run(&args.run_dir)?;

@@ -1,5 +1,15 @@
 pub mod agent_config;
 pub mod executor;
+#[cfg(feature = "failpoints")]
+pub mod agent;
+#[cfg(feature = "failpoints")]
+pub mod explore;
+#[cfg(feature = "failpoints")]
+pub mod gate;
+#[cfg(feature = "failpoints")]
+mod lab_session;
+#[cfg(feature = "failpoints")]
+pub mod replay;
 pub mod run;
 pub mod status;
 

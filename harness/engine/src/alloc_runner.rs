@@ -104,12 +104,24 @@ pub(crate) fn spawn(
             .unwrap_or_else(|| TaskRecord::new(&task.name));
         let deps = make_deps(&gate, events_tx.clone());
         let (runner, handle) = TaskRunner::new(task, deps, task_record, status, changed_tx.clone());
-        joins.push(tokio::spawn(runner.run()));
+        let cleanup = runner.panic_cleanup();
+        joins.push(tokio::spawn(async move {
+            match tokio::spawn(runner.run()).await {
+                Ok(record) => record,
+                Err(panic) => cleanup.after_panic(panic).await,
+            }
+        }));
         runners.push(handle);
     }
     drop(changed_tx);
     let alloc_id = record.alloc_id.clone();
     let shared = Arc::new(Shared { record: Mutex::new(record), runners, gate, state });
+    if status.terminal() {
+        // Restored after the agent died while stopping: the update that made
+        // the alloc terminal was persisted, but its kill may never have run.
+        let shared = shared.clone();
+        tokio::spawn(async move { kill_tasks(&shared, |_| true).await });
+    }
     let (finished_tx, finished_rx) = watch::channel(false);
     tokio::spawn(handle_alloc_updates(shared.clone(), updates_rx, finished_rx));
     let done = tokio::spawn(coordinate(shared, changed_rx, joins, finished_tx));

@@ -60,6 +60,10 @@ pub struct TaskRecord {
     /// The last attempt committed at the start gate. Written *before* the
     /// executor is launched, so a restored agent knows an executor may exist.
     pub committed: Option<u32>,
+    /// The last attempt whose executor launch returned (started or failed).
+    /// `committed > launched` means an agent died mid-launch: an executor
+    /// may be running that no handle points to yet.
+    pub launched: Option<u32>,
     /// How to reach the executor of the running attempt.
     pub handle: Option<ReattachInfo>,
     pub restarts: u32,
@@ -73,6 +77,7 @@ impl TaskRecord {
             state: TaskState::Pending,
             prestart_done: None,
             committed: None,
+            launched: None,
             handle: None,
             restarts: 0,
             events: Vec::new(),

@@ -61,7 +61,7 @@ pub struct TaskRunner {
     start_rx: watch::Receiver<bool>,
     kill_rx: watch::Receiver<bool>,
     alloc_rx: watch::Receiver<AllocStatus>,
-    state_tx: watch::Sender<TaskState>,
+    state_tx: Arc<watch::Sender<TaskState>>,
     /// Set when restoring a task whose executor should still be running.
     restoring: bool,
     /// `changed` tells the alloc runner's coordinator to look again.
@@ -97,7 +97,8 @@ impl TaskRunner {
         let (kill_tx, kill_rx) = watch::channel(false);
         let (alloc_tx, alloc_rx) = watch::channel(alloc);
         let (state_tx, state_rx) = watch::channel(record.state.clone());
-        let restoring = matches!(record.state, TaskState::Running { .. }) || record.committed.is_some();
+        let state_tx = Arc::new(state_tx);
+        let restoring = matches!(record.state, TaskState::Running { .. }) || record.committed > record.launched;
         let published = record.events.len();
         let handle = TaskRunnerHandle { task: task.clone(), start: start_tx, kill: kill_tx, alloc: alloc_tx, state: state_rx };
         let runner = TaskRunner { task, deps, record, published, start_rx, kill_rx, alloc_rx, state_tx, restoring, changed };
@@ -120,7 +121,24 @@ impl TaskRunner {
         *self.kill_rx.borrow()
     }
 
+    /// What cleans up after this runner if it panics (see [`PanicCleanup`]).
+    pub fn panic_cleanup(&self) -> PanicCleanup {
+        PanicCleanup {
+            alloc_id: self.deps.alloc_id.clone(),
+            task: self.task.name.clone(),
+            driver: self.deps.driver.clone(),
+            state: self.deps.state.clone(),
+            state_tx: self.state_tx.clone(),
+            socket: self.socket_path(),
+            changed: self.changed.clone(),
+        }
+    }
+
     pub async fn run(mut self) -> TaskRecord {
+        if self.record.state.is_dead() {
+            // Restored from a previous agent: a dead task stays dead.
+            return self.record;
+        }
         let outcome = self.main_loop().await;
         fault_point!(points::TR_MAIN_EXITED, self.name());
         self.run_stop_hooks();
@@ -173,7 +191,9 @@ impl TaskRunner {
             if let Err(refused) = self.commit(receipt) {
                 return self.not_started(&refused.to_string());
             }
-            let running = match self.deps.driver.start(self.spec(&setup)).await {
+            let launch = self.deps.driver.start(self.spec(&setup)).await;
+            self.record.launched = Some(attempt);
+            let running = match launch {
                 Ok(running) => running,
                 Err(err) => {
                     let message = err.to_string();
@@ -336,13 +356,9 @@ impl TaskRunner {
     /// Re-attaches to the executor of a task that was running (or whose start
     /// was committed) when the previous agent died. Never re-runs prestart.
     async fn restore(&mut self, attempt: u32) -> Option<RunningTask> {
-        let info = self.record.handle.clone().unwrap_or_else(|| taskgate_executor::ReattachInfo {
-            // Committed but the handle was never persisted: the executor's
-            // socket path is deterministic, so look for it there.
-            socket_path: self.deps.run_dir.join(format!("{}.{}.sock", self.deps.alloc_id, self.task.name)),
-            executor_pid: 0,
-            task_pid: 0,
-        });
+        // Committed but the handle was never persisted: the executor's socket
+        // path is deterministic, so look for it there.
+        let info = self.record.handle.clone().unwrap_or_else(|| unknown_handle(self.socket_path()));
         match self.deps.driver.reattach(info).await {
             Ok(running) => {
                 self.deps.gate.restore_committed(&self.task.name, attempt);
@@ -367,6 +383,10 @@ impl TaskRunner {
                 None
             }
         }
+    }
+
+    fn socket_path(&self) -> PathBuf {
+        taskgate_executor::socket_path(&self.deps.run_dir, &self.deps.alloc_id, &self.task.name)
     }
 
     fn not_started(&mut self, reason: &str) -> Outcome {
@@ -487,6 +507,58 @@ impl TaskRunner {
         }
         self.published = self.record.events.len();
         let _ = self.changed.send(());
+    }
+}
+
+fn unknown_handle(socket_path: PathBuf) -> taskgate_executor::ReattachInfo {
+    taskgate_executor::ReattachInfo { socket_path, executor_pid: 0, task_pid: 0 }
+}
+
+/// Cleans up after a task runner that panicked (a bug, or a panic injected
+/// at one of its boundaries): whatever it may have started is killed, and
+/// the task is recorded dead and failed, so the alloc runner's kill path and
+/// completion still work instead of waiting forever on a runner that is gone.
+pub struct PanicCleanup {
+    alloc_id: String,
+    task: String,
+    driver: ExecDriver,
+    state: Arc<StateDb>,
+    state_tx: Arc<watch::Sender<TaskState>>,
+    socket: PathBuf,
+    changed: mpsc::UnboundedSender<()>,
+}
+
+impl PanicCleanup {
+    pub async fn after_panic(self, panic: tokio::task::JoinError) -> TaskRecord {
+        let reason = format!("task runner panicked: {panic}");
+        tracing::error!(task = %self.task, %reason);
+        fault_point!(points::TR_MAIN_EXITED, self.task.as_str());
+        let mut record = self
+            .state
+            .tasks(&self.alloc_id)
+            .ok()
+            .and_then(|all| all.into_iter().find(|r| r.task == self.task))
+            .unwrap_or_else(|| TaskRecord::new(&self.task));
+        if record.committed.is_some() {
+            let info = record.handle.clone().unwrap_or_else(|| unknown_handle(self.socket.clone()));
+            if let Ok(running) = self.driver.reattach(info).await {
+                let _ = running.stop("SIGKILL".into(), std::time::Duration::ZERO).await;
+                let _ = running.wait().await;
+                let _ = tokio::task::spawn_blocking(move || running.shutdown()).await;
+            }
+        }
+        let attempt = record.committed.unwrap_or(0);
+        record.events.push(TaskEvent::new(&self.task, EventKind::NotRestarting, attempt, reason.clone()));
+        record.handle = None;
+        if !record.state.is_dead() {
+            record.state = TaskState::Dead { outcome: Outcome::Failed { reason } };
+        }
+        if let Err(err) = self.state.put_task(&self.alloc_id, &record) {
+            tracing::error!(task = %self.task, error = %err, "persisting task state failed");
+        }
+        self.state_tx.send_replace(record.state.clone());
+        let _ = self.changed.send(());
+        record
     }
 }
 

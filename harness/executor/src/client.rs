@@ -1,6 +1,7 @@
 //! The engine's side: spawn an executor process and talk to it.
 
 use crate::error::ExecutorError;
+use crate::isolation::cgroup::TaskCgroup;
 use crate::protocol::{self, Ready, Request, Response, RunPaths, READY_FD, SPEC_FD};
 use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
 use crate::sys::pidfd_open;
@@ -40,24 +41,50 @@ pub struct Executor {
 pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, ExecutorError> {
     validate(spec)?;
     let paths = RunPaths::new(&cfg.run_dir, spec)?;
-    std::fs::create_dir_all(&cfg.run_dir)
-        .map_err(ExecutorError::io(format!("create run dir {}", cfg.run_dir.display())))?;
-    let json = serde_json::to_vec_pretty(spec).map_err(|e| ExecutorError::Protocol(e.to_string()))?;
+    // Checked before the spec file is rewritten: a live executor's fd 3 points at it.
+    paths.ensure_not_running()?;
+    std::fs::create_dir_all(&cfg.run_dir).map_err(ExecutorError::io(format!(
+        "create run dir {}",
+        cfg.run_dir.display()
+    )))?;
+    let json =
+        serde_json::to_vec_pretty(spec).map_err(|e| ExecutorError::Protocol(e.to_string()))?;
     std::fs::write(&paths.spec, json)
         .map_err(ExecutorError::io(format!("write {}", paths.spec.display())))?;
-    let result = spawn_executor(cfg, &paths);
-    if result.is_err() {
-        // A failed executor removed what it created; the spec file is ours.
+    let result = spawn_executor(cfg, spec, &paths);
+    if let Err(e) = &result {
+        // An executor that failed removed what it created; one that died could not.
+        if matches!(e, ExecutorError::Vanished { .. }) {
+            remove_remains(spec, &paths);
+        }
+        // The spec file is ours either way.
         let _ = std::fs::remove_file(&paths.spec);
     }
     result
 }
 
-fn spawn_executor(cfg: &ExecutorConfig, paths: &RunPaths) -> Result<Executor, ExecutorError> {
+/// Best-effort cleanup after an executor died without cleaning up itself.
+/// The executor inherited our cgroups, so its task cgroup is ours to find.
+fn remove_remains(spec: &TaskSpec, paths: &RunPaths) {
+    if let Some(cg) = TaskCgroup::existing(spec) {
+        let _ = cg.kill_all();
+        if let Err(e) = cg.delete() {
+            tracing::warn!("a dead executor left its cgroup behind: {e}");
+        }
+    }
+    let _ = std::fs::remove_file(&paths.socket);
+    let _ = std::fs::remove_dir(&paths.root);
+}
+
+fn spawn_executor(
+    cfg: &ExecutorConfig,
+    spec: &TaskSpec,
+    paths: &RunPaths,
+) -> Result<Executor, ExecutorError> {
     let spec_file = File::open(&paths.spec)
         .map_err(ExecutorError::io(format!("open {}", paths.spec.display())))?;
-    let (ready_r, ready_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(ExecutorError::io("ready pipe"))?;
+    let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(ExecutorError::io("ready pipe"))?;
     // Park both fds above 4 so the child's dup2 onto 3 and 4 cannot clobber one with the other.
     let spec_fd = dup_above(&spec_file)?;
     let ready_fd = dup_above(&ready_w)?;
@@ -69,7 +96,7 @@ fn spawn_executor(cfg: &ExecutorConfig, paths: &RunPaths) -> Result<Executor, Ex
         .arg(&cfg.run_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create("/tmp/exec-err").unwrap());
+        .stderr(Stdio::null());
     match std::env::var_os(FAILPOINTS_ENV) {
         Some(fp) => cmd.env("FAILPOINTS", fp),
         None => cmd.env_remove("FAILPOINTS"),
@@ -85,32 +112,56 @@ fn spawn_executor(cfg: &ExecutorConfig, paths: &RunPaths) -> Result<Executor, Ex
             Ok(())
         });
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(ExecutorError::io(format!("spawn {}", cfg.executor_bin.display())))?;
+    let mut child = cmd.spawn().map_err(ExecutorError::io(format!(
+        "spawn {}",
+        cfg.executor_bin.display()
+    )))?;
     drop((spec_fd, ready_fd, ready_w, spec_file));
     // The first executor process only forks the daemon and exits: reap it here.
-    let status = child.wait().map_err(ExecutorError::io("wait for the executor to daemonize"))?;
+    let status = child
+        .wait()
+        .map_err(ExecutorError::io("wait for the executor to daemonize"))?;
     let mut ready = BufReader::new(File::from(ready_r));
-    match protocol::recv(&mut ready, &format!("executor (first process {status})"))? {
+    let report =
+        protocol::recv_or_eof(&mut ready, "executor")?.ok_or_else(|| ExecutorError::Vanished {
+            log: spec.task_dir.join("executor.out"),
+            first_exit: status.to_string(),
+        })?;
+    match report {
         Ready::Started(info) => Ok(Executor { info }),
-        Ready::Failed(e) => Err(e),
+        Ready::Failed(e) => {
+            // EOF comes when the failed executor has exited, so nothing of it outlives launch().
+            let _ = std::io::copy(&mut ready, &mut std::io::sink());
+            Err(e)
+        }
     }
 }
 
 fn dup_above(fd: &impl AsFd) -> Result<OwnedFd, ExecutorError> {
-    let raw = fcntl(fd.as_fd().as_raw_fd(), FcntlArg::F_DUPFD_CLOEXEC(READY_FD + 1))
-        .map_err(ExecutorError::io("dup fd for the executor"))?;
+    let raw = fcntl(
+        fd.as_fd().as_raw_fd(),
+        FcntlArg::F_DUPFD_CLOEXEC(READY_FD + 1),
+    )
+    .map_err(ExecutorError::io("dup fd for the executor"))?;
     // SAFETY: fcntl just returned this new fd and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 impl Executor {
-    /// Connects to an executor started by an earlier engine process.
+    /// Connects to an executor started by an earlier engine process. A pid
+    /// of 0 in `info` means "not known" (only the socket path is); any other
+    /// must match the executor's, which guards against a reused socket path.
     pub fn reattach(info: &ReattachInfo) -> Result<Executor, ExecutorError> {
-        let exec = Executor { info: info.clone() };
-        match exec.request(Request::Info)? {
-            Response::Info(actual) if actual == *info => Ok(exec),
+        let probe = Executor { info: info.clone() };
+        let known = |given: i32, actual: i32| given == 0 || given == actual;
+        match probe.request(Request::Info)? {
+            Response::Info(actual)
+                if actual.socket_path == info.socket_path
+                    && known(info.executor_pid, actual.executor_pid)
+                    && known(info.task_pid, actual.task_pid) =>
+            {
+                Ok(Executor { info: actual })
+            }
             Response::Info(actual) => Err(ExecutorError::Protocol(format!(
                 "socket {} serves executor {} (task pid {}), not {} (task pid {})",
                 info.socket_path.display(),
@@ -140,7 +191,10 @@ impl Executor {
     pub fn stop(&self, signal: &str, grace: Duration) -> Result<(), ExecutorError> {
         parse_signal(signal)?;
         let grace_ms = grace.as_millis().try_into().unwrap_or(u64::MAX);
-        self.done(Request::Stop { signal: signal.to_string(), grace_ms })
+        self.done(Request::Stop {
+            signal: signal.to_string(),
+            grace_ms,
+        })
     }
 
     /// Kills whatever is left of the task, removes the executor's cgroup,
@@ -148,9 +202,11 @@ impl Executor {
     pub fn shutdown(&self) -> Result<(), ExecutorError> {
         let stream = self.connect()?;
         // The connected peer is the executor itself, so its pid cannot have been reused.
-        let peer = getsockopt(&stream, PeerCredentials).map_err(ExecutorError::io("SO_PEERCRED"))?;
+        let peer =
+            getsockopt(&stream, PeerCredentials).map_err(ExecutorError::io("SO_PEERCRED"))?;
         let pidfd = pidfd_open(peer.pid())?;
-        self.exchange(stream, Request::Shutdown).and_then(expect_done)?;
+        self.exchange(stream, Request::Shutdown)
+            .and_then(expect_done)?;
         let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
         loop {
             match poll(&mut fds, PollTimeout::NONE) {

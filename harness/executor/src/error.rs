@@ -22,11 +22,17 @@ pub enum ExecutorError {
     #[error("the task has no command")]
     MissingCommand,
     #[error("invalid limit {name} = {value}: {reason}")]
-    InvalidLimit { name: String, value: u64, reason: String },
+    InvalidLimit {
+        name: String,
+        value: u64,
+        reason: String,
+    },
     #[error("unknown user {user:?}: not in the host's /etc/passwd")]
     UnknownUser { user: String },
     #[error("unknown signal {signal:?}")]
     InvalidSignal { signal: String },
+    #[error("an executor for this task is already serving {socket}")]
+    AlreadyRunning { socket: PathBuf },
     #[error("socket path {path} is longer than a Unix socket address allows")]
     SocketPathTooLong { path: PathBuf },
     #[error("cgroup: {0}")]
@@ -39,6 +45,10 @@ pub enum ExecutorError {
     Exec { command: String, message: String },
     #[error("{context}: {message}")]
     Io { context: String, message: String },
+    #[error(
+        "the executor died before reporting readiness (its first process: {first_exit}); see {log}"
+    )]
+    Vanished { log: PathBuf, first_exit: String },
     #[error("executor protocol: {0}")]
     Protocol(String),
     #[error("bad FAILPOINTS: {0}")]
@@ -51,6 +61,9 @@ impl ExecutorError {
     /// Adapter for `map_err`: an I/O or errno failure with what was being done.
     pub(crate) fn io<E: std::fmt::Display>(context: impl Into<String>) -> impl FnOnce(E) -> Self {
         let context = context.into();
-        move |e| ExecutorError::Io { context, message: e.to_string() }
+        move |e| ExecutorError::Io {
+            context,
+            message: e.to_string(),
+        }
     }
 }

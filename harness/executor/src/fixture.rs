@@ -23,9 +23,14 @@ pub fn build_busybox_root(dir: &Path) -> Result<BTreeMap<PathBuf, PathBuf>, Exec
     for d in [&bin, &etc] {
         std::fs::create_dir_all(d).map_err(ExecutorError::io(format!("create {}", d.display())))?;
     }
-    let busybox = bin.join("busybox");
-    std::fs::copy(BUSYBOX, &busybox).map_err(ExecutorError::io(format!(
+    // Copy, then rename: overwriting a busybox a running task executes fails with ETXTBSY.
+    let staged = bin.join(".busybox.new");
+    std::fs::copy(BUSYBOX, &staged).map_err(ExecutorError::io(format!(
         "copy {BUSYBOX} (install Debian's busybox-static)"
+    )))?;
+    std::fs::rename(&staged, bin.join("busybox")).map_err(ExecutorError::io(format!(
+        "install {}/busybox",
+        bin.display()
     )))?;
     for applet in applets()? {
         let link = bin.join(&applet);
@@ -38,9 +43,13 @@ pub fn build_busybox_root(dir: &Path) -> Result<BTreeMap<PathBuf, PathBuf>, Exec
     }
     for (name, body) in [("passwd", PASSWD), ("group", GROUP)] {
         let path = etc.join(name);
-        std::fs::write(&path, body).map_err(ExecutorError::io(format!("write {}", path.display())))?;
+        std::fs::write(&path, body)
+            .map_err(ExecutorError::io(format!("write {}", path.display())))?;
     }
-    Ok(BTreeMap::from([(bin, PathBuf::from("/bin")), (etc, PathBuf::from("/etc"))]))
+    Ok(BTreeMap::from([
+        (bin, PathBuf::from("/bin")),
+        (etc, PathBuf::from("/etc")),
+    ]))
 }
 
 fn applets() -> Result<Vec<String>, ExecutorError> {

@@ -5,8 +5,6 @@
 //! serves [`Executor`] requests on a Unix socket until shut down ([`server::run`]).
 mod client;
 mod error;
-#[cfg(feature = "failpoints")]
-mod faults;
 mod fixture;
 mod isolation;
 mod logs;
@@ -19,4 +17,5 @@ mod validate;
 pub use client::{launch, Executor, ExecutorConfig, FAILPOINTS_ENV};
 pub use error::ExecutorError;
 pub use fixture::build_busybox_root;
+pub use protocol::socket_path;
 pub use spec::*;

@@ -54,7 +54,7 @@ impl RunPaths {
         let stem = format!("{}.{}", spec.alloc_id, spec.task_name);
         let paths = RunPaths {
             spec: run_dir.join(format!("{stem}.spec.json")),
-            socket: run_dir.join(format!("{stem}.sock")),
+            socket: socket_path(run_dir, &spec.alloc_id, &spec.task_name),
             root: run_dir.join(format!("{stem}.root")),
         };
         if paths.socket.as_os_str().len() > MAX_SOCKET_PATH {
@@ -62,20 +62,55 @@ impl RunPaths {
         }
         Ok(paths)
     }
+
+    /// A live executor answers on the socket; a stale socket file does not.
+    pub fn ensure_not_running(&self) -> Result<(), ExecutorError> {
+        match std::os::unix::net::UnixStream::connect(&self.socket) {
+            Ok(_) => Err(ExecutorError::AlreadyRunning {
+                socket: self.socket.clone(),
+            }),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// Where the executor of `task_name` in `alloc_id` listens: deterministic, so
+/// an engine that lost a task's [`ReattachInfo`] can still find its executor.
+pub fn socket_path(run_dir: &Path, alloc_id: &str, task_name: &str) -> PathBuf {
+    run_dir.join(format!("{alloc_id}.{task_name}.sock"))
 }
 
 pub(crate) fn send<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), ExecutorError> {
     let mut line = serde_json::to_vec(msg).map_err(|e| ExecutorError::Protocol(e.to_string()))?;
     line.push(b'\n');
-    w.write_all(&line).and_then(|()| w.flush()).map_err(ExecutorError::io("send to executor peer"))
+    w.write_all(&line)
+        .and_then(|()| w.flush())
+        .map_err(ExecutorError::io("send to executor peer"))
 }
 
 /// Reads one message; `what` names the peer for the error when it hung up instead.
-pub(crate) fn recv<T: DeserializeOwned>(r: &mut impl BufRead, what: &str) -> Result<T, ExecutorError> {
+pub(crate) fn recv<T: DeserializeOwned>(
+    r: &mut impl BufRead,
+    what: &str,
+) -> Result<T, ExecutorError> {
+    recv_or_eof(r, what)?.ok_or_else(|| {
+        ExecutorError::Protocol(format!("{what} closed the connection without a reply"))
+    })
+}
+
+/// Reads one message, or `None` if the peer closed without sending one.
+pub(crate) fn recv_or_eof<T: DeserializeOwned>(
+    r: &mut impl BufRead,
+    what: &str,
+) -> Result<Option<T>, ExecutorError> {
     let mut line = String::new();
-    let n = r.read_line(&mut line).map_err(ExecutorError::io(format!("read from {what}")))?;
+    let n = r
+        .read_line(&mut line)
+        .map_err(ExecutorError::io(format!("read from {what}")))?;
     if n == 0 {
-        return Err(ExecutorError::Protocol(format!("{what} closed the connection without a reply")));
+        return Ok(None);
     }
-    serde_json::from_str(&line).map_err(|e| ExecutorError::Protocol(format!("bad message from {what}: {e}")))
+    serde_json::from_str(&line)
+        .map(Some)
+        .map_err(|e| ExecutorError::Protocol(format!("bad message from {what}: {e}")))
 }

@@ -8,14 +8,16 @@ use crate::logs::RotatingWriter;
 use crate::protocol::{self, Ready, Request, Response, RunPaths, READY_FD, SPEC_FD};
 use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
 use crate::sys::{now_ms, pidfd_send_signal};
-use crate::validate::{parse_signal, validate};
+use crate::validate::{check_task_dir, parse_signal, validate, Credentials};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{ForkResult, Pid};
 use std::fs::{File, OpenOptions};
 use std::io::BufReader;
+use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -28,22 +30,26 @@ use taskgate_faults::points;
 pub fn run(run_dir: &Path) -> Result<(), ExecutorError> {
     for fd in [SPEC_FD, READY_FD] {
         // Keeps fd 3 open for the process's life (the oracle reads it) but out of the task.
-        fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
-            .map_err(ExecutorError::io(format!("fd {fd} (the executor is started by launch(), not by hand)")))?;
+        fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(ExecutorError::io(format!(
+            "fd {fd} (the executor is started by launch(), not by hand)"
+        )))?;
     }
     // SAFETY: launch() handed us these fds and nothing else in this process owns them.
-    let (spec_file, mut ready) = unsafe { (File::from_raw_fd(SPEC_FD), File::from_raw_fd(READY_FD)) };
+    let spec_file = unsafe { File::from_raw_fd(SPEC_FD) };
+    // Closed early only after a successful start: on a failure or a panic the
+    // exit itself closes it, and that EOF tells launch() this process is gone.
+    let mut ready = ManuallyDrop::new(unsafe { File::from_raw_fd(READY_FD) });
     daemonize()?;
     match Supervisor::start(run_dir, &spec_file) {
         Ok((sup, listener)) => {
-            if let Err(e) = protocol::send(&mut ready, &Ready::Started(sup.info.clone())) {
+            if let Err(e) = protocol::send(&mut *ready, &Ready::Started(sup.info.clone())) {
                 tracing::warn!("the launching engine is gone, serving anyway: {e}");
             }
-            drop(ready);
+            drop(ManuallyDrop::into_inner(ready));
             sup.serve(listener)
         }
         Err(e) => {
-            let _ = protocol::send(&mut ready, &Ready::Failed(e.clone()));
+            let _ = protocol::send(&mut *ready, &Ready::Failed(e.clone()));
             Err(e)
         }
     }
@@ -55,7 +61,9 @@ fn daemonize() -> Result<(), ExecutorError> {
     // SAFETY: still single-threaded; the parent only calls _exit.
     match unsafe { nix::unistd::fork() }.map_err(ExecutorError::io("fork"))? {
         ForkResult::Parent { .. } => unsafe { libc::_exit(0) },
-        ForkResult::Child => nix::unistd::setsid().map(drop).map_err(ExecutorError::io("setsid")),
+        ForkResult::Child => nix::unistd::setsid()
+            .map(drop)
+            .map_err(ExecutorError::io("setsid")),
     }
 }
 
@@ -109,16 +117,25 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    fn start(run_dir: &Path, spec_file: &File) -> Result<(Arc<Supervisor>, UnixListener), ExecutorError> {
+    fn start(
+        run_dir: &Path,
+        spec_file: &File,
+    ) -> Result<(Arc<Supervisor>, UnixListener), ExecutorError> {
         let spec: TaskSpec = serde_json::from_reader(BufReader::new(spec_file))
             .map_err(|e| ExecutorError::Protocol(format!("bad spec on fd {SPEC_FD}: {e}")))?;
         #[cfg(feature = "failpoints")]
-        crate::faults::configure_from_env()?;
-        validate(&spec)?;
+        configure_faults()?;
+        let creds = validate(&spec)?;
+        check_task_dir(&spec)?;
         log_to_task_dir(&spec.task_dir)?;
         let paths = RunPaths::new(run_dir, &spec)?;
-        let mut made = Leftovers { paths, cgroup: None, socket: false, root: false };
-        match Self::setup(&spec, &mut made) {
+        let mut made = Leftovers {
+            paths,
+            cgroup: None,
+            socket: false,
+            root: false,
+        };
+        match Self::setup(&spec, creds, &mut made) {
             Ok((task_pid, pidfd, listener, pumps)) => {
                 tracing::info!("task {} started as pid {task_pid}", spec.task_name);
                 let info = ReattachInfo {
@@ -153,6 +170,7 @@ impl Supervisor {
     #[allow(clippy::type_complexity)]
     fn setup(
         spec: &TaskSpec,
+        creds: Credentials,
         made: &mut Leftovers,
     ) -> Result<(Pid, OwnedFd, UnixListener, [JoinHandle<()>; 2]), ExecutorError> {
         let cgroup = made.cgroup.insert(TaskCgroup::create(spec)?);
@@ -161,24 +179,35 @@ impl Supervisor {
         ));
 
         let logs_dir = spec.shared_alloc_dir.join("logs");
-        std::fs::create_dir_all(&logs_dir).map_err(ExecutorError::io(format!("create {}", logs_dir.display())))?;
+        std::fs::create_dir_all(&logs_dir)
+            .map_err(ExecutorError::io(format!("create {}", logs_dir.display())))?;
         let mut pipes = Vec::new();
         for stream in ["stdout", "stderr"] {
-            let writer = RotatingWriter::open(&logs_dir, format!("{}.{stream}", spec.task_name), &spec.logs)?;
-            let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(ExecutorError::io("log pipe"))?;
+            let writer = RotatingWriter::open(
+                &logs_dir,
+                format!("{}.{stream}", spec.task_name),
+                &spec.logs,
+            )?;
+            let (r, w) =
+                nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(ExecutorError::io("log pipe"))?;
             pipes.push((writer, File::from(r), w));
         }
 
         let socket = &made.paths.socket;
-        if UnixStream::connect(socket).is_ok() {
-            return Err(ExecutorError::Protocol(format!("an executor is already serving {}", socket.display())));
-        }
+        made.paths.ensure_not_running()?;
         remove(socket, |p| std::fs::remove_file(p))?;
-        let listener = UnixListener::bind(socket).map_err(ExecutorError::io(format!("bind {}", socket.display())))?;
+        let listener = UnixListener::bind(socket)
+            .map_err(ExecutorError::io(format!("bind {}", socket.display())))?;
         made.socket = true;
+        // Whoever can connect can stop the task: root only.
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+            .map_err(ExecutorError::io(format!("chmod {}", socket.display())))?;
         match std::fs::create_dir(&made.paths.root) {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-                return Err(ExecutorError::io(format!("create {}", made.paths.root.display()))(e))
+                return Err(ExecutorError::io(format!(
+                    "create {}",
+                    made.paths.root.display()
+                ))(e))
             }
             _ => made.root = true,
         }
@@ -187,7 +216,7 @@ impl Supervisor {
             <[_; 2]>::try_from(pipes).unwrap_or_else(|_| unreachable!("two streams"));
         let launch = TaskLaunch {
             spec,
-            creds: validate(spec)?,
+            creds,
             root_dir: &made.paths.root,
             cgroup,
             stdout: out_w,
@@ -220,8 +249,18 @@ impl Supervisor {
         for pump in pumps {
             let _ = pump.join();
         }
-        let oom_killed = self.lock_leftovers().cgroup.as_ref().is_some_and(TaskCgroup::oom_killed);
-        let result = ExitResult { exit_code, signal, oom_killed, started_at_ms, exited_at_ms };
+        let oom_killed = self
+            .lock_leftovers()
+            .cgroup
+            .as_ref()
+            .is_some_and(TaskCgroup::oom_killed);
+        let result = ExitResult {
+            exit_code,
+            signal,
+            oom_killed,
+            started_at_ms,
+            exited_at_ms,
+        };
         tracing::info!("task exited: {result:?}");
         self.lock().exit = Some(result);
         self.changed.notify_all();
@@ -247,16 +286,17 @@ impl Supervisor {
             Request::Info => Response::Info(self.info.clone()),
             Request::Wait => {
                 self.lock().replying += 1;
-                let result = self.wait_exit(None);
-                let sent = protocol::send(&mut out, &result.map_or(Response::Done, Response::Exited));
+                let sent = protocol::send(&mut out, &Response::Exited(self.wait_exit()));
                 self.lock().replying -= 1;
                 self.changed.notify_all();
                 return sent;
             }
-            Request::Stop { signal, grace_ms } => match self.stop(&signal, Duration::from_millis(grace_ms)) {
-                Ok(()) => Response::Done,
-                Err(e) => Response::Failed(e),
-            },
+            Request::Stop { signal, grace_ms } => {
+                match self.stop(&signal, Duration::from_millis(grace_ms)) {
+                    Ok(()) => Response::Done,
+                    Err(e) => Response::Failed(e),
+                }
+            }
             Request::Shutdown => match self.teardown() {
                 Ok(()) => {
                     protocol::send(&mut out, &Response::Done)?;
@@ -269,23 +309,32 @@ impl Supervisor {
         protocol::send(&mut out, &resp)
     }
 
-    /// Blocks until the task has exited, or `timeout` passed.
-    fn wait_exit(&self, timeout: Option<Duration>) -> Option<ExitResult> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+    fn wait_exit(&self) -> ExitResult {
+        let mut st = self.lock();
+        loop {
+            if let Some(exit) = &st.exit {
+                return exit.clone();
+            }
+            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Whether the task exits within `timeout`.
+    fn exits_within(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
         let mut st = self.lock();
         while st.exit.is_none() {
-            st = match deadline {
-                None => self.changed.wait(st).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return None;
-                    }
-                    self.changed.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0
-                }
-            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = self
+                .changed
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
-        st.exit.clone()
+        true
     }
 
     fn stop(&self, signal: &str, grace: Duration) -> Result<(), ExecutorError> {
@@ -294,10 +343,10 @@ impl Supervisor {
             return Ok(());
         }
         pidfd_send_signal(self.pidfd.as_fd(), signal)?;
-        if self.wait_exit(Some(grace)).is_none() {
+        if !self.exits_within(grace) {
             tracing::info!("task outlived its {grace:?} grace after {signal}: killing its cgroup");
             self.kill_all()?;
-            self.wait_exit(None);
+            self.wait_exit();
         }
         Ok(())
     }
@@ -306,7 +355,8 @@ impl Supervisor {
         if let Some(cg) = &self.lock_leftovers().cgroup {
             cg.kill_all()?;
         }
-        // The namespace's init dies on SIGKILL from outside whatever it handles, and takes the rest along.
+        // SIGKILL from outside reaches the namespace's init whatever it handles,
+        // and its death takes the rest of the namespace along.
         pidfd_send_signal(self.pidfd.as_fd(), Signal::SIGKILL)
     }
 
@@ -314,7 +364,7 @@ impl Supervisor {
     fn teardown(&self) -> Result<(), ExecutorError> {
         if self.lock().exit.is_none() {
             self.kill_all()?;
-            self.wait_exit(None);
+            self.wait_exit();
         }
         let mut st = self.lock();
         while st.replying > 0 {
@@ -346,4 +396,17 @@ fn log_to_task_dir(task_dir: &Path) -> Result<(), ExecutorError> {
     nix::unistd::dup2(file.as_raw_fd(), libc::STDERR_FILENO)
         .map(drop)
         .map_err(ExecutorError::io("redirect stderr to executor.out"))
+}
+
+/// The executor honours `FAILPOINTS` (from launch()'s `TASKGATE_EXECUTOR_FAILPOINTS`)
+/// and never the engine's own `TASKGATE_FAULTS` it inherited. Nothing can
+/// release a park across processes, so only park-free actions make sense here.
+#[cfg(feature = "failpoints")]
+fn configure_faults() -> Result<(), ExecutorError> {
+    // Still single-threaded: changing the environment races with nothing.
+    match std::env::var_os("FAILPOINTS") {
+        Some(fp) => std::env::set_var(taskgate_faults::FAULTS_ENV, fp),
+        None => std::env::remove_var(taskgate_faults::FAULTS_ENV),
+    }
+    taskgate_faults::configure_from_env().map_err(|e| ExecutorError::Failpoints(e.to_string()))
 }

@@ -10,17 +10,28 @@ pub(crate) fn pidfd_open(pid: i32) -> Result<OwnedFd, ExecutorError> {
     // SAFETY: plain syscall; on success it returns a new fd that we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
-        return Err(ExecutorError::io(format!("pidfd_open({pid})"))(std::io::Error::last_os_error()));
+        return Err(ExecutorError::io(format!("pidfd_open({pid})"))(
+            std::io::Error::last_os_error(),
+        ));
     }
     // SAFETY: see above.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Signals the process behind `pidfd`; a process that already exited is not an error.
-pub(crate) fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signal: Signal) -> Result<(), ExecutorError> {
+pub(crate) fn pidfd_send_signal(
+    pidfd: BorrowedFd<'_>,
+    signal: Signal,
+) -> Result<(), ExecutorError> {
     // SAFETY: plain syscall on a valid pidfd, no siginfo.
     let rc = unsafe {
-        libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), signal as i32, 0usize, 0u32)
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal as i32,
+            0usize,
+            0u32,
+        )
     };
     let err = std::io::Error::last_os_error();
     if rc < 0 && err.raw_os_error() != Some(libc::ESRCH) {
@@ -30,5 +41,8 @@ pub(crate) fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signal: Signal) -> Result
 }
 
 pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

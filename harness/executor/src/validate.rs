@@ -1,5 +1,6 @@
 //! Spec checks, run by the client before it spawns anything and again by the
-//! executor before it touches the system (the spec file could be stale).
+//! executor before it touches the system (the spec file could be stale);
+//! the task directory's existence only by the executor.
 
 use crate::error::ExecutorError;
 use crate::spec::TaskSpec;
@@ -22,28 +23,34 @@ const DEFAULT_USER: &str = "nobody";
 
 pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
     if let Some(reason) = component_problem(&spec.task_name) {
-        return Err(ExecutorError::InvalidTaskName { name: spec.task_name.clone(), reason });
+        return Err(ExecutorError::InvalidTaskName {
+            name: spec.task_name.clone(),
+            reason,
+        });
     }
-    if let Some(reason) = component_problem(&spec.alloc_id) {
-        return Err(ExecutorError::InvalidAllocId { id: spec.alloc_id.clone(), reason });
+    // The first `.` of `<alloc_id>.<task>` (spec file, socket, cgroup) ends the alloc id.
+    let alloc_problem = component_problem(&spec.alloc_id).or_else(|| {
+        spec.alloc_id
+            .contains('.')
+            .then(|| "must not contain `.`".to_string())
+    });
+    if let Some(reason) = alloc_problem {
+        return Err(ExecutorError::InvalidAllocId {
+            id: spec.alloc_id.clone(),
+            reason,
+        });
     }
     absolute("task_dir", &spec.task_dir)?;
-    if !spec.task_dir.is_dir() {
-        return Err(ExecutorError::TaskDirMissing { path: spec.task_dir.clone() });
-    }
-    for sub in TASK_SUBDIRS {
-        let path = spec.task_dir.join(sub);
-        if !path.is_dir() {
-            return Err(ExecutorError::TaskDirMissing { path });
-        }
-    }
     absolute("shared_alloc_dir", &spec.shared_alloc_dir)?;
     existing("shared_alloc_dir", &spec.shared_alloc_dir)?;
     for (src, dst) in &spec.chroot_env {
         absolute("chroot_env source", src)?;
         absolute("chroot_env target", dst)?;
         if dst.parent().is_none() || dst.components().any(|c| c == Component::ParentDir) {
-            return Err(ExecutorError::UnsafePath { what: "chroot_env target".into(), path: dst.clone() });
+            return Err(ExecutorError::UnsafePath {
+                what: "chroot_env target".into(),
+                path: dst.clone(),
+            });
         }
         existing("chroot_env source", src)?;
     }
@@ -64,10 +71,35 @@ pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
     resolve_user(&spec.user)
 }
 
+/// The task directory is the prestart hooks' work. Only the executor process
+/// checks it, as the first thing it does (the report's executor failed
+/// opening `executor.out`): a task started without its prestart then shows
+/// up as an executor exec the harness's oracle can see and judge.
+pub(crate) fn check_task_dir(spec: &TaskSpec) -> Result<(), ExecutorError> {
+    if !spec.task_dir.is_dir() {
+        return Err(ExecutorError::TaskDirMissing {
+            path: spec.task_dir.clone(),
+        });
+    }
+    for sub in TASK_SUBDIRS {
+        let path = spec.task_dir.join(sub);
+        if !path.is_dir() {
+            return Err(ExecutorError::TaskDirMissing { path });
+        }
+    }
+    Ok(())
+}
+
 /// Accepts "SIGTERM" and "TERM".
 pub(crate) fn parse_signal(name: &str) -> Result<Signal, ExecutorError> {
-    let full = if name.starts_with("SIG") { name.to_string() } else { format!("SIG{name}") };
-    Signal::from_str(&full).map_err(|_| ExecutorError::InvalidSignal { signal: name.to_string() })
+    let full = if name.starts_with("SIG") {
+        name.to_string()
+    } else {
+        format!("SIG{name}")
+    };
+    Signal::from_str(&full).map_err(|_| ExecutorError::InvalidSignal {
+        signal: name.to_string(),
+    })
 }
 
 /// Why `name` cannot be one path component of the executor's file names, if it can't.
@@ -87,7 +119,10 @@ fn absolute(what: &str, path: &Path) -> Result<(), ExecutorError> {
     if path.is_absolute() {
         Ok(())
     } else {
-        Err(ExecutorError::RelativePath { what: what.into(), path: path.to_path_buf() })
+        Err(ExecutorError::RelativePath {
+            what: what.into(),
+            path: path.to_path_buf(),
+        })
     }
 }
 
@@ -95,7 +130,10 @@ fn existing(what: &str, path: &Path) -> Result<(), ExecutorError> {
     if path.exists() {
         Ok(())
     } else {
-        Err(ExecutorError::PathMissing { what: what.into(), path: path.to_path_buf() })
+        Err(ExecutorError::PathMissing {
+            what: what.into(),
+            path: path.to_path_buf(),
+        })
     }
 }
 
@@ -108,14 +146,48 @@ fn positive(name: &str, value: u64) -> Result<(), ExecutorError> {
 }
 
 fn limit(name: &str, value: u64, reason: &str) -> ExecutorError {
-    ExecutorError::InvalidLimit { name: name.into(), value, reason: reason.into() }
+    ExecutorError::InvalidLimit {
+        name: name.into(),
+        value,
+        reason: reason.into(),
+    }
 }
 
 fn resolve_user(user: &str) -> Result<Credentials, ExecutorError> {
     let name = if user.is_empty() { DEFAULT_USER } else { user };
     match User::from_name(name) {
-        Ok(Some(u)) => Ok(Credentials { uid: u.uid, gid: u.gid }),
-        Ok(None) => Err(ExecutorError::UnknownUser { user: name.to_string() }),
+        Ok(Some(u)) => Ok(Credentials {
+            uid: u.uid,
+            gid: u.gid,
+        }),
+        Ok(None) => Err(ExecutorError::UnknownUser {
+            user: name.to_string(),
+        }),
         Err(e) => Err(ExecutorError::io(format!("look up user {name:?}"))(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_one_safe_path_component() {
+        for bad in ["", "a/b", "..", "a..b", "."] {
+            assert!(component_problem(bad).is_some(), "{bad:?}");
+        }
+        for good in ["web", "web-1", "a.b", "db_2"] {
+            assert_eq!(component_problem(good), None, "{good:?}");
+        }
+    }
+
+    #[test]
+    fn signals_parse_with_or_without_prefix() {
+        assert_eq!(parse_signal("SIGINT").unwrap(), Signal::SIGINT);
+        assert_eq!(parse_signal("TERM").unwrap(), Signal::SIGTERM);
+        assert!(matches!(
+            parse_signal("SIGNOPE"),
+            Err(ExecutorError::InvalidSignal { .. })
+        ));
     }
 }

@@ -2,6 +2,9 @@
 //! name as scope (`sidecar:tr.before_prestart`); hook points are built from
 //! the hook kind and name with [`hook_point`].
 
+/// Record-only: the harness (or an agent acting for it) delivered a stop update.
+pub const HARNESS_STOP_DELIVERED: &str = "harness.stop_delivered";
+
 // Alloc runner, while applying an alloc update (the report's handleAllocUpdate).
 pub const AR_UPDATE_RECEIVED: &str = "ar.update_received";
 pub const AR_ALLOC_STATE_SET: &str = "ar.alloc_state_set";

@@ -32,17 +32,20 @@ impl ExecIdentity {
     /// vanished or cannot be inspected is `Unknown`.
     pub fn of_pid(pid: i32) -> ExecIdentity {
         let proc = Path::new("/proc").join(pid.to_string());
-        if let Some((alloc_id, task)) = std::fs::read_link(proc.join(format!("fd/{SPEC_FD}")))
-            .ok()
-            .and_then(|target| parse_spec_fd_target(&target))
-        {
-            return ExecIdentity::Executor { alloc_id, task };
-        }
+        // Cgroup first: a task's first exec still holds the executor's fd 3
+        // (close-on-exec fds close only after the permission check), but it
+        // already sits in the task's cgroup and the executor never does.
         if let Some((alloc_id, task)) = std::fs::read_to_string(proc.join("cgroup"))
             .ok()
             .and_then(|cg| parse_cgroup(&cg))
         {
             return ExecIdentity::Task { alloc_id, task };
+        }
+        if let Some((alloc_id, task)) = std::fs::read_link(proc.join(format!("fd/{SPEC_FD}")))
+            .ok()
+            .and_then(|target| parse_spec_fd_target(&target))
+        {
+            return ExecIdentity::Executor { alloc_id, task };
         }
         ExecIdentity::Unknown
     }

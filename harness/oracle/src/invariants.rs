@@ -63,14 +63,22 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// Every invariant, with the engine's default point names.
-pub fn check(history: &[Event], tasks: &[String]) -> Vec<Violation> {
-    check_with(history, tasks, &InvariantConfig::default())
+/// Every invariant, with the engine's default point names. `may_start_late`
+/// names the tasks exempt from (b): poststop tasks start after terminal.
+pub fn check(history: &[Event], tasks: &[String], may_start_late: &[String]) -> Vec<Violation> {
+    check_with(history, tasks, may_start_late, &InvariantConfig::default())
 }
 
-pub fn check_with(history: &[Event], tasks: &[String], config: &InvariantConfig) -> Vec<Violation> {
+pub fn check_with(
+    history: &[Event],
+    tasks: &[String],
+    may_start_late: &[String],
+    config: &InvariantConfig,
+) -> Vec<Violation> {
+    let must_not_start_late: Vec<String> =
+        tasks.iter().filter(|t| !may_start_late.contains(t)).cloned().collect();
     let mut v = check_layout_before_exec(history);
-    v.extend(check_no_exec_after_terminal(history, tasks, config));
+    v.extend(check_no_exec_after_terminal(history, &must_not_start_late, config));
     v.extend(check_one_exec_per_attempt(history, tasks, config));
     v.extend(check_started_tasks_end(history));
     v
@@ -107,13 +115,14 @@ fn describe(r: &ExecRecord) -> String {
     )
 }
 
-/// (a) The judge checked the layout at every exec of a task's process: any
-/// denial of a task's exec means the layout was missing.
+/// (a) The judge checked the layout at every exec of a task's process: a
+/// denial (other than for a start after terminal, which (b) reports) means
+/// the layout was missing or the judge itself failed.
 pub fn check_layout_before_exec(history: &[Event]) -> Vec<Violation> {
     history
         .iter()
         .filter_map(|e| match e {
-            Event::Exec(r) if r.verdict == Answer::Deny => {
+            Event::Exec(r) if r.verdict == Answer::Deny && !r.reason.starts_with(crate::judge::DENY_TERMINAL) => {
                 let task = r.identity.task()?;
                 Some(violation(
                     LAYOUT_BEFORE_EXEC,
@@ -390,7 +399,7 @@ mod tests {
         let v = check_no_exec_after_terminal(&h.0, &tasks(&["web"]), &InvariantConfig::default());
         assert_eq!(invariants(&v), [(NO_EXEC_AFTER_TERMINAL, Some("web"))]);
         assert_eq!(
-            invariants(&check(&h.0, &tasks(&["web"]))),
+            invariants(&check(&h.0, &tasks(&["web"]), &[])),
             [(NO_EXEC_AFTER_TERMINAL, Some("web"))]
         );
     }
@@ -545,7 +554,7 @@ mod tests {
             .hit("web:tr.observed_terminal")
             .task_exec("web")
             .task_event("web", "Killed", 1);
-        assert_eq!(check_with(&h.0, &tasks(&["web"]), &observed_cfg()), []);
+        assert_eq!(check_with(&h.0, &tasks(&["web"]), &[], &observed_cfg()), []);
     }
 
     #[test]

@@ -1,9 +1,7 @@
 //! Nomad's task directory layout, which prestart hooks build and which must
 //! exist before any exec of the task's binary.
 
-use crate::gate::{Judge, PendingExec, Verdict};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Checks the layout of `task` under `alloc_dir`, returning every missing path:
 /// `alloc/`, `alloc/logs/`, `<task>/`, `<task>/{local,secrets,tmp}/` and
@@ -46,21 +44,6 @@ pub fn check_task_layout(alloc_dir: &Path, task: &str) -> Result<(), Vec<PathBuf
     } else {
         Err(missing)
     }
-}
-
-/// A judge that allows an executor's or task's exec only if its task layout
-/// is complete; `alloc_dir` maps an alloc id to its alloc directory. Execs of
-/// unknown processes are allowed (they are recorded with their identity).
-pub fn layout_judge(alloc_dir: impl Fn(&str) -> PathBuf + Send + Sync + 'static) -> Judge {
-    Arc::new(move |exec: &PendingExec| {
-        let (Some(alloc_id), Some(task)) = (exec.identity.alloc_id(), exec.identity.task()) else {
-            return Verdict::Allow;
-        };
-        match check_task_layout(&alloc_dir(alloc_id), task) {
-            Ok(()) => Verdict::Allow,
-            Err(missing) => Verdict::Deny(format!("task layout incomplete, missing: {missing:?}")),
-        }
-    })
 }
 
 #[cfg(test)]
@@ -169,32 +152,5 @@ mod tests {
         for bad in ["..", "web/../web", "/web", "web/", "", "."] {
             assert!(check_task_layout(dir.path(), bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn judge_checks_the_identified_task() {
-        let root = tempfile::tempdir().unwrap();
-        build(&root.path().join("a1"), "web");
-        let base = root.path().to_path_buf();
-        let judge = layout_judge(move |alloc| base.join(alloc));
-        let exec = |identity| PendingExec {
-            pid: 1,
-            exe: PathBuf::from("/bin/x"),
-            identity,
-        };
-        let id = |a: &str, t: &str| ExecIdentity::Executor {
-            alloc_id: a.into(),
-            task: t.into(),
-        };
-        assert_eq!(judge(&exec(id("a1", "web"))), Verdict::Allow);
-        assert!(matches!(judge(&exec(id("a1", "db"))), Verdict::Deny(_)));
-        assert!(matches!(
-            judge(&exec(ExecIdentity::Task {
-                alloc_id: "a2".into(),
-                task: "web".into()
-            })),
-            Verdict::Deny(_)
-        ));
-        assert_eq!(judge(&exec(ExecIdentity::Unknown)), Verdict::Allow);
     }
 }

@@ -8,18 +8,21 @@
 //! - [`gate`]: the fanotify group and the thread answering its events.
 //! - [`identity`]: which executor or task an exec'ing process belongs to.
 //! - [`layout`]: the task directory layout that must exist before an exec.
+//! - [`judge`]: the rule each pending exec is answered by.
 //! - [`invariants`]: checks over a whole recorded history of a run.
 
 pub mod gate;
 pub mod identity;
 pub mod invariants;
+pub mod judge;
 pub mod layout;
 pub mod marked_fs;
 
 pub use gate::{Answer, ExecGate, ExecRecord, Judge, PendingExec, Verdict};
 pub use identity::ExecIdentity;
 pub use invariants::{check, check_with, Event, InvariantConfig, Violation};
-pub use layout::{check_task_layout, layout_judge};
+pub use judge::{judge, RunFacts, DENY_LAYOUT, DENY_TERMINAL};
+pub use layout::check_task_layout;
 pub use marked_fs::{enter_private_mount_namespace, MarkedFs, MARKED_FS_SOURCE};
 
 use nix::errno::Errno;

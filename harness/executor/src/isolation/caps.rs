@@ -25,7 +25,10 @@ const DEFAULT_CAPS: [Capability; 13] = [
 ];
 
 pub(crate) fn apply_rlimits(r: &Rlimits) -> Result<(), ExecutorError> {
-    for (res, value) in [(Resource::RLIMIT_NOFILE, r.nofile), (Resource::RLIMIT_CORE, r.core)] {
+    for (res, value) in [
+        (Resource::RLIMIT_NOFILE, r.nofile),
+        (Resource::RLIMIT_CORE, r.core),
+    ] {
         setrlimit(res, value, value).map_err(isolation(format!("setrlimit {res:?}={value}")))?;
     }
     Ok(())
@@ -37,14 +40,25 @@ pub(crate) fn drop_privileges(creds: &Credentials) -> Result<(), ExecutorError> 
     let allowed: CapsHashSet = DEFAULT_CAPS.into_iter().collect();
     // Shrinking the bounding set needs CAP_SETPCAP, so it comes before the user switch.
     for cap in caps::runtime::thread_all_supported().difference(&allowed) {
-        caps::drop(None, CapSet::Bounding, *cap).map_err(isolation(format!("drop {cap} from the bounding set")))?;
+        caps::drop(None, CapSet::Bounding, *cap)
+            .map_err(isolation(format!("drop {cap} from the bounding set")))?;
     }
     nix::unistd::setgroups(&[creds.gid]).map_err(isolation("setgroups"))?;
     nix::unistd::setresgid(creds.gid, creds.gid, creds.gid).map_err(isolation("setresgid"))?;
     nix::unistd::setresuid(creds.uid, creds.uid, creds.uid).map_err(isolation("setresuid"))?;
-    let granted = if creds.uid.is_root() { allowed } else { CapsHashSet::new() };
-    // Order matters: effective must shrink before permitted, ambient needs both permitted and inheritable.
-    for set in [CapSet::Effective, CapSet::Permitted, CapSet::Inheritable, CapSet::Ambient] {
+    let granted = if creds.uid.is_root() {
+        allowed
+    } else {
+        CapsHashSet::new()
+    };
+    // Order matters: effective must shrink before permitted, and ambient
+    // needs its capabilities in both permitted and inheritable.
+    for set in [
+        CapSet::Effective,
+        CapSet::Permitted,
+        CapSet::Inheritable,
+        CapSet::Ambient,
+    ] {
         caps::set(None, set, &granted).map_err(isolation(format!("set {set:?} capabilities")))?;
     }
     nix::sys::prctl::set_no_new_privs().map_err(isolation("set no_new_privs"))

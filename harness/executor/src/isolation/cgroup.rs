@@ -4,7 +4,7 @@
 
 use crate::error::ExecutorError;
 use crate::spec::{Resources, TaskSpec};
-use cgroups_rs::cgroup::get_cgroups_relative_paths;
+use cgroups_rs::cgroup::{get_cgroups_relative_paths, UNIFIED_MOUNTPOINT};
 use cgroups_rs::cpu::CpuController;
 use cgroups_rs::freezer::FreezerController;
 use cgroups_rs::memory::MemController;
@@ -23,29 +23,54 @@ pub(crate) struct TaskCgroup {
 }
 
 impl TaskCgroup {
-    pub fn leaf_name(spec: &TaskSpec) -> String {
-        format!("taskgate.{}.{}", spec.alloc_id, spec.task_name)
-    }
-
     /// Creates the cgroup and applies the limits; on failure nothing is left.
     pub fn create(spec: &TaskSpec) -> Result<TaskCgroup, ExecutorError> {
-        let hier = hierarchies::auto();
-        let leaf = Self::leaf_name(spec);
-        let cg = if hier.v2() {
-            let path = own_v2_path()?.join(&leaf);
-            let controllers = V2_CONTROLLERS.iter().map(|c| c.to_string()).collect();
-            Cgroup::new_with_specified_controllers(hier, path, Some(controllers))
-        } else {
-            let relative = get_cgroups_relative_paths().map_err(cg_err("read /proc/self/cgroup"))?;
-            Cgroup::new_with_relative_paths(hier, &leaf, relative)
-        };
-        let tc = TaskCgroup { cg: cg.map_err(cg_err(format!("create {leaf}")))? };
-        if let Err(e) = tc.apply(&spec.resources) {
+        let tc = TaskCgroup { cg: load(spec)? };
+        tc.cg
+            .create()
+            .map_err(cg_err(format!("create {}", tc.cg.path())))?;
+        if let Err(e) = tc
+            .check_delegated()
+            .and_then(|()| tc.apply(&spec.resources))
+        {
             // Best effort: the creation error is the one worth reporting.
             let _ = tc.delete();
             return Err(e);
         }
         Ok(tc)
+    }
+
+    /// On v2 a parent cgroup that holds processes cannot enable controllers
+    /// for its children; say so instead of failing later on a missing file.
+    fn check_delegated(&self) -> Result<(), ExecutorError> {
+        if !self.cg.v2() {
+            return Ok(());
+        }
+        let dir = Path::new(UNIFIED_MOUNTPOINT).join(self.cg.path());
+        let enabled = std::fs::read_to_string(dir.join("cgroup.controllers")).map_err(
+            ExecutorError::io(format!("read {}/cgroup.controllers", dir.display())),
+        )?;
+        let missing: Vec<&str> = V2_CONTROLLERS
+            .into_iter()
+            .filter(|c| !enabled.split_whitespace().any(|e| e == *c))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(ExecutorError::Cgroup(format!(
+            "controllers {missing:?} are not enabled for {} \
+             (a cgroup v2 parent holding processes cannot delegate them)",
+            dir.display()
+        )))
+    }
+
+    /// The task's cgroup if it exists: what a crashed executor left behind.
+    /// Only valid in a process that shares the executor's cgroups (its launcher).
+    pub fn existing(spec: &TaskSpec) -> Option<TaskCgroup> {
+        load(spec)
+            .ok()
+            .filter(Cgroup::exists)
+            .map(|cg| TaskCgroup { cg })
     }
 
     fn apply(&self, res: &Resources) -> Result<(), ExecutorError> {
@@ -54,14 +79,24 @@ impl TaskCgroup {
         mem.set_limit(bytes).map_err(cg_err("set memory limit"))?;
         // Where swap is accounted, the task must not dodge its limit by swapping
         // (v1 counts memory+swap, v2 swap alone).
-        let (swap_file, swap) = if self.cg.v2() { ("memory.swap.max", 0) } else { ("memory.memsw.limit_in_bytes", bytes) };
+        let (swap_file, swap) = if self.cg.v2() {
+            ("memory.swap.max", 0)
+        } else {
+            ("memory.memsw.limit_in_bytes", bytes)
+        };
         if mem.path().join(swap_file).exists() {
-            mem.set_memswap_limit(swap).map_err(cg_err("set swap limit"))?;
+            mem.set_memswap_limit(swap)
+                .map_err(cg_err("set swap limit"))?;
         }
         let pids: &PidController = self.controller("pids")?;
-        pids.set_pid_max(MaxValue::Value(res.pids_max as i64)).map_err(cg_err("set pids.max"))?;
+        pids.set_pid_max(MaxValue::Value(res.pids_max as i64))
+            .map_err(cg_err("set pids.max"))?;
         let cpu: &CpuController = self.controller("cpu")?;
-        let shares = if self.cg.v2() { shares_to_weight(res.cpu_shares) } else { res.cpu_shares.max(2) };
+        let shares = if self.cg.v2() {
+            shares_to_weight(res.cpu_shares)
+        } else {
+            res.cpu_shares.max(2)
+        };
         cpu.set_shares(shares).map_err(cg_err("set cpu shares"))
     }
 
@@ -104,21 +139,48 @@ impl TaskCgroup {
 
     /// Whether the kernel OOM-killed anything in the cgroup.
     pub fn oom_killed(&self) -> bool {
-        let Some(mem) = self.cg.controller_of::<MemController>() else { return false };
-        let file = if self.cg.v2() { "memory.events" } else { "memory.oom_control" };
+        let Some(mem) = self.cg.controller_of::<MemController>() else {
+            return false;
+        };
+        let file = if self.cg.v2() {
+            "memory.events"
+        } else {
+            "memory.oom_control"
+        };
         std::fs::read_to_string(mem.path().join(file))
             .map(|s| oom_kill_count(&s) > 0)
             .unwrap_or(false)
     }
 
     pub fn delete(&self) -> Result<(), ExecutorError> {
-        self.cg.delete().map_err(cg_err(format!("remove {}", self.cg.path())))
+        self.cg
+            .delete()
+            .map_err(cg_err(format!("remove {}", self.cg.path())))
+    }
+}
+
+/// A handle on `taskgate.<alloc_id>.<task_name>` below this process's own cgroups.
+fn load(spec: &TaskSpec) -> Result<Cgroup, ExecutorError> {
+    let hier = hierarchies::auto();
+    let leaf = format!("taskgate.{}.{}", spec.alloc_id, spec.task_name);
+    if hier.v2() {
+        let path = own_v2_path()?.join(&leaf);
+        let controllers = V2_CONTROLLERS.iter().map(|c| c.to_string()).collect();
+        Ok(Cgroup::load_with_specified_controllers(
+            hier,
+            path,
+            controllers,
+        ))
+    } else {
+        let relative = get_cgroups_relative_paths().map_err(cg_err("read /proc/self/cgroup"))?;
+        Ok(Cgroup::load_with_relative_paths(hier, &leaf, relative))
     }
 }
 
 /// The executor's own cgroup from the `0::<path>` line, relative to the unified root.
 fn own_v2_path() -> Result<PathBuf, ExecutorError> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").map_err(ExecutorError::io("read /proc/self/cgroup"))?;
+    let text = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(ExecutorError::io("read /proc/self/cgroup"))?;
     text.lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(|p| Path::new(p.trim_start_matches('/')).to_path_buf())
@@ -142,4 +204,30 @@ fn oom_kill_count(text: &str) -> u64 {
 fn cg_err<E: std::fmt::Display>(what: impl Into<String>) -> impl FnOnce(E) -> ExecutorError {
     let what = what.into();
     move |e| ExecutorError::Cgroup(format!("{what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_map_onto_the_whole_weight_range() {
+        assert_eq!(shares_to_weight(2), 1);
+        assert_eq!(shares_to_weight(1024), 39);
+        assert_eq!(shares_to_weight(262_144), 10_000);
+        assert_eq!(shares_to_weight(1), 1);
+    }
+
+    #[test]
+    fn oom_kills_are_read_from_either_format() {
+        assert_eq!(
+            oom_kill_count("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"),
+            2
+        );
+        assert_eq!(
+            oom_kill_count("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"),
+            1
+        );
+        assert_eq!(oom_kill_count("oom_kill_disable 0\n"), 0);
+    }
 }

@@ -12,7 +12,7 @@ use crate::spec::TaskSpec;
 use crate::sys::pidfd_open;
 use crate::validate::Credentials;
 use cgroup::TaskCgroup;
-use namespaces::{clone_task, Forked};
+use namespaces::{bring_up_loopback, clone_task, Forked};
 use nix::fcntl::OFlag;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::wait::waitpid;
@@ -22,6 +22,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use taskgate_faults::points;
 
@@ -42,14 +43,23 @@ pub(crate) struct TaskLaunch<'a> {
 /// # Safety
 /// The caller must be single-threaded (see [`clone_task`]).
 pub(crate) unsafe fn spawn_task(launch: TaskLaunch<'_>) -> Result<(Pid, OwnedFd), ExecutorError> {
-    let argv = cstrings(std::iter::once(&launch.spec.command).chain(&launch.spec.args), "argument")?;
+    let argv = cstrings(
+        std::iter::once(&launch.spec.command).chain(&launch.spec.args),
+        "argument",
+    )?;
     let envp = cstrings(&task_env(launch.spec), "environment entry")?;
     let (go_r, go_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     match clone_task(launch.spec.network_isolation)? {
         Forked::Child => {
             drop((go_w, err_r));
-            let err = child_main(&launch, go_r, &argv, &envp).unwrap_err();
+            // A panic must not unwind into the executor's code in this copy of its process.
+            let run = AssertUnwindSafe(|| child_main(&launch, go_r, &argv, &envp));
+            let err = match std::panic::catch_unwind(run) {
+                Ok(Err(e)) => e,
+                Ok(Ok(never)) => match never {},
+                Err(_) => ExecutorError::Isolation("the task process panicked before exec".into()),
+            };
             let mut report = File::from(err_w);
             let _ = report.write_all(&serde_json::to_vec(&err).unwrap_or_default());
             libc::_exit(1)
@@ -58,8 +68,13 @@ pub(crate) unsafe fn spawn_task(launch: TaskLaunch<'_>) -> Result<(Pid, OwnedFd)
             drop((go_r, err_w, launch.stdout, launch.stderr));
             // The task joins its cgroup before it runs anything of its own; it
             // cannot be reaped before it is released, so its pid is still its own.
-            let ready = pidfd_open(pid.as_raw())
-                .and_then(|pidfd| launch.cgroup.add(pid).and_then(|()| release(go_w)).map(|()| pidfd));
+            let ready = pidfd_open(pid.as_raw()).and_then(|pidfd| {
+                launch
+                    .cgroup
+                    .add(pid)
+                    .and_then(|()| release(go_w))
+                    .map(|()| pidfd)
+            });
             let pidfd = match ready {
                 Ok(pidfd) => pidfd,
                 Err(e) => {
@@ -92,45 +107,75 @@ fn child_main(
     let scope = spec.task_name.as_str();
     let mut byte = [0u8; 1];
     if !matches!(File::from(go).read(&mut byte), Ok(1)) {
-        return Err(ExecutorError::Isolation("executor gave up before the task started".into()));
+        return Err(ExecutorError::Isolation(
+            "executor gave up before the task started".into(),
+        ));
     }
-    // The executor ignores SIGPIPE (Rust runtime) and may block signals; the task must not inherit that.
+    // The executor ignores SIGPIPE (Rust runtime) and may block signals:
+    // the task must not inherit either.
     reset_signals()?;
     nix::unistd::setsid().map_err(ExecutorError::io("setsid"))?;
     rootfs::enter_root(launch.root_dir, spec)?;
-    taskgate_faults::fault_point!(points::EX_AFTER_MOUNTS, scope, |msg| Err(ExecutorError::Injected(msg)));
+    taskgate_faults::fault_point!(points::EX_AFTER_MOUNTS, scope, |msg| Err(
+        ExecutorError::Injected(msg)
+    ));
     nix::unistd::sethostname(&spec.task_name).map_err(ExecutorError::io("sethostname"))?;
+    if spec.network_isolation {
+        bring_up_loopback()?;
+    }
     caps::apply_rlimits(&spec.rlimits)?;
     redirect_stdio(&launch.stdout, &launch.stderr)?;
     let program = resolve_command(&spec.command, envp)?;
     caps::drop_privileges(&launch.creds)?;
-    taskgate_faults::fault_point!(points::EX_BEFORE_EXEC, scope, |msg| Err(ExecutorError::Injected(msg)));
+    taskgate_faults::fault_point!(points::EX_BEFORE_EXEC, scope, |msg| Err(
+        ExecutorError::Injected(msg)
+    ));
     // Every inherited fd past stdio (spec, ready pipe, socket, error pipe) closes on exec.
     // SAFETY: plain syscall, no pointers.
-    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
     let e = nix::unistd::execve(&program, argv, envp).unwrap_err();
-    Err(ExecutorError::Exec { command: spec.command.clone(), message: e.to_string() })
+    Err(ExecutorError::Exec {
+        command: spec.command.clone(),
+        message: e.to_string(),
+    })
 }
 
 fn reset_signals() -> Result<(), ExecutorError> {
     use nix::sys::signal::{signal, SigHandler};
     // SAFETY: restoring the default disposition installs no handler code.
-    unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) }.map_err(ExecutorError::io("reset SIGPIPE"))?;
+    unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) }
+        .map_err(ExecutorError::io("reset SIGPIPE"))?;
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
         .map_err(ExecutorError::io("unblock signals"))
 }
 
 fn redirect_stdio(stdout: &OwnedFd, stderr: &OwnedFd) -> Result<(), ExecutorError> {
-    let null = File::open("/dev/null").map_err(ExecutorError::io("open /dev/null in the task root"))?;
-    for (fd, target) in [(null.as_raw_fd(), 0), (stdout.as_raw_fd(), 1), (stderr.as_raw_fd(), 2)] {
-        nix::unistd::dup2(fd, target).map_err(ExecutorError::io(format!("dup2 onto fd {target}")))?;
+    let null =
+        File::open("/dev/null").map_err(ExecutorError::io("open /dev/null in the task root"))?;
+    for (fd, target) in [
+        (null.as_raw_fd(), 0),
+        (stdout.as_raw_fd(), 1),
+        (stderr.as_raw_fd(), 2),
+    ] {
+        nix::unistd::dup2(fd, target)
+            .map_err(ExecutorError::io(format!("dup2 onto fd {target}")))?;
     }
     Ok(())
 }
 
 /// Finds the command inside the task root: as given if it has a `/`, else on the task's PATH.
 fn resolve_command(command: &str, envp: &[CString]) -> Result<CString, ExecutorError> {
-    let not_found = |message: String| ExecutorError::Exec { command: command.to_string(), message };
+    let not_found = |message: String| ExecutorError::Exec {
+        command: command.to_string(),
+        message,
+    };
     let path = if command.contains('/') {
         PathBuf::from(command)
     } else {
@@ -145,9 +190,13 @@ fn resolve_command(command: &str, envp: &[CString]) -> Result<CString, ExecutorE
             .ok_or_else(|| not_found(format!("not found on PATH {search}")))?
     };
     if !path.exists() {
-        return Err(not_found(format!("{} does not exist in the task root", path.display())));
+        return Err(not_found(format!(
+            "{} does not exist in the task root",
+            path.display()
+        )));
     }
-    CString::new(path.into_os_string().into_encoded_bytes()).map_err(|_| not_found("contains NUL".into()))
+    CString::new(path.into_os_string().into_encoded_bytes())
+        .map_err(|_| not_found("contains NUL".into()))
 }
 
 /// The task's environment is exactly its spec's, plus a PATH if it has none.
@@ -159,7 +208,10 @@ fn task_env(spec: &TaskSpec) -> Vec<String> {
     env
 }
 
-fn cstrings<'a>(items: impl IntoIterator<Item = &'a String>, what: &str) -> Result<Vec<CString>, ExecutorError> {
+fn cstrings<'a>(
+    items: impl IntoIterator<Item = &'a String>,
+    what: &str,
+) -> Result<Vec<CString>, ExecutorError> {
     items
         .into_iter()
         .map(|s| {
@@ -176,5 +228,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), ExecutorError> {
 }
 
 fn release(go: OwnedFd) -> Result<(), ExecutorError> {
-    File::from(go).write_all(&[1]).map_err(ExecutorError::io("release the task process"))
+    File::from(go)
+        .write_all(&[1])
+        .map_err(ExecutorError::io("release the task process"))
 }

@@ -13,15 +13,32 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 const DEV_NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
-const DEV_LINKS: [(&str, &str); 4] =
-    [("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")];
+const DEV_LINKS: [(&str, &str); 5] = [
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+    ("ptmx", "pts/ptmx"),
+];
 
 /// Builds the root on `root_dir` and pivots into it; afterwards `/` is the task root.
 pub(crate) fn enter_root(root_dir: &Path, spec: &TaskSpec) -> Result<(), ExecutorError> {
     // Nothing below may propagate back to the host's mount namespace.
-    mount_at(None, Path::new("/"), None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
+    mount_at(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+    )?;
     let tmpfs_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    mount_at(Some("tmpfs"), root_dir, Some("tmpfs"), tmpfs_flags, Some("mode=755,size=1m"))?;
+    mount_at(
+        Some("tmpfs"),
+        root_dir,
+        Some("tmpfs"),
+        tmpfs_flags,
+        Some("mode=755,size=1m"),
+    )?;
 
     for (src, dst) in &spec.chroot_env {
         bind(src, &inside(root_dir, dst), true)?;
@@ -44,18 +61,48 @@ pub(crate) fn enter_root(root_dir: &Path, spec: &TaskSpec) -> Result<(), Executo
 }
 
 fn build_dev(dev: &Path) -> Result<(), ExecutorError> {
-    mount_at(Some("tmpfs"), dev, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("mode=755,size=64k"))?;
+    mount_at(
+        Some("tmpfs"),
+        dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("mode=755,size=64k"),
+    )?;
     for node in DEV_NODES {
         let target = dev.join(node);
         touch(&target)?;
         let host = Path::new("/dev").join(node);
-        mount_at(Some(host.to_str().unwrap_or_default()), &target, None, MsFlags::MS_BIND, None)?;
+        mount_at(
+            Some(host.to_str().unwrap_or_default()),
+            &target,
+            None,
+            MsFlags::MS_BIND,
+            None,
+        )?;
     }
     for (link, to) in DEV_LINKS {
         let path = dev.join(link);
         symlink(to, &path).map_err(ExecutorError::io(format!("symlink {}", path.display())))?;
     }
-    mkdir(&dev.join("shm")).map(drop)
+    // The task's own pty instance and POSIX shared memory, both writable
+    // after /dev itself turns read-only.
+    let no_exec = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+    let pts_opts = "newinstance,ptmxmode=0666,mode=0620";
+    mount_at(
+        Some("devpts"),
+        &mkdir(&dev.join("pts"))?,
+        Some("devpts"),
+        no_exec,
+        Some(pts_opts),
+    )?;
+    let shm = mkdir(&dev.join("shm"))?;
+    mount_at(
+        Some("shm"),
+        &shm,
+        Some("tmpfs"),
+        no_exec | MsFlags::MS_NODEV,
+        Some("mode=1777,size=64m"),
+    )
 }
 
 /// `pivot_root(".", ".")` stacks the old root on the new one; detaching it
@@ -63,7 +110,10 @@ fn build_dev(dev: &Path) -> Result<(), ExecutorError> {
 fn pivot(root_dir: &Path) -> Result<(), ExecutorError> {
     let fail = |what: &str| {
         let what = what.to_string();
-        move |e: nix::errno::Errno| ExecutorError::Mount { target: root_dir.to_path_buf(), message: format!("{what}: {e}") }
+        move |e: nix::errno::Errno| ExecutorError::Mount {
+            target: root_dir.to_path_buf(),
+            message: format!("{what}: {e}"),
+        }
     };
     nix::unistd::chdir(root_dir).map_err(fail("chdir"))?;
     nix::unistd::pivot_root(".", ".").map_err(fail("pivot_root"))?;
@@ -83,12 +133,20 @@ fn bind(src: &Path, target: &Path, readonly: bool) -> Result<(), ExecutorError> 
         target: target.to_path_buf(),
         message: format!("source {} is not UTF-8", src.display()),
     })?;
-    mount_at(Some(src_str), target, None, MsFlags::MS_BIND | MsFlags::MS_REC, None)?;
+    mount_at(
+        Some(src_str),
+        target,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None,
+    )?;
     let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     if readonly {
         flags |= MsFlags::MS_RDONLY;
     }
-    let src_flags = statvfs(src).map_err(ExecutorError::io(format!("statvfs {}", src.display())))?.flags();
+    let src_flags = statvfs(src)
+        .map_err(ExecutorError::io(format!("statvfs {}", src.display())))?
+        .flags();
     if src_flags.contains(FsFlags::ST_NOEXEC) {
         flags |= MsFlags::MS_NOEXEC;
     }
@@ -114,7 +172,8 @@ fn inside(root: &Path, dst: &Path) -> PathBuf {
 }
 
 fn mkdir(path: &Path) -> Result<PathBuf, ExecutorError> {
-    std::fs::create_dir_all(path).map_err(ExecutorError::io(format!("create {}", path.display())))?;
+    std::fs::create_dir_all(path)
+        .map_err(ExecutorError::io(format!("create {}", path.display())))?;
     Ok(path.to_path_buf())
 }
 

@@ -1,0 +1,79 @@
+//! `taskgate agent`: the engine as a process of its own, for the harness's
+//! agent-kill scenarios. Faults come from the environment (see
+//! `taskgate_faults::configure_from_env`), so the harness can SIGKILL it at
+//! a boundary and start it again with `--restore`.
+
+use super::agent_config::AgentArgs;
+use anyhow::Context;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use taskgate_engine::jobspec::Job;
+use taskgate_engine::task_state::EventKind;
+use taskgate_engine::AllocUpdate;
+use taskgate_faults::points::HARNESS_STOP_DELIVERED;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// Submit this job (JSON, as the harness writes it).
+    #[arg(long, conflicts_with = "restore")]
+    pub job_json: Option<PathBuf>,
+    /// Deliver a stop update once every task that can start has started.
+    #[arg(long, requires = "job_json")]
+    pub stop_when_running: bool,
+    /// Restore the allocations a previous agent left in the state database.
+    #[arg(long)]
+    pub restore: bool,
+    /// With --restore: deliver a stop update to every restored allocation.
+    #[arg(long, requires = "restore")]
+    pub stop: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    taskgate_faults::configure_from_env()?;
+    let engine = args.agent.open_engine()?;
+    let runtime = super::runtime()?;
+    let _guard = runtime.enter();
+    let handles = match &args.job_json {
+        Some(path) => {
+            let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let job: Job = serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))?;
+            vec![engine.submit(&job, None)?]
+        }
+        None if args.restore => engine.restore()?,
+        None => anyhow::bail!("give --job-json FILE or --restore"),
+    };
+    runtime.block_on(async {
+        for handle in handles {
+            let updater = handle.updater();
+            let alloc_id = handle.alloc_id.clone();
+            let (mut events, waiter) = handle.into_parts();
+            if args.stop {
+                stop(&updater);
+            }
+            if args.stop_when_running {
+                let record = engine.state().alloc(&alloc_id)?.context("alloc vanished from the state database")?;
+                let mut waiting: BTreeSet<String> =
+                    record.tasks().into_iter().filter(|t| !t.is_poststop()).map(|t| t.name).collect();
+                while let Some(event) = events.recv().await {
+                    if matches!(event.kind, EventKind::Started | EventKind::NotStarted | EventKind::NotRestarting) {
+                        waiting.remove(&event.task);
+                    }
+                    if waiting.is_empty() {
+                        stop(&updater);
+                        break;
+                    }
+                }
+            }
+            let summary = waiter.wait().await;
+            println!("alloc {} finished: {:?}", summary.alloc_id, summary.status.client);
+        }
+        anyhow::Ok(())
+    })
+}
+
+fn stop(updater: &tokio::sync::mpsc::UnboundedSender<AllocUpdate>) {
+    taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
+    let _ = updater.send(AllocUpdate::stop());
+}

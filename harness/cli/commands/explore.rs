@@ -1,0 +1,70 @@
+//! `taskgate explore SCENARIO`: every ordering of "stop delivered at update
+//! boundary q" × "task runner parked at boundary p", plus PCT-style random
+//! schedules from a seed, each on the real executor.
+
+use super::lab_session::{print_failures, Session};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::time::Instant;
+use taskgate_scenarios::report::cases;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A scenario from the catalogue (`taskgate gate --list` shows them).
+    pub scenario: String,
+    /// Random PCT schedules to run after the full enumeration.
+    #[arg(long, default_value_t = 20)]
+    pub random: u32,
+    /// Seed of the random schedules.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Stop at the first failing schedule.
+    #[arg(long)]
+    pub first_failure: bool,
+    /// Succeed only if some schedule fails: proves the gate can fail (used
+    /// with a `legacy-prestart-skip` build).
+    #[arg(long)]
+    pub expect_violation: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let scenario = taskgate_scenarios::find(&args.scenario)?;
+    let session = Session::open()?;
+    let runner = session.runner();
+    let all = cases(&scenario, args.random, args.seed);
+    let bar = ProgressBar::new(all.len() as u64);
+    bar.set_style(ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")?.progress_chars("=> "));
+    bar.set_prefix(scenario.name);
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    let mut first_failure = None;
+    for case in &all {
+        let report = runner.run(&scenario, case);
+        if !report.passed() && first_failure.is_none() {
+            first_failure = Some((reports.len() + 1, started.elapsed()));
+            bar.set_message("FAILING");
+        }
+        reports.push(report);
+        bar.inc(1);
+        if args.first_failure && first_failure.is_some() {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    let failed = reports.iter().filter(|r| !r.passed()).count();
+    print_failures(&reports, 3);
+    println!(
+        "{}: {} schedules run in {:.2?}, {failed} failing",
+        scenario.name,
+        reports.len(),
+        started.elapsed()
+    );
+    if let Some((n, at)) = first_failure {
+        println!("first failure at schedule {n} of {}, after {at:.2?}", all.len());
+    }
+    match (args.expect_violation, failed) {
+        (false, 0) => Ok(()),
+        (false, n) => anyhow::bail!("{n} schedules violated invariants"),
+        (true, 0) => anyhow::bail!("expected the explorer to find a violation, but every schedule passed"),
+        (true, _) => Ok(()),
+    }
+}

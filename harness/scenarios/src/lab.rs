@@ -1,0 +1,157 @@
+//! The lab every scenario runs in: a private temp dir, the marked tmpfs
+//! holding the task root filesystem and the executor binary, and the exec
+//! gate whose judge checks facts on disk — not what the engine reports.
+//!
+//! The process must already be in a private mount namespace
+//! ([`taskgate_oracle::enter_private_mount_namespace`], called by the CLI
+//! before any thread exists), so the tmpfs never appears on the host.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use taskgate_faults::Hit;
+use taskgate_oracle::{ExecGate, ExecRecord, MarkedFs, PendingExec, RunFacts, Verdict};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("{what} {path}: {source}")]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Oracle(#[from] taskgate_oracle::OracleError),
+    #[error(transparent)]
+    Executor(#[from] taskgate_executor::ExecutorError),
+    #[error("engine: {0}")]
+    Engine(String),
+    #[error("the harness needs root (fanotify permission events, mounts, cgroups): run it as root")]
+    NotRoot,
+}
+
+pub(crate) fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LabError {
+    let path = path.to_path_buf();
+    move |source| LabError::Io { what, path, source }
+}
+
+/// Where the judge reads the fault history of the engine it is judging.
+#[derive(Debug, Clone)]
+pub enum FaultSource {
+    /// The engine runs in this process.
+    InProcess,
+    /// The engine runs in child agents that append hits to this file.
+    Log(PathBuf),
+}
+
+impl FaultSource {
+    pub fn history(&self) -> Vec<Hit> {
+        match self {
+            FaultSource::InProcess => taskgate_faults::history(),
+            FaultSource::Log(path) => taskgate_faults::read_log(path).unwrap_or_default(),
+        }
+    }
+}
+
+/// What the judge knows about the run in progress.
+#[derive(Debug)]
+struct Watch {
+    allocs_root: PathBuf,
+    /// Tasks allowed to start after the alloc is terminal (poststop).
+    may_start_late: BTreeSet<String>,
+    faults: FaultSource,
+    /// For each judged exec, in gate order: the fault history length when it was judged.
+    judged_at: Vec<u64>,
+}
+
+/// Fields drop in order: the gate is stopped first (in `drop`), then the
+/// tmpfs is unmounted, then the temp dir holding its mount point removed.
+pub struct Lab {
+    chroot_env: BTreeMap<PathBuf, PathBuf>,
+    executor_bin: PathBuf,
+    watch: Arc<Mutex<Option<Watch>>>,
+    gate: Option<ExecGate>,
+    _marked: MarkedFs,
+    work: tempfile::TempDir,
+}
+
+impl Lab {
+    /// Builds the marked filesystem (busybox root + a copy of `executor_bin`)
+    /// and starts the exec gate.
+    pub fn new(executor_bin: &Path) -> Result<Lab, LabError> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(LabError::NotRoot);
+        }
+        let work = tempfile::Builder::new().prefix("taskgate-lab.").tempdir().map_err(io("creating", Path::new("/tmp")))?;
+        let marked_dir = work.path().join("marked");
+        std::fs::create_dir(&marked_dir).map_err(io("creating", &marked_dir))?;
+        let marked = MarkedFs::mount(&marked_dir)?;
+        let root = marked.path().join("root");
+        let chroot_env = taskgate_executor::build_busybox_root(&root)?;
+        let bin = marked.path().join("taskgate");
+        std::fs::copy(executor_bin, &bin).map_err(io("copying the executor binary to", &bin))?;
+        let watch: Arc<Mutex<Option<Watch>>> = Arc::new(Mutex::new(None));
+        let judge_watch = watch.clone();
+        let gate = ExecGate::start(marked.path(), Arc::new(move |exec: &PendingExec| judge(&judge_watch, exec)))?;
+        Ok(Lab { work, chroot_env, executor_bin: bin, watch, gate: Some(gate), _marked: marked })
+    }
+
+    pub fn work_dir(&self) -> &Path {
+        self.work.path()
+    }
+
+    pub fn chroot_env(&self) -> &BTreeMap<PathBuf, PathBuf> {
+        &self.chroot_env
+    }
+
+    /// The executor binary on the marked filesystem: its exec is gated too.
+    pub fn executor_bin(&self) -> &Path {
+        &self.executor_bin
+    }
+
+    /// Starts judging a new run. Returns the index of its first exec record.
+    pub fn begin_run(&self, allocs_root: PathBuf, may_start_late: BTreeSet<String>, faults: FaultSource) -> usize {
+        *lock(&self.watch) = Some(Watch { allocs_root, may_start_late, faults, judged_at: Vec::new() });
+        self.gate().decisions().len()
+    }
+
+    /// Ends a run: its exec records (from `first`), each with the fault
+    /// history length at the moment it was judged.
+    pub fn end_run(&self, first: usize) -> Vec<(ExecRecord, u64)> {
+        let judged_at = lock(&self.watch).take().map(|w| w.judged_at).unwrap_or_default();
+        let mut judged = judged_at.into_iter();
+        self.gate()
+            .decisions()
+            .into_iter()
+            .skip(first)
+            .map(|r| {
+                let at = if r.judged { judged.next().unwrap_or(u64::MAX) } else { u64::MAX };
+                (r, at)
+            })
+            .collect()
+    }
+
+    fn gate(&self) -> &ExecGate {
+        self.gate.as_ref().expect("gate runs for the lab's lifetime")
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut gate) = self.gate.take() {
+            if let Err(err) = gate.stop() {
+                tracing::error!(error = %err, "stopping the exec gate");
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Answers one exec with the oracle's rule, against the run in progress.
+fn judge(watch: &Mutex<Option<Watch>>, exec: &PendingExec) -> Verdict {
+    let mut guard = lock(watch);
+    let Some(watch) = guard.as_mut() else { return Verdict::Allow };
+    let history = watch.faults.history();
+    watch.judged_at.push(history.len() as u64);
+    let facts = RunFacts { allocs_root: &watch.allocs_root, may_start_late: &watch.may_start_late, history: &history };
+    taskgate_oracle::judge(&facts, exec)
+}

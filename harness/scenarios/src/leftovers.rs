@@ -1,0 +1,76 @@
+//! What a run may have left behind: task cgroups, mounts, live executor or
+//! task processes, and files in the executors' run dir. A clean run leaves
+//! none of them; the harness and the tests both check.
+
+use std::path::Path;
+
+/// Every leftover mentioning `needle` (an alloc id or a run's data dir).
+pub fn find(needle: &str, run_dir: Option<&Path>) -> Vec<String> {
+    let mut found = cgroups(needle);
+    found.extend(mounts(needle));
+    found.extend(processes(needle));
+    if let Some(dir) = run_dir {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            found.extend(entries.flatten().map(|e| format!("file {}", e.path().display())));
+        }
+    }
+    found
+}
+
+/// Cgroup directories whose name contains `needle`, in every hierarchy.
+pub fn cgroups(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for root in cgroup_mounts() {
+        walk(Path::new(&root), 0, &mut |p| {
+            if p.file_name().is_some_and(|n| n.to_string_lossy().contains(needle)) {
+                found.push(format!("cgroup {}", p.display()));
+            }
+        });
+    }
+    found
+}
+
+fn cgroup_mounts() -> Vec<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter(|l| l.contains(" - cgroup ") || l.contains(" - cgroup2 "))
+        .filter_map(|l| l.split_whitespace().nth(4).map(str::to_string))
+        .collect()
+}
+
+fn walk(dir: &Path, depth: usize, f: &mut impl FnMut(&Path)) {
+    // Task cgroups sit a few levels under the agent's own; stop well below
+    // any real nesting so a huge hierarchy cannot stall the check.
+    if depth > 8 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let path = entry.path();
+            f(&path);
+            walk(&path, depth + 1, f);
+        }
+    }
+}
+
+pub fn mounts(needle: &str) -> Vec<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines().filter(|l| l.contains(needle)).map(|l| format!("mount {l}")).collect()
+}
+
+/// Live processes whose command line mentions `needle`.
+pub fn processes(needle: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+        .filter(|e| e.file_name().to_string_lossy() != me)
+        .filter_map(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(needle).then(|| format!("process {} {}", e.file_name().to_string_lossy(), cmdline.trim()))
+        })
+        .collect()
+}

@@ -1,0 +1,21 @@
+//! The privileged harness: a catalogue of scenarios, each run against the
+//! real engine and executor with faults forcing the order of events, judged
+//! by the exec oracle and by invariants over the whole recorded history.
+//!
+//! - [`lab`]: the marked filesystem, the exec gate and its judge.
+//! - [`catalogue`]: the scenarios.
+//! - [`control`]: drives a [`taskgate_faults::schedule::Schedule`].
+//! - [`run`]: one scenario run, in process or with a killed agent.
+//! - [`leftovers`]: cgroups, mounts, processes and files a run left behind.
+//! - [`report`]: run results, replay tokens, the JUnit report.
+
+pub mod catalogue;
+pub mod control;
+pub mod lab;
+pub mod leftovers;
+pub mod report;
+pub mod run;
+
+pub use catalogue::{catalogue, find, Scenario};
+pub use lab::Lab;
+pub use report::{RunReport, Token};

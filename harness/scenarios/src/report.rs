@@ -1,0 +1,199 @@
+//! Results of runs: what was checked, what failed, and the token that
+//! replays a run exactly.
+
+use crate::catalogue::{self, Kind, Scenario};
+use std::fmt;
+use std::time::Duration;
+use taskgate_faults::schedule::Schedule;
+use taskgate_oracle::{Event, Violation};
+
+/// One case of a scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Case {
+    /// A stop race under this schedule.
+    Schedule(Schedule),
+    /// The n-th fault (or kill boundary) of the scenario's list.
+    Fault(usize),
+}
+
+/// `scenario@schedule` or `scenario#n`: everything needed to replay a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub scenario: String,
+    pub case: Case,
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.case {
+            Case::Schedule(s) => write!(f, "{}@{s}", self.scenario),
+            Case::Fault(n) => write!(f, "{}#{n}", self.scenario),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("replay token {0:?} is neither SCENARIO@SCHEDULE nor SCENARIO#N")]
+    Shape(String),
+    #[error(transparent)]
+    Scenario(#[from] catalogue::UnknownScenario),
+    #[error(transparent)]
+    Schedule(#[from] taskgate_faults::schedule::TokenError),
+    #[error("scenario {scenario} has {count} cases; #{n} is out of range")]
+    Range { scenario: String, n: usize, count: usize },
+    #[error("scenario {0} is not a stop race; replay it as {0}#N")]
+    Kind(String),
+}
+
+impl Token {
+    /// Parses and checks a token against the catalogue.
+    pub fn parse(token: &str) -> Result<(Scenario, Token), TokenError> {
+        let (name, case) = if let Some((name, schedule)) = token.split_once('@') {
+            (name, Case::Schedule(schedule.parse()?))
+        } else if let Some((name, n)) = token.split_once('#') {
+            (name, Case::Fault(n.parse().map_err(|_| TokenError::Shape(token.to_string()))?))
+        } else {
+            return Err(TokenError::Shape(token.to_string()));
+        };
+        let scenario = catalogue::find(name)?;
+        match (&scenario.kind, &case) {
+            (Kind::StopRace { .. }, Case::Schedule(_)) => {}
+            (Kind::Faults { faults, .. }, Case::Fault(n)) if *n < faults.len() => {}
+            (Kind::AgentKill { boundaries }, Case::Fault(n)) if *n < boundaries.len() => {}
+            (Kind::Faults { faults: list, .. }, Case::Fault(n)) => {
+                return Err(TokenError::Range { scenario: name.into(), n: *n, count: list.len() })
+            }
+            (Kind::AgentKill { boundaries: list }, Case::Fault(n)) => {
+                return Err(TokenError::Range { scenario: name.into(), n: *n, count: list.len() })
+            }
+            _ => return Err(TokenError::Kind(name.into())),
+        }
+        Ok((scenario.clone(), Token { scenario: scenario.name.to_string(), case }))
+    }
+}
+
+/// Every case of a scenario: the full enumeration plus `random` PCT
+/// schedules from `seed` for stop races; every listed fault otherwise.
+pub fn cases(scenario: &Scenario, random: u32, seed: u64) -> Vec<Case> {
+    match &scenario.kind {
+        Kind::StopRace { .. } => Schedule::enumerate()
+            .into_iter()
+            .chain((0..random as u64).map(|i| Schedule::random(seed.wrapping_add(i), 2)))
+            .map(Case::Schedule)
+            .collect(),
+        Kind::Faults { faults, .. } => (0..faults.len()).map(Case::Fault).collect(),
+        Kind::AgentKill { boundaries } => (0..boundaries.len()).map(Case::Fault).collect(),
+    }
+}
+
+/// The outcome of one run.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub token: Token,
+    /// What the case did, e.g. "park sidecar at tr.before_prestart, update at ar.alloc_state_set".
+    pub description: String,
+    /// Broken invariants, from the oracle's history checks.
+    pub violations: Vec<Violation>,
+    /// Everything else that makes the run fail: a fault that never fired, a
+    /// hung engine, leftovers, an unexpected alloc outcome.
+    pub problems: Vec<String>,
+    pub history: Vec<Event>,
+    pub duration: Duration,
+}
+
+impl RunReport {
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty() && self.problems.is_empty()
+    }
+
+    /// The failure as a user reads it: what broke, the history, and how to replay.
+    pub fn explain(&self) -> String {
+        let mut out = format!("FAIL {}  ({})\n", self.token, self.description);
+        for v in &self.violations {
+            out += &format!("  violation: {} [{}]: {}\n", v.invariant, v.task.as_deref().unwrap_or("-"), v.detail);
+        }
+        for p in &self.problems {
+            out += &format!("  problem: {p}\n");
+        }
+        out += "  history:\n";
+        for (i, e) in self.history.iter().enumerate() {
+            out += &format!("    #{i:<3} {}\n", describe(e));
+        }
+        out += &format!("  replay: taskgate replay '{}'\n", self.token);
+        out
+    }
+}
+
+fn describe(e: &Event) -> String {
+    match e {
+        Event::FaultHit(h) => match &h.action {
+            Some(a) => format!("point  {} [{a}]", h.name),
+            None => format!("point  {}", h.name),
+        },
+        Event::Exec(r) => format!(
+            "exec   {:?} {} pid {} -> {:?}{}",
+            r.identity,
+            r.exe.display(),
+            r.pid,
+            r.verdict,
+            if r.reason.is_empty() { String::new() } else { format!(" ({})", r.reason) }
+        ),
+        Event::StopDelivered { .. } => "stop   delivered".to_string(),
+        Event::TaskEvent { task, kind, attempt } => format!("event  {task} {kind} (attempt {attempt})"),
+        Event::AgentRestarted => "agent  restarted".to_string(),
+    }
+}
+
+/// A JUnit report of many runs, one test case per run, grouped by scenario.
+pub fn junit(reports: &[RunReport], name: &str) -> Result<String, quick_junit::SerializeError> {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut report = Report::new(name);
+    let mut names: Vec<&str> = reports.iter().map(|r| r.token.scenario.as_str()).collect();
+    names.dedup();
+    for scenario in names {
+        let mut suite = TestSuite::new(scenario);
+        for r in reports.iter().filter(|r| r.token.scenario == scenario) {
+            let status = if r.passed() {
+                TestCaseStatus::success()
+            } else {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                let first = r.violations.first().map(|v| v.invariant.to_string()).or_else(|| r.problems.first().cloned());
+                s.set_message(first.unwrap_or_default());
+                s.set_description(r.explain());
+                s
+            };
+            let mut case = TestCase::new(r.token.to_string(), status);
+            case.set_classname(format!("taskgate.{scenario}"));
+            case.set_time(r.duration);
+            suite.add_test_case(case);
+        }
+        report.add_test_suite(suite);
+    }
+    report.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_for_every_case() {
+        for scenario in catalogue::catalogue() {
+            for case in cases(&scenario, 5, 42) {
+                let token = Token { scenario: scenario.name.to_string(), case };
+                let (parsed_scenario, parsed) = Token::parse(&token.to_string()).unwrap();
+                assert_eq!(parsed, token);
+                assert_eq!(parsed_scenario.name, scenario.name);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_tokens_say_why() {
+        assert!(matches!(Token::parse("nonsense"), Err(TokenError::Shape(_))));
+        assert!(matches!(Token::parse("nope#1"), Err(TokenError::Scenario(_))));
+        assert!(matches!(Token::parse("agent-kill#999"), Err(TokenError::Range { .. })));
+        assert!(matches!(Token::parse("agent-kill@tr=0/up=0/stop=0/first=tr/swaps="), Err(TokenError::Kind(_))));
+    }
+}
