@@ -71,6 +71,8 @@ pub struct TaskRunner {
 /// Why prestart did not produce a receipt.
 #[derive(Debug, thiserror::Error)]
 enum PrestartError {
+    // The legacy build skips prestart instead of refusing it.
+    #[cfg_attr(feature = "legacy-prestart-skip", allow(dead_code))]
     #[error("allocation is terminal")]
     AllocTerminal,
     #[error(transparent)]

@@ -65,7 +65,8 @@ impl std::fmt::Display for Action {
     }
 }
 
-/// One point reached, in the order the whole process reached them.
+/// One point passed, in the order the whole process passed them. A parked
+/// point shows twice: its arrival (with `action: Some(Park)`) and its pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hit {
     pub seq: u64,

@@ -46,9 +46,11 @@ pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
     let action = lock().configured.get(&name).cloned();
     // A hit marks the moment a thread *passes* the point: after a park is
     // released or a delay slept, so the history orders it after whatever the
-    // test let happen meanwhile. Panics and kills never pass, so they record first.
+    // test let happen meanwhile. Panics and kills never pass, so they record
+    // first; a park records its arrival too (with the action), because what
+    // the point names (e.g. "alloc state set") already happened then.
     let passes = !matches!(action, Some(Action::Panic | Action::KillAgent));
-    if !passes {
+    if !passes || action == Some(Action::Park) {
         record(&name, &action);
     }
     let injected = action.as_ref().and_then(|_| {
@@ -62,7 +64,9 @@ pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
         }
     });
     if passes {
-        record(&name, &action);
+        // The pass of a park was recorded as its arrival already, with the action.
+        let passed = if action == Some(Action::Park) { None } else { action };
+        record(&name, &passed);
     }
     injected
 }
