@@ -5,9 +5,15 @@
 # the later ones (except that the test stages need the build):
 #   1. build      cargo build of every target, with the failpoints feature
 #   2. test       the workspace tests on this host
-#   3. qemu v2    the executor tests in a qemu guest with pure cgroup v2
-#   4. qemu v1    the same with pure cgroup v1
-#   5. leftovers  this run left no taskgate cgroup, mount or process on this
+#   3. gate       the release gate (`taskgate gate`): the whole scenario
+#                 catalogue, full enumeration + random schedules, JUnit XML
+#                 at target/taskgate-gate.xml; zero violations required
+#   4. legacy     proof that the gate can fail: a `legacy-prestart-skip`
+#                 build (the report's original logic) must make
+#                 `taskgate explore sidecar-stop` find a violation
+#   5. qemu v2    the executor tests in a qemu guest with pure cgroup v2
+#   6. qemu v1    the same with pure cgroup v1
+#   7. leftovers  this run left no taskgate cgroup, mount or process on this
 #                 host (ci/leftovers.sh; what was there before is only listed)
 # Ends with the line "N passed, N failed" (stages) and exits non-zero if any
 # stage failed or was skipped.
@@ -40,6 +46,9 @@ export PATH RUST_BACKTRACE=${RUST_BACKTRACE:-1}
 # THE TEST INVOCATION: change the build/test commands here, and only here.
 BUILD_CMD=(cargo build --workspace --all-targets --features failpoints)
 TEST_CMD=(cargo test --workspace --features failpoints -- --test-threads=1)
+GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml)
+LEGACY_BUILD_CMD=(cargo build --bin taskgate --features failpoints,legacy-prestart-skip --target-dir target/legacy)
+LEGACY_EXPLORE_CMD=(target/legacy/debug/taskgate explore sidecar-stop --random 0 --expect-violation)
 # Integration tests (tests/NAME.rs) that also run in the qemu cgroup v2 / v1
 # guests, with the same features, and the arguments given to their binaries.
 QEMU_CARGO_ARGS="--features failpoints"
@@ -96,8 +105,15 @@ stage build "${BUILD_CMD[@]}" || build_ok=0
 
 if [ "$build_ok" = 1 ]; then
     stage test "${TEST_CMD[@]}"
+    stage gate "${GATE_CMD[@]}"
 else
     skip test "the build failed"
+    skip gate "the build failed"
+fi
+if stage "legacy build" "${LEGACY_BUILD_CMD[@]}"; then
+    stage "legacy explore (must find the violation)" "${LEGACY_EXPLORE_CMD[@]}"
+else
+    skip "legacy explore (must find the violation)" "the legacy build failed"
 fi
 
 qemu_targets=()

@@ -32,8 +32,9 @@ job "demo" {
 
       config {
         command = "/bin/sh"
-        # `exec` so the kill signal reaches sleep itself, not a waiting shell.
-        args = ["-c", "echo \"sidecar: up\"; exec sleep 1000"]
+        # PID 1 of its namespace ignores signals it has no handler for: the
+        # trap makes the stop signal end it promptly.
+        args = ["-c", "trap 'echo \"sidecar: stopping\"; exit 0' INT TERM; echo \"sidecar: up\"; sleep 1000 & wait"]
       }
 
       resources {

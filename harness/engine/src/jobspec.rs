@@ -226,11 +226,12 @@ pub fn builtin_default() -> Job {
         cpu: 100,
         memory_mb: 64,
     };
-    // `exec` so the kill signal reaches sleep itself instead of a waiting shell.
+    // The task is PID 1 of its namespace, which ignores signals it has no
+    // handler for: the trap is what makes the stop signal end it promptly.
     let mut sidecar = Task::new(
         "sidecar",
         "/bin/sh",
-        sh(r#"echo "sidecar: up"; exec sleep 1000"#),
+        sh(r#"trap 'echo "sidecar: stopping"; exit 0' INT TERM; echo "sidecar: up"; sleep 1000 & wait"#),
     );
     sidecar.lifecycle = Some(Lifecycle {
         hook: LifecycleHook::Poststart,

@@ -178,11 +178,8 @@ impl TaskRunner {
                 Ok(ok) => ok,
                 Err(PrestartError::AllocTerminal) => return self.not_started("allocation is terminal"),
                 Err(PrestartError::Hook(err)) => {
-                    let recoverable = err.is_recoverable();
-                    let message = err.to_string();
-                    self.emit(EventKind::SetupFailure, attempt, message.clone());
-                    let decision = tracker.on_start_error(recoverable, Instant::now());
-                    match self.restart_or_stop(decision, attempt, |_| Outcome::Failed { reason: message }).await {
+                    let failure = (EventKind::SetupFailure, err.to_string(), err.is_recoverable());
+                    match self.start_failed(failure, attempt, &mut tracker).await {
                         Some(outcome) => return outcome,
                         None => continue,
                     }
@@ -197,15 +194,10 @@ impl TaskRunner {
             self.record.launched = Some(attempt);
             let running = match launch {
                 Ok(running) => running,
-                Err(err) => {
-                    let message = err.to_string();
-                    self.emit(EventKind::DriverFailure, attempt, message.clone());
-                    let decision = tracker.on_start_error(true, Instant::now());
-                    match self.restart_or_stop(decision, attempt, |_| Outcome::Failed { reason: message }).await {
-                        Some(outcome) => return outcome,
-                        None => continue,
-                    }
-                }
+                Err(err) => match self.start_failed((EventKind::DriverFailure, err.to_string(), true), attempt, &mut tracker).await {
+                    Some(outcome) => return outcome,
+                    None => continue,
+                },
             };
             fault_point!(points::TR_AFTER_DRIVER_START, self.name());
             self.set_state(TaskState::Running { attempt });
@@ -320,6 +312,19 @@ impl TaskRunner {
                 self.restart_or_stop(decision, attempt, |reason| Outcome::Failed { reason: format!("executor lost: {why}; {reason}") }).await
             }
         }
+    }
+
+    /// Setting up or starting an attempt failed: report it and ask the
+    /// restart tracker. `Some` ends the MAIN loop.
+    async fn start_failed(
+        &mut self,
+        (kind, message, recoverable): (EventKind, String, bool),
+        attempt: u32,
+        tracker: &mut RestartTracker,
+    ) -> Option<Outcome> {
+        self.emit(kind, attempt, message.clone());
+        let decision = tracker.on_start_error(recoverable, Instant::now());
+        self.restart_or_stop(decision, attempt, |_| Outcome::Failed { reason: message }).await
     }
 
     /// Applies a restart decision: `Some(stop(reason))` ends the MAIN loop,

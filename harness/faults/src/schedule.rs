@@ -64,7 +64,7 @@ impl Schedule {
     pub fn random(seed: u64, depth: u32) -> Schedule {
         let mut rng = SplitMix64(seed);
         let mut pick_set = |n: usize| -> Vec<usize> {
-            let mut set: Vec<usize> = (0..n).filter(|_| rng.next() % 2 == 0).collect();
+            let mut set: Vec<usize> = (0..n).filter(|_| rng.next().is_multiple_of(2)).collect();
             if set.is_empty() {
                 set.push((rng.next() % n as u64) as usize);
             }
@@ -73,7 +73,7 @@ impl Schedule {
         let task_parks = pick_set(TASK_RUNNER_BOUNDARIES.len());
         let update_parks = pick_set(UPDATE_BOUNDARIES.len());
         let stop_at = (rng.next() % task_parks.len() as u64) as usize;
-        let first = if rng.next() % 2 == 0 { Actor::TaskRunner } else { Actor::Updater };
+        let first = if rng.next().is_multiple_of(2) { Actor::TaskRunner } else { Actor::Updater };
         let steps = (task_parks.len() + update_parks.len()) as u64;
         let mut swaps: Vec<u32> = (0..depth).map(|_| (rng.next() % steps.max(1)) as u32).collect();
         swaps.sort_unstable();

@@ -49,7 +49,6 @@ pub fn check_task_layout(alloc_dir: &Path, task: &str) -> Result<(), Vec<PathBuf
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ExecIdentity;
     use std::fs;
 
     fn build(alloc: &Path, task: &str) {

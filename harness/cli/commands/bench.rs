@@ -1,0 +1,722 @@
+//! `taskgate bench`: how long `/bin/true` takes from start to exit under full
+//! isolation, side by side with `runc run` and an `unshare`+`chroot` floor
+//! on the same root; the executor's resident memory per running task; and
+//! the engine's alloc throughput with its submit-to-exec latency. The only
+//! place performance is claimed: tests check behaviour, never timings.
+
+use anyhow::{ensure, Context};
+use serde::Serialize;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use taskgate_engine::jobspec::{Group, Job, Task};
+use taskgate_engine::task_state::EventKind;
+use taskgate_engine::{AllocHandle, AllocUpdate, ClientStatus, Engine, EngineConfig};
+use taskgate_executor::{
+    Executor, ExecutorConfig, LogConfig, ReattachInfo, Resources, Rlimits, TaskSpec,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The issue's target: taskgate's median at most a fifth of runc's.
+const TARGET_RATIO: f64 = 0.2;
+const RSS_TARGET_KIB: u64 = 4 * 1024;
+const RUNC_PATHS: [&str; 2] = ["/usr/sbin/runc", "/usr/bin/runc"];
+/// Nomad's exec-driver capabilities, which the executor gives a root task.
+const CAPS: [&str; 13] = [
+    "CAP_AUDIT_WRITE",
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_MKNOD",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SETFCAP",
+    "CAP_SETGID",
+    "CAP_SETPCAP",
+    "CAP_SETUID",
+    "CAP_SYS_CHROOT",
+];
+const MEMORY_MB: u64 = 64;
+const PIDS_MAX: u64 = 64;
+const CPU_SHARES: u64 = 100;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Start-to-exit runs per contender (taskgate, runc, floor), interleaved.
+    #[arg(long, default_value_t = 30)]
+    pub runs: usize,
+    /// Long-running tasks whose executors' resident memory is read.
+    #[arg(long, default_value_t = 5)]
+    pub rss_tasks: usize,
+    /// Allocations started and stopped through the engine.
+    #[arg(long, default_value_t = 20)]
+    pub allocs: usize,
+    /// Engine allocations in flight at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Also print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    super::require_root()?;
+    ensure!(
+        args.runs > 0 && args.rss_tasks > 0 && args.allocs > 0 && args.concurrency > 0,
+        "--runs, --rss-tasks, --allocs and --concurrency must be at least 1"
+    );
+    let runc = RUNC_PATHS
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .context("runc is not at /usr/sbin/runc or /usr/bin/runc: install runc (apt-get install runc)")?;
+    let mut scratch = Scratch::create(runc)?;
+    let bench = Bench::prepare(&scratch)?;
+
+    let latency = bench.latency(&mut scratch, args.runs)?;
+    let rss = bench.rss(&mut scratch, args.rss_tasks)?;
+    let engine = bench.engine(&scratch, args.allocs, args.concurrency)?;
+    let report = Report::new(&bench, latency, rss, engine);
+    report.print_table();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    }
+    Ok(())
+}
+
+/// The bench's temp dir and the executors it has running; dropping it (on
+/// an error too) shuts those down, deletes any runc container a failed run
+/// left, and removes the dir.
+struct Scratch {
+    dir: PathBuf,
+    runc: PathBuf,
+    executors: Vec<ReattachInfo>,
+}
+
+impl Scratch {
+    fn create(runc: PathBuf) -> anyhow::Result<Scratch> {
+        // Short: executor socket paths under it must fit in sun_path.
+        let dir = std::env::temp_dir().join(format!("tgb{}", std::process::id()));
+        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Scratch {
+            dir,
+            runc,
+            executors: Vec::new(),
+        })
+    }
+
+    fn launch(&mut self, cfg: &ExecutorConfig, spec: &TaskSpec) -> anyhow::Result<Executor> {
+        let exec = taskgate_executor::launch(cfg, spec)
+            .with_context(|| format!("launching task {}", spec.task_name))?;
+        self.executors.push(exec.reattach_info());
+        Ok(exec)
+    }
+
+    fn shutdown(&mut self, exec: &Executor) -> anyhow::Result<()> {
+        exec.shutdown().context("shutting the executor down")?;
+        let pid = exec.reattach_info().executor_pid;
+        self.executors.retain(|info| info.executor_pid != pid);
+        Ok(())
+    }
+
+    fn runc(&self) -> Command {
+        let mut cmd = Command::new(&self.runc);
+        cmd.arg("--root").arg(self.dir.join("runc-state"));
+        cmd
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for info in &self.executors {
+            if let Ok(exec) = Executor::reattach(info) {
+                let _ = exec.shutdown();
+            }
+        }
+        // `runc run` deletes its container when it exits; a broken run may not have.
+        if let Ok(out) = self.runc().args(["list", "-q"]).output() {
+            for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = self
+                    .runc()
+                    .args(["delete", "--force", id])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            eprintln!("warning: removing {}: {e}", self.dir.display());
+        }
+    }
+}
+
+/// The shared busybox root, the executor config, and an OCI bundle for runc
+/// over the same root.
+struct Bench {
+    rootfs: PathBuf,
+    chroot_env: BTreeMap<PathBuf, PathBuf>,
+    bundle: PathBuf,
+    executor: ExecutorConfig,
+    alloc_dir: PathBuf,
+    alloc_id: String,
+}
+
+impl Bench {
+    fn prepare(scratch: &Scratch) -> anyhow::Result<Bench> {
+        let rootfs = scratch.dir.join("rootfs");
+        let chroot_env = taskgate_executor::build_busybox_root(&rootfs)?;
+        let bundle = scratch.dir.join("bundle");
+        let alloc_dir = scratch.dir.join("alloc");
+        for dir in [&bundle, &alloc_dir.join("alloc")] {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let config = oci_config(&rootfs);
+        std::fs::write(
+            bundle.join("config.json"),
+            serde_json::to_vec_pretty(&config)?,
+        )?;
+        Ok(Bench {
+            rootfs,
+            chroot_env,
+            bundle,
+            executor: ExecutorConfig {
+                executor_bin: std::env::current_exe().context("locating the taskgate binary")?,
+                run_dir: scratch.dir.join("run"),
+            },
+            alloc_dir,
+            alloc_id: format!("bench{}", std::process::id()),
+        })
+    }
+
+    /// A root task spec with the task dir laid out, limits as in the runc bundle.
+    fn spec(&self, task: &str, command: &str, args: &[&str]) -> anyhow::Result<TaskSpec> {
+        let task_dir = self.alloc_dir.join(task);
+        for sub in ["local", "secrets", "tmp"] {
+            std::fs::create_dir_all(task_dir.join(sub))?;
+        }
+        Ok(TaskSpec {
+            alloc_id: self.alloc_id.clone(),
+            task_name: task.to_string(),
+            task_dir,
+            shared_alloc_dir: self.alloc_dir.join("alloc"),
+            chroot_env: self.chroot_env.clone(),
+            command: command.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: BTreeMap::new(),
+            user: "root".into(),
+            resources: Resources {
+                cpu_shares: CPU_SHARES,
+                memory_mb: MEMORY_MB,
+                pids_max: PIDS_MAX,
+            },
+            network_isolation: true,
+            logs: LogConfig {
+                max_files: 2,
+                max_file_size_bytes: 1 << 20,
+            },
+            kill_signal: "SIGTERM".into(),
+            kill_timeout: Duration::from_secs(1),
+            rlimits: Rlimits::default(),
+        })
+    }
+
+    /// Interleaves the three contenders, rotating their order every round so
+    /// machine noise and cache state hit each alike; one untimed warm-up each.
+    fn latency(&self, scratch: &mut Scratch, runs: usize) -> anyhow::Result<Latency> {
+        let spec = self.spec("true", "/bin/true", &[])?;
+        let mut lat = Latency::default();
+        let mut record = |lat: &mut Latency, round: usize, which: usize| -> anyhow::Result<()> {
+            match which {
+                0 => {
+                    let phases = taskgate_once(scratch, &self.executor, &spec)?;
+                    if round > 0 {
+                        lat.taskgate.push(phases.iter().sum());
+                        for (all, one) in lat.phases.iter_mut().zip(phases) {
+                            all.push(one);
+                        }
+                    }
+                }
+                1 => {
+                    let id = format!("taskgate-bench-{}-{round}", std::process::id());
+                    let mut cmd = scratch.runc();
+                    cmd.args(["run", "--bundle"]).arg(&self.bundle).arg(id);
+                    let took = timed(&mut cmd, "runc run")?;
+                    if round > 0 {
+                        lat.runc.push(took);
+                    }
+                }
+                _ => {
+                    let mut cmd = Command::new("unshare");
+                    cmd.args(["--mount", "--pid", "--fork", "--uts", "--ipc", "--net", "chroot"])
+                        .arg(&self.rootfs)
+                        .arg("/bin/true");
+                    let took = timed(&mut cmd, "unshare (util-linux) + chroot")?;
+                    if round > 0 {
+                        lat.floor.push(took);
+                    }
+                }
+            }
+            Ok(())
+        };
+        // Round 0 is the warm-up.
+        for round in 0..=runs {
+            for k in 0..3 {
+                record(&mut lat, round, (round + k) % 3)?;
+            }
+        }
+        Ok(lat)
+    }
+
+    /// Resident memory of `count` executors whose tasks keep running.
+    fn rss(&self, scratch: &mut Scratch, count: usize) -> anyhow::Result<Vec<Memory>> {
+        let mut execs = Vec::new();
+        for i in 0..count {
+            let spec = self.spec(&format!("sleep{i}"), "/bin/sh", &["-c", "sleep 3600 & wait"])?;
+            execs.push(scratch.launch(&self.executor, &spec)?);
+        }
+        // Let the executors' log pumps and reaper threads settle into their steady state.
+        std::thread::sleep(Duration::from_millis(200));
+        let memory = execs
+            .iter()
+            .map(|e| Memory::of(e.reattach_info().executor_pid))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        for exec in &execs {
+            exec.stop("SIGKILL", Duration::ZERO)?;
+            scratch.shutdown(exec)?;
+        }
+        Ok(memory)
+    }
+
+    /// Starts `allocs` one-task allocations through the engine, at most
+    /// `concurrency` in flight, each stopped as soon as its task is Started.
+    fn engine(
+        &self,
+        scratch: &Scratch,
+        allocs: usize,
+        concurrency: usize,
+    ) -> anyhow::Result<EngineRun> {
+        let engine = Engine::open(EngineConfig {
+            data_dir: scratch.dir.join("engine"),
+            executor_bin: self.executor.executor_bin.clone(),
+            chroot_env: self.chroot_env.clone(),
+            default_user: "nobody".into(),
+            pids_max: PIDS_MAX,
+        })?;
+        let job = engine_job();
+        let runtime = super::runtime()?;
+        runtime.block_on(async {
+            let permits = Arc::new(Semaphore::new(concurrency));
+            let began = Instant::now();
+            let mut running = Vec::new();
+            let mut submit_error = None;
+            for _ in 0..allocs {
+                let permit = permits.clone().acquire_owned().await?;
+                let submitted = Instant::now();
+                match engine.submit(&job, None) {
+                    Ok(handle) => running.push(tokio::spawn(start_and_stop(
+                        handle, submitted, permit,
+                    ))),
+                    Err(e) => {
+                        submit_error = Some(e);
+                        break;
+                    }
+                }
+            }
+            // Every submitted alloc is stopped by its own task, so this always ends.
+            let mut to_exec = Vec::new();
+            let mut failure = None;
+            for run in running {
+                match run.await? {
+                    Ok(took) => to_exec.push(took),
+                    Err(e) => failure = failure.or(Some(e)),
+                }
+            }
+            let elapsed = began.elapsed();
+            if let Some(e) = submit_error {
+                return Err(e.into());
+            }
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            Ok(EngineRun {
+                allocs,
+                concurrency,
+                elapsed,
+                to_exec,
+            })
+        })
+    }
+}
+
+/// launch() returns once the task has exec'd, wait() once it has exited,
+/// shutdown() once the executor removed its cgroup and files and exited.
+fn taskgate_once(
+    scratch: &mut Scratch,
+    cfg: &ExecutorConfig,
+    spec: &TaskSpec,
+) -> anyhow::Result<[Duration; 3]> {
+    let t0 = Instant::now();
+    let exec = scratch.launch(cfg, spec)?;
+    let t1 = Instant::now();
+    let exit = exec.wait()?;
+    let t2 = Instant::now();
+    scratch.shutdown(&exec)?;
+    let t3 = Instant::now();
+    ensure!(exit.successful(), "taskgate: /bin/true failed: {exit:?}");
+    Ok([t1 - t0, t2 - t1, t3 - t2])
+}
+
+/// Wall time of the whole process, which must succeed.
+fn timed(cmd: &mut Command, what: &str) -> anyhow::Result<Duration> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let t0 = Instant::now();
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    let took = t0.elapsed();
+    ensure!(
+        out.status.success(),
+        "{what} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(took)
+}
+
+/// The same isolation the executor applies, as an OCI runtime spec: new
+/// pid, mount, uts, ipc and network namespaces, a read-only root, runc's
+/// own /proc and /dev (with pts and shm, as the executor mounts), the
+/// executor's cgroup limits, capabilities and nofile limit.
+fn oci_config(rootfs: &Path) -> serde_json::Value {
+    let caps: Vec<&str> = CAPS.to_vec();
+    let ns = |t: &str| json!({ "type": t });
+    json!({
+        "ociVersion": "1.0.2-dev",
+        "process": {
+            "terminal": false,
+            "user": { "uid": 0, "gid": 0 },
+            "args": ["/bin/true"],
+            "env": ["PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"],
+            "cwd": "/",
+            "capabilities": { "bounding": caps, "effective": caps, "permitted": caps },
+            "rlimits": [{ "type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024 }],
+            "noNewPrivileges": true
+        },
+        "root": { "path": rootfs, "readonly": true },
+        "hostname": "true",
+        "mounts": [
+            { "destination": "/proc", "type": "proc", "source": "proc",
+              "options": ["nosuid", "noexec", "nodev"] },
+            { "destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+              "options": ["nosuid", "strictatime", "mode=755", "size=65536k"] },
+            { "destination": "/dev/pts", "type": "devpts", "source": "devpts",
+              "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"] },
+            { "destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+              "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"] }
+        ],
+        "linux": {
+            "resources": {
+                "devices": [{ "allow": false, "access": "rwm" }],
+                "memory": { "limit": MEMORY_MB << 20 },
+                "cpu": { "shares": CPU_SHARES },
+                "pids": { "limit": PIDS_MAX }
+            },
+            "namespaces": [ns("pid"), ns("network"), ns("ipc"), ns("uts"), ns("mount")]
+        }
+    })
+}
+
+/// A one-task job that runs until stopped and exits 0 on the engine's SIGINT.
+fn engine_job() -> Job {
+    let mut task = Task::new(
+        "sleeper",
+        "/bin/sh",
+        vec![
+            "-c".into(),
+            r#"trap "exit 0" INT TERM; sleep 3600 & wait"#.into(),
+        ],
+    );
+    task.restart.attempts = 0;
+    task.kill_timeout = Duration::from_secs(1);
+    Job {
+        name: "bench".into(),
+        groups: vec![Group {
+            name: "bench".into(),
+            tasks: vec![task],
+        }],
+    }
+}
+
+/// Submit-to-Started latency of one alloc, which it stops at Started and
+/// waits for until it is done.
+async fn start_and_stop(
+    handle: AllocHandle,
+    submitted: Instant,
+    _permit: OwnedSemaphorePermit,
+) -> anyhow::Result<Duration> {
+    let alloc_id = handle.alloc_id.clone();
+    let updater = handle.updater();
+    let (mut events, waiter) = handle.into_parts();
+    let done = waiter.wait();
+    tokio::pin!(done);
+    let mut to_exec = None;
+    let summary = loop {
+        tokio::select! {
+            event = events.recv(), if to_exec.is_none() => match event {
+                Some(e) if e.kind == EventKind::Started => {
+                    to_exec = Some(submitted.elapsed());
+                    let _ = updater.send(AllocUpdate::stop());
+                }
+                Some(_) => {}
+                // No more events: only the end is left to wait for.
+                None => break (&mut done).await,
+            },
+            summary = &mut done => break summary,
+        }
+    };
+    ensure!(
+        summary.status.client != ClientStatus::Failed,
+        "alloc {alloc_id} failed: {:?}",
+        summary.tasks
+    );
+    to_exec.with_context(|| format!("alloc {alloc_id} ended without its task starting"))
+}
+
+#[derive(Default)]
+struct Latency {
+    taskgate: Vec<Duration>,
+    /// launch, wait, shutdown.
+    phases: [Vec<Duration>; 3],
+    runc: Vec<Duration>,
+    floor: Vec<Duration>,
+}
+
+/// One executor's memory, in KiB, from /proc.
+#[derive(Serialize)]
+struct Memory {
+    pid: i32,
+    vm_rss_kib: u64,
+    rss_anon_kib: u64,
+    rss_file_kib: u64,
+    /// Proportional share: the binary's pages count once across executors.
+    pss_kib: u64,
+    threads: u64,
+}
+
+impl Memory {
+    fn of(pid: i32) -> anyhow::Result<Memory> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .with_context(|| format!("reading /proc/{pid}/status"))?;
+        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+            .with_context(|| format!("reading /proc/{pid}/smaps_rollup"))?;
+        let field = |text: &str, name: &str| -> anyhow::Result<u64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .with_context(|| format!("no {name} for pid {pid}"))
+        };
+        Ok(Memory {
+            pid,
+            vm_rss_kib: field(&status, "VmRSS")?,
+            rss_anon_kib: field(&status, "RssAnon")?,
+            rss_file_kib: field(&status, "RssFile")?,
+            pss_kib: field(&rollup, "Pss")?,
+            threads: field(&status, "Threads")?,
+        })
+    }
+}
+
+struct EngineRun {
+    allocs: usize,
+    concurrency: usize,
+    elapsed: Duration,
+    to_exec: Vec<Duration>,
+}
+
+/// Nearest-rank summary of samples, in milliseconds.
+#[derive(Serialize, Clone, Copy)]
+struct Stats {
+    min: f64,
+    median: f64,
+    p90: f64,
+    p99: f64,
+    max: f64,
+}
+
+impl Stats {
+    fn of(samples: &[Duration]) -> Stats {
+        let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        let rank = |p: f64| ms[((p * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1];
+        Stats {
+            min: ms[0],
+            median: rank(0.5),
+            p90: rank(0.9),
+            p99: rank(0.99),
+            max: ms[ms.len() - 1],
+        }
+    }
+}
+
+struct Report {
+    binary: PathBuf,
+    build: &'static str,
+    runs: usize,
+    taskgate: Stats,
+    phases: [Stats; 3],
+    runc: Stats,
+    floor: Stats,
+    memory: Vec<Memory>,
+    engine: EngineRun,
+    engine_to_exec: Stats,
+}
+
+impl Report {
+    fn new(bench: &Bench, lat: Latency, memory: Vec<Memory>, engine: EngineRun) -> Report {
+        Report {
+            binary: bench.executor.executor_bin.clone(),
+            build: if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            },
+            runs: lat.taskgate.len(),
+            taskgate: Stats::of(&lat.taskgate),
+            phases: lat.phases.each_ref().map(|p| Stats::of(p)),
+            runc: Stats::of(&lat.runc),
+            floor: Stats::of(&lat.floor),
+            memory,
+            engine_to_exec: Stats::of(&engine.to_exec),
+            engine,
+        }
+    }
+
+    fn ratio(&self) -> f64 {
+        self.taskgate.median / self.runc.median
+    }
+
+    fn mean_rss_kib(&self) -> f64 {
+        self.memory.iter().map(|m| m.vm_rss_kib as f64).sum::<f64>() / self.memory.len() as f64
+    }
+
+    fn max_rss_kib(&self) -> u64 {
+        self.memory.iter().map(|m| m.vm_rss_kib).max().unwrap_or(0)
+    }
+
+    fn allocs_per_sec(&self) -> f64 {
+        self.engine.allocs as f64 / self.engine.elapsed.as_secs_f64()
+    }
+
+    fn print_table(&self) {
+        let met = |ok: bool| if ok { "met" } else { "NOT met" };
+        println!(
+            "taskgate bench: {} build ({}), /bin/true under full isolation, {} interleaved runs each",
+            self.build,
+            self.binary.display(),
+            self.runs
+        );
+        if self.build == "debug" {
+            println!("  (debug build: for real numbers use cargo build --release, target/release/taskgate)");
+        }
+        println!();
+        println!(
+            "start-to-exit wall time, ms        {:>8} {:>8} {:>8} {:>8}",
+            "min", "median", "p90", "max"
+        );
+        let row = |name: &str, s: &Stats| {
+            println!(
+                "  {name:<32} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
+                s.min, s.median, s.p90, s.max
+            )
+        };
+        row("taskgate launch+wait+shutdown", &self.taskgate);
+        for (name, s) in ["launch (to exec'd)", "wait (to exit seen)", "shutdown (cleaned up)"]
+            .iter()
+            .zip(&self.phases)
+        {
+            row(&format!("  {name}"), s);
+        }
+        row("runc run", &self.runc);
+        row("unshare+chroot floor", &self.floor);
+        println!(
+            "  median ratio taskgate/runc: {:.3} (target <= {TARGET_RATIO}: {}); taskgate/floor: {:.2}",
+            self.ratio(),
+            met(self.ratio() <= TARGET_RATIO),
+            self.taskgate.median / self.floor.median
+        );
+        println!();
+        let mean = self.mean_rss_kib();
+        let n = self.memory.len() as f64;
+        let avg = |f: fn(&Memory) -> u64| self.memory.iter().map(|m| f(m) as f64).sum::<f64>() / n;
+        println!(
+            "executor resident memory, {} running tasks (per executor process)",
+            self.memory.len()
+        );
+        println!(
+            "  VmRSS mean {:.0} KiB ({:.2} MiB), max {} KiB (target < 4 MiB: {})",
+            mean,
+            mean / 1024.0,
+            self.max_rss_kib(),
+            met(self.max_rss_kib() < RSS_TARGET_KIB)
+        );
+        println!(
+            "  of which anon {:.0} KiB, file {:.0} KiB; PSS {:.0} KiB; {:.0} threads",
+            avg(|m| m.rss_anon_kib),
+            avg(|m| m.rss_file_kib),
+            avg(|m| m.pss_kib),
+            avg(|m| m.threads)
+        );
+        println!();
+        let e = &self.engine_to_exec;
+        println!(
+            "engine: {} allocs, at most {} in flight, each stopped at Started",
+            self.engine.allocs, self.engine.concurrency
+        );
+        println!(
+            "  {:.1} allocs started-and-stopped per second ({:.0} ms each, {:.2} s total)",
+            self.allocs_per_sec(),
+            1e3 / self.allocs_per_sec(),
+            self.engine.elapsed.as_secs_f64()
+        );
+        println!(
+            "  submit-to-exec ms: p50 {:.2}, p99 {:.2} (min {:.2}, max {:.2})",
+            e.median, e.p99, e.min, e.max
+        );
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "build": self.build,
+            "binary": self.binary,
+            "latency_ms": {
+                "runs": self.runs,
+                "taskgate": self.taskgate,
+                "taskgate_launch": self.phases[0],
+                "taskgate_wait": self.phases[1],
+                "taskgate_shutdown": self.phases[2],
+                "runc": self.runc,
+                "unshare_chroot_floor": self.floor,
+                "median_ratio_taskgate_runc": self.ratio(),
+                "target_ratio": TARGET_RATIO,
+                "target_met": self.ratio() <= TARGET_RATIO,
+            },
+            "executor_memory": {
+                "tasks": self.memory,
+                "vm_rss_mean_kib": self.mean_rss_kib(),
+                "vm_rss_max_kib": self.max_rss_kib(),
+                "target_kib": RSS_TARGET_KIB,
+                "target_met": self.max_rss_kib() < RSS_TARGET_KIB,
+            },
+            "engine": {
+                "allocs": self.engine.allocs,
+                "concurrency": self.engine.concurrency,
+                "elapsed_s": self.engine.elapsed.as_secs_f64(),
+                "allocs_per_sec": self.allocs_per_sec(),
+                "submit_to_exec_ms": self.engine_to_exec,
+            },
+        })
+    }
+}
