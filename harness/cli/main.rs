@@ -20,6 +20,8 @@ enum Command {
     Run(commands::run::Args),
     /// Show the allocations and tasks in the state database.
     Status(commands::status::Args),
+    /// Measure start-to-exit latency against runc, executor memory and engine throughput.
+    Bench(commands::bench::Args),
     /// Explore every interleaving of a stop update with a task runner (needs a `failpoints` build).
     #[cfg(feature = "failpoints")]
     Explore(commands::explore::Args),
@@ -53,6 +55,7 @@ fn main() -> anyhow::Result<()> {
         Command::Executor(_) => unreachable!("handled above"),
         Command::Run(args) => commands::run::run(args),
         Command::Status(args) => commands::status::run(args),
+        Command::Bench(args) => commands::bench::run(args),
         #[cfg(feature = "failpoints")]
         Command::Explore(args) => commands::explore::run(args),
         #[cfg(feature = "failpoints")]

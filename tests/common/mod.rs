@@ -211,3 +211,124 @@ fn processes_mentioning(needles: &[&str]) -> Vec<String> {
     }
     found
 }
+
+// ---------------------------------------------------------------------------
+// Engine fixtures (tests/engine.rs, tests/harness.rs).
+
+/// A throwaway engine home: `<tmp>/rootfs` (busybox, the only thing tasks
+/// see through `chroot_env`) and `<tmp>/data` (state db, allocs, run dir).
+pub struct EngineHome {
+    pub dir: tempfile::TempDir,
+    pub chroot_env: BTreeMap<PathBuf, PathBuf>,
+}
+
+impl EngineHome {
+    pub fn new() -> EngineHome {
+        require_root();
+        // Short prefix in /tmp: executor socket paths must fit in sun_path.
+        let dir = tempfile::Builder::new()
+            .prefix("tge")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        let chroot_env = taskgate_executor::build_busybox_root(&dir.path().join("rootfs"))
+            .expect("busybox root");
+        EngineHome { dir, chroot_env }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.path().join("data")
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.data_dir().join("run")
+    }
+
+    pub fn config(&self) -> taskgate_engine::EngineConfig {
+        taskgate_engine::EngineConfig {
+            data_dir: self.data_dir(),
+            executor_bin: PathBuf::from(env!("CARGO_BIN_EXE_taskgate")),
+            chroot_env: self.chroot_env.clone(),
+            default_user: "nobody".into(),
+            pids_max: 64,
+        }
+    }
+
+    pub fn open(&self) -> taskgate_engine::Engine {
+        taskgate_engine::Engine::open(self.config()).expect("open engine")
+    }
+
+    /// `--chroot-env HOST:TASK` arguments for an agent process.
+    pub fn chroot_env_args(&self) -> Vec<String> {
+        self.chroot_env
+            .iter()
+            .flat_map(|(host, task)| {
+                ["--chroot-env".to_string(), format!("{}:{}", host.display(), task.display())]
+            })
+            .collect()
+    }
+
+    /// Asserts the allocs `alloc_ids` left nothing behind (see
+    /// [`assert_engine_left_nothing`]), then removes the temp dir, asserting
+    /// that works too (a leaked mount would make it fail).
+    pub fn finish(self, alloc_ids: &[String]) {
+        assert_engine_left_nothing(&self.data_dir(), alloc_ids);
+        let path = self.path().to_path_buf();
+        self.dir
+            .close()
+            .unwrap_or_else(|e| panic!("removing {}: {e}", path.display()));
+        assert!(!path.exists(), "temp dir {} still exists", path.display());
+    }
+}
+
+/// The runtime engine tests run in: multi-thread, with workers to spare
+/// because a parked fault point blocks its worker (`block_in_place`).
+pub fn engine_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(6)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Nothing an engine with this data dir started is left: no task cgroup
+/// (`taskgate.<alloc>.*`) of these allocs in any hierarchy, no mount and no
+/// process (command line, open fd or cgroup) mentioning the data dir or an
+/// alloc id, and no socket or spec file in `<data_dir>/run`.
+pub fn assert_engine_left_nothing(data_dir: &Path, alloc_ids: &[String]) {
+    let mut cgroups = Vec::new();
+    for id in alloc_ids {
+        cgroups.extend(taskgate_cgroups(Path::new("/sys/fs/cgroup"), &format!("taskgate.{id}.")));
+    }
+    assert!(cgroups.is_empty(), "leftover cgroups: {cgroups:?}");
+    let root = data_dir.to_string_lossy().to_string();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mounts: Vec<&str> = mountinfo
+        .lines()
+        .filter(|l| l.contains(&root) || alloc_ids.iter().any(|id| l.contains(id.as_str())))
+        .collect();
+    assert!(mounts.is_empty(), "leftover mounts: {mounts:?}");
+    let mut needles: Vec<&str> = vec![&root];
+    needles.extend(alloc_ids.iter().map(String::as_str));
+    let procs = processes_mentioning(&needles);
+    assert!(procs.is_empty(), "leftover processes: {procs:?}");
+    let run_dir = data_dir.join("run");
+    let files: Vec<PathBuf> = match std::fs::read_dir(&run_dir) {
+        Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
+        Err(_) => vec![],
+    };
+    assert!(files.is_empty(), "leftover files in {}: {files:?}", run_dir.display());
+}
+
+/// Every `taskgate.*` task cgroup on this host right now.
+pub fn all_task_cgroups() -> std::collections::BTreeSet<PathBuf> {
+    taskgate_cgroups(Path::new("/sys/fs/cgroup"), "taskgate.").into_iter().collect()
+}
+
+/// Live processes mentioning any of `needles` (public face of the check above).
+pub fn live_processes_mentioning(needles: &[&str]) -> Vec<String> {
+    processes_mentioning(needles)
+}

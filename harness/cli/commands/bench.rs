@@ -73,7 +73,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(PathBuf::from)
         .find(|p| p.exists())
-        .context("runc is not at /usr/sbin/runc or /usr/bin/runc: install runc (apt-get install runc)")?;
+        .context(
+            "runc is not at /usr/sbin/runc or /usr/bin/runc: install runc (apt-get install runc)",
+        )?;
     let mut scratch = Scratch::create(runc)?;
     let bench = Bench::prepare(&scratch)?;
 
@@ -157,6 +159,9 @@ impl Drop for Scratch {
 /// over the same root.
 struct Bench {
     rootfs: PathBuf,
+    /// Resolved once, so the floor pays no PATH search per run.
+    unshare: PathBuf,
+    chroot: PathBuf,
     chroot_env: BTreeMap<PathBuf, PathBuf>,
     bundle: PathBuf,
     executor: ExecutorConfig,
@@ -180,6 +185,8 @@ impl Bench {
         )?;
         Ok(Bench {
             rootfs,
+            unshare: on_path("unshare").context("no unshare on PATH: install util-linux")?,
+            chroot: on_path("chroot").context("no chroot on PATH: install coreutils")?,
             chroot_env,
             bundle,
             executor: ExecutorConfig {
@@ -249,8 +256,9 @@ impl Bench {
                     }
                 }
                 _ => {
-                    let mut cmd = Command::new("unshare");
-                    cmd.args(["--mount", "--pid", "--fork", "--uts", "--ipc", "--net", "chroot"])
+                    let mut cmd = Command::new(&self.unshare);
+                    cmd.args(["--mount", "--pid", "--fork", "--uts", "--ipc", "--net"])
+                        .arg(&self.chroot)
                         .arg(&self.rootfs)
                         .arg("/bin/true");
                     let took = timed(&mut cmd, "unshare (util-linux) + chroot")?;
@@ -274,7 +282,11 @@ impl Bench {
     fn rss(&self, scratch: &mut Scratch, count: usize) -> anyhow::Result<Vec<Memory>> {
         let mut execs = Vec::new();
         for i in 0..count {
-            let spec = self.spec(&format!("sleep{i}"), "/bin/sh", &["-c", "sleep 3600 & wait"])?;
+            let spec = self.spec(
+                &format!("sleep{i}"),
+                "/bin/sh",
+                &["-c", "sleep 3600 & wait"],
+            )?;
             execs.push(scratch.launch(&self.executor, &spec)?);
         }
         // Let the executors' log pumps and reaper threads settle into their steady state.
@@ -316,9 +328,9 @@ impl Bench {
                 let permit = permits.clone().acquire_owned().await?;
                 let submitted = Instant::now();
                 match engine.submit(&job, None) {
-                    Ok(handle) => running.push(tokio::spawn(start_and_stop(
-                        handle, submitted, permit,
-                    ))),
+                    Ok(handle) => {
+                        running.push(tokio::spawn(start_and_stop(handle, submitted, permit)))
+                    }
                     Err(e) => {
                         submit_error = Some(e);
                         break;
@@ -367,6 +379,12 @@ fn taskgate_once(
     let t3 = Instant::now();
     ensure!(exit.successful(), "taskgate: /bin/true failed: {exit:?}");
     Ok([t1 - t0, t2 - t1, t3 - t2])
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
 }
 
 /// Wall time of the whole process, which must succeed.
@@ -548,7 +566,11 @@ struct Stats {
 
 impl Stats {
     fn of(samples: &[Duration]) -> Stats {
-        let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        // Microsecond resolution is all a wall clock around process starts can claim.
+        let mut ms: Vec<f64> = samples
+            .iter()
+            .map(|d| (d.as_secs_f64() * 1e6).round() / 1e3)
+            .collect();
         ms.sort_by(f64::total_cmp);
         let rank = |p: f64| ms[((p * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1];
         Stats {
@@ -633,19 +655,28 @@ impl Report {
             )
         };
         row("taskgate launch+wait+shutdown", &self.taskgate);
-        for (name, s) in ["launch (to exec'd)", "wait (to exit seen)", "shutdown (cleaned up)"]
-            .iter()
-            .zip(&self.phases)
+        for (name, s) in [
+            "launch (to exec'd)",
+            "wait (to exit seen)",
+            "shutdown (cleaned up)",
+        ]
+        .iter()
+        .zip(&self.phases)
         {
             row(&format!("  {name}"), s);
         }
         row("runc run", &self.runc);
         row("unshare+chroot floor", &self.floor);
         println!(
-            "  median ratio taskgate/runc: {:.3} (target <= {TARGET_RATIO}: {}); taskgate/floor: {:.2}",
+            "  taskgate/runc: median ratio {:.3} (target <= {TARGET_RATIO}: {}), min ratio {:.3}",
             self.ratio(),
             met(self.ratio() <= TARGET_RATIO),
-            self.taskgate.median / self.floor.median
+            self.taskgate.min / self.runc.min
+        );
+        println!(
+            "  taskgate/floor median ratio {:.2}; floor/runc {:.3}",
+            self.taskgate.median / self.floor.median,
+            self.floor.median / self.runc.median
         );
         println!();
         let mean = self.mean_rss_kib();
@@ -699,13 +730,15 @@ impl Report {
                 "taskgate_shutdown": self.phases[2],
                 "runc": self.runc,
                 "unshare_chroot_floor": self.floor,
-                "median_ratio_taskgate_runc": self.ratio(),
+                "median_ratio_taskgate_runc": round3(self.ratio()),
+                "min_ratio_taskgate_runc": round3(self.taskgate.min / self.runc.min),
+                "median_ratio_floor_runc": round3(self.floor.median / self.runc.median),
                 "target_ratio": TARGET_RATIO,
                 "target_met": self.ratio() <= TARGET_RATIO,
             },
             "executor_memory": {
                 "tasks": self.memory,
-                "vm_rss_mean_kib": self.mean_rss_kib(),
+                "vm_rss_mean_kib": round3(self.mean_rss_kib()),
                 "vm_rss_max_kib": self.max_rss_kib(),
                 "target_kib": RSS_TARGET_KIB,
                 "target_met": self.max_rss_kib() < RSS_TARGET_KIB,
@@ -713,10 +746,14 @@ impl Report {
             "engine": {
                 "allocs": self.engine.allocs,
                 "concurrency": self.engine.concurrency,
-                "elapsed_s": self.engine.elapsed.as_secs_f64(),
-                "allocs_per_sec": self.allocs_per_sec(),
+                "elapsed_s": round3(self.engine.elapsed.as_secs_f64()),
+                "allocs_per_sec": round3(self.allocs_per_sec()),
                 "submit_to_exec_ms": self.engine_to_exec,
             },
         })
     }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
 }

@@ -52,19 +52,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let failed = reports.iter().filter(|r| !r.passed()).count();
     print_failures(&reports, 3);
+    let unit = match scenario.kind {
+        taskgate_scenarios::catalogue::Kind::StopRace { .. } => "schedule",
+        _ => "case",
+    };
     println!(
-        "{}: {} schedules run in {:.2?}, {failed} failing",
+        "{}: {} {unit}s run in {:.2?}, {failed} failing",
         scenario.name,
         reports.len(),
         started.elapsed()
     );
     if let Some((n, at)) = first_failure {
-        println!("first failure at schedule {n} of {}, after {at:.2?}", all.len());
+        println!("first failure at {unit} {n} of {}, after {at:.2?}", all.len());
     }
     match (args.expect_violation, failed) {
         (false, 0) => Ok(()),
-        (false, n) => anyhow::bail!("{n} schedules violated invariants"),
-        (true, 0) => anyhow::bail!("expected the explorer to find a violation, but every schedule passed"),
+        (false, n) => anyhow::bail!("{n} {unit}s violated invariants"),
+        (true, 0) => anyhow::bail!("expected the explorer to find a violation, but every {unit} passed"),
         (true, _) => Ok(()),
     }
 }

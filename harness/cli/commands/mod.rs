@@ -1,4 +1,5 @@
 pub mod agent_config;
+pub mod bench;
 pub mod executor;
 #[cfg(feature = "failpoints")]
 pub mod agent;

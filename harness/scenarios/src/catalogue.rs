@@ -96,9 +96,17 @@ pub fn catalogue() -> Vec<Scenario> {
             .map(|p| (taskgate_faults::scoped(Some(task), &p), action.clone()))
             .collect()
     };
+    // Every boundary the sidecar's runner passes on its way to running, then
+    // every boundary of the stop update.
+    let sidecar_hooks = prestart_hooks
+        .iter()
+        .flat_map(|h| [Edge::Before, Edge::After].map(|e| hook_point("prestart", e, h)))
+        .chain([Edge::Before, Edge::After].map(|e| hook_point("poststart", e, "persist_handle")));
     let kill_boundaries: Vec<String> = TASK_RUNNER_BOUNDARIES
         .iter()
-        .map(|p| taskgate_faults::scoped(Some("sidecar"), p))
+        .map(|p| p.to_string())
+        .chain(sidecar_hooks)
+        .map(|p| taskgate_faults::scoped(Some("sidecar"), &p))
         .chain(UPDATE_BOUNDARIES.iter().map(|p| p.to_string()))
         .collect();
     vec![

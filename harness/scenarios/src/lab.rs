@@ -68,7 +68,9 @@ pub struct Lab {
     watch: Arc<Mutex<Option<Watch>>>,
     gate: Option<ExecGate>,
     _marked: MarkedFs,
-    work: tempfile::TempDir,
+    work: Option<tempfile::TempDir>,
+    /// Set by a failing run: its data dir is kept for `taskgate status`.
+    keep: std::cell::Cell<bool>,
 }
 
 impl Lab {
@@ -89,11 +91,24 @@ impl Lab {
         let watch: Arc<Mutex<Option<Watch>>> = Arc::new(Mutex::new(None));
         let judge_watch = watch.clone();
         let gate = ExecGate::start(marked.path(), Arc::new(move |exec: &PendingExec| judge(&judge_watch, exec)))?;
-        Ok(Lab { work, chroot_env, executor_bin: bin, watch, gate: Some(gate), _marked: marked })
+        Ok(Lab {
+            work: Some(work),
+            chroot_env,
+            executor_bin: bin,
+            watch,
+            gate: Some(gate),
+            _marked: marked,
+            keep: std::cell::Cell::new(false),
+        })
     }
 
     pub fn work_dir(&self) -> &Path {
-        self.work.path()
+        self.work.as_ref().expect("the work dir lives as long as the lab").path()
+    }
+
+    /// Keeps the work dir (with the failing runs' data dirs) after the lab ends.
+    pub fn keep_work_dir(&self) {
+        self.keep.set(true);
     }
 
     pub fn chroot_env(&self) -> &BTreeMap<PathBuf, PathBuf> {
@@ -137,6 +152,13 @@ impl Drop for Lab {
         if let Some(mut gate) = self.gate.take() {
             if let Err(err) = gate.stop() {
                 tracing::error!(error = %err, "stopping the exec gate");
+            }
+        }
+        if self.keep.get() {
+            if let Some(work) = self.work.take() {
+                // The marked tmpfs is unmounted when `_marked` drops after
+                // this; what stays is the runs' data on the host disk.
+                eprintln!("failing runs' data kept in {}", work.keep().display());
             }
         }
     }

@@ -10,7 +10,6 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use taskgate_engine::jobspec::Task;
 use taskgate_engine::state::{StateDb, TaskRecord};
 use taskgate_engine::{AllocSummary, ClientStatus, Engine, EngineConfig};
 use taskgate_faults::points::{self, HARNESS_STOP_DELIVERED};
@@ -68,6 +67,9 @@ impl<'a> Runner<'a> {
         report.problems.extend(leftovers::find(&data_dir.display().to_string(), Some(&data_dir.join("run"))));
         if report.passed() {
             let _ = std::fs::remove_dir_all(&data_dir);
+        } else {
+            self.lab.keep_work_dir();
+            report.problems.push(format!("data kept in {}", data_dir.display()));
         }
         report.duration = started.elapsed();
         report
@@ -347,8 +349,8 @@ fn judge(scenario: &Scenario, token: Token, outcome: Outcome) -> RunReport {
             problems.push(format!("task {} is not dead at the end: {:?}", task.task, task.state));
         }
     }
-    if !never_started_ok(scenario.tasks(), &outcome.tasks) {
-        problems.push("a task that never started has an executor handle left".into());
+    for task in outcome.tasks.iter().filter(|t| t.handle.is_some()) {
+        problems.push(format!("task {} still holds an executor handle after the alloc finished", task.task));
     }
     RunReport { token, description: outcome.description, violations, problems, history, duration: Duration::ZERO }
 }
@@ -358,10 +360,6 @@ fn expected_status(scenario: &Scenario) -> ClientStatus {
         Kind::Faults { then: Then::StopWhenSettled, .. } => ClientStatus::Failed,
         _ => ClientStatus::Complete,
     }
-}
-
-fn never_started_ok(_tasks: &[Task], records: &[TaskRecord]) -> bool {
-    records.iter().all(|r| r.handle.is_none())
 }
 
 /// One causal order: fault hits in sequence, each exec placed after the hits
