@@ -151,11 +151,13 @@ for i in "${!binaries[@]}"; do
     if [ ! -f "$b" ] || [ ! -x "$b" ]; then die "not an executable file: $b"; fi
     binaries[i]=$(readlink -f "$b")
 done
-# The tests find the taskgate binary through a compile-time absolute path.
+# The tests find the taskgate binaries through compile-time absolute paths.
 target_dir=${CARGO_TARGET_DIR:-$REPO/target}
 case $target_dir in /*) ;; *) target_dir=$REPO/$target_dir ;; esac
-if [ ${#binaries[@]} -gt 0 ] && [ -x "$target_dir/debug/taskgate" ]; then
-    includes+=("$target_dir/debug/taskgate")
+if [ ${#binaries[@]} -gt 0 ]; then
+    for bin in taskgate taskgate-executor; do
+        [ -x "$target_dir/debug/$bin" ] && includes+=("$target_dir/debug/$bin")
+    done
 fi
 [ -d "$REPO/tests" ] && includes+=("$REPO/tests")
 

@@ -19,12 +19,17 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
-use taskgate_engine::jobspec::{self, Group, Job, JobspecError, Lifecycle, LifecycleHook, RestartMode, RestartPolicy, Task};
+use taskgate_engine::alloc_runner::AllocWaiter;
+use taskgate_engine::jobspec::{
+    self, Group, Job, JobspecError, Lifecycle, LifecycleHook, RestartMode, RestartPolicy, Task,
+};
 use taskgate_engine::state::{StateDb, TaskRecord};
+use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
-use taskgate_engine::{AllocHandle, AllocSummary, ClientStatus, DesiredStatus};
+use taskgate_engine::{AllocHandle, AllocSummary, AllocUpdate, ClientStatus, DesiredStatus};
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::{Action, Await, Hit};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Hang safety net for one forced step (never a synchronisation device).
 const STEP: Duration = Duration::from_secs(30);
@@ -45,7 +50,12 @@ fn script_task(name: &str, script: &str) -> Task {
     let mut task = Task::new(name, "/bin/sh", vec!["-c".into(), script.into()]);
     task.kill_timeout = Duration::from_millis(250);
     task.resources.memory_mb = 32;
-    task.restart = RestartPolicy { attempts: 0, interval: Duration::from_secs(60), delay: Duration::from_millis(10), mode: RestartMode::Fail };
+    task.restart = RestartPolicy {
+        attempts: 0,
+        interval: Duration::from_secs(60),
+        delay: Duration::from_millis(10),
+        mode: RestartMode::Fail,
+    };
     task
 }
 
@@ -66,12 +76,24 @@ fn lifecycle(mut task: Task, hook: LifecycleHook, sidecar: bool) -> Task {
 }
 
 fn job(name: &str, tasks: Vec<Task>) -> Job {
-    Job { name: name.into(), groups: vec![Group { name: "g".into(), tasks }] }
+    Job {
+        name: name.into(),
+        groups: vec![Group {
+            name: "g".into(),
+            tasks,
+        }],
+    }
 }
 
 /// The report's alloc: a leader and a poststart sidecar.
 fn report_job() -> Job {
-    job("report", vec![leader(service("leader")), lifecycle(service("sidecar"), LifecycleHook::Poststart, true)])
+    job(
+        "report",
+        vec![
+            leader(service("leader")),
+            lifecycle(service("sidecar"), LifecycleHook::Poststart, true),
+        ],
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -104,7 +126,10 @@ fn park(scope: Option<&str>, point: &str) {
 
 fn wait_for(what: Await) {
     if let Err(err) = taskgate_faults::wait_any(std::slice::from_ref(&what), STEP) {
-        panic!("engine hung: {err}\nhistory: {:#?}", names(&taskgate_faults::history()));
+        panic!(
+            "engine hung: {err}\nhistory: {:#?}",
+            names(&taskgate_faults::history())
+        );
     }
 }
 
@@ -128,7 +153,8 @@ fn names(hits: &[Hit]) -> Vec<String> {
 /// Index of the first time a thread *passed* `name` (a park's arrival, which
 /// carries `Some(Park)`, does not count).
 fn passed_at(hits: &[Hit], name: &str) -> Option<usize> {
-    hits.iter().position(|h| h.name == name && h.action != Some(Action::Park))
+    hits.iter()
+        .position(|h| h.name == name && h.action != Some(Action::Park))
 }
 
 fn arrived_at(hits: &[Hit], name: &str) -> Option<usize> {
@@ -136,19 +162,30 @@ fn arrived_at(hits: &[Hit], name: &str) -> Option<usize> {
 }
 
 fn passes(hits: &[Hit], name: &str) -> usize {
-    hits.iter().filter(|h| h.name == name && h.action != Some(Action::Park)).count()
+    hits.iter()
+        .filter(|h| h.name == name && h.action != Some(Action::Park))
+        .count()
 }
 
 /// Asserts `first` was passed before `then`, both at least once.
 fn assert_before(hits: &[Hit], first: &str, then: &str) {
-    let a = passed_at(hits, first).unwrap_or_else(|| panic!("{first} never passed; history: {:#?}", names(hits)));
-    let b = passed_at(hits, then).unwrap_or_else(|| panic!("{then} never passed; history: {:#?}", names(hits)));
-    assert!(a < b, "expected {first} (#{a}) before {then} (#{b}); history: {:#?}", names(hits));
+    let a = passed_at(hits, first)
+        .unwrap_or_else(|| panic!("{first} never passed; history: {:#?}", names(hits)));
+    let b = passed_at(hits, then)
+        .unwrap_or_else(|| panic!("{then} never passed; history: {:#?}", names(hits)));
+    assert!(
+        a < b,
+        "expected {first} (#{a}) before {then} (#{b}); history: {:#?}",
+        names(hits)
+    );
 }
 
 fn assert_all_fired() {
     let unfired = taskgate_faults::unfired();
-    assert!(unfired.is_empty(), "configured faults that never fired: {unfired:?}");
+    assert!(
+        unfired.is_empty(),
+        "configured faults that never fired: {unfired:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -182,7 +219,48 @@ impl Bench {
     fn wait(&self, alloc: AllocHandle) -> AllocSummary {
         self.rt
             .block_on(async { tokio::time::timeout(FINISH, alloc.wait()).await })
-            .unwrap_or_else(|_| panic!("alloc did not finish within {FINISH:?}; history: {:#?}", names(&taskgate_faults::history())))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "alloc did not finish within {FINISH:?}; history: {:#?}",
+                    names(&taskgate_faults::history())
+                )
+            })
+    }
+
+    fn wait_for(&self, waiter: AllocWaiter) -> AllocSummary {
+        self.rt
+            .block_on(async { tokio::time::timeout(FINISH, waiter.wait()).await })
+            .unwrap_or_else(|_| {
+                panic!(
+                    "alloc did not finish within {FINISH:?}; history: {:#?}",
+                    names(&taskgate_faults::history())
+                )
+            })
+    }
+
+    /// Reads the alloc's event stream until each (task, kind) was seen.
+    fn wait_events(
+        &self,
+        events: &mut UnboundedReceiver<TaskEvent>,
+        wanted: &[(&str, EventKind)],
+    ) -> Vec<TaskEvent> {
+        let mut missing: Vec<(&str, EventKind)> = wanted.to_vec();
+        let mut seen = Vec::new();
+        self.rt.block_on(async {
+            while !missing.is_empty() {
+                match tokio::time::timeout(STEP, events.recv()).await {
+                    Ok(Some(event)) => {
+                        missing.retain(|(t, k)| !(*t == event.task && *k == event.kind));
+                        seen.push(event);
+                    }
+                    Ok(None) => {
+                        panic!("event stream closed while waiting for {missing:?}; seen: {seen:#?}")
+                    }
+                    Err(_) => panic!("no {missing:?} within {STEP:?}; seen: {seen:#?}"),
+                }
+            }
+        });
+        seen
     }
 
     fn tasks_in_db(&self, alloc_id: &str) -> Vec<TaskRecord> {
@@ -190,7 +268,12 @@ impl Bench {
     }
 
     fn alloc_dir(&self, alloc_id: &str) -> PathBuf {
-        self.engine().state().alloc(alloc_id).expect("state db").expect("alloc in the state db").alloc_dir
+        self.engine()
+            .state()
+            .alloc(alloc_id)
+            .expect("state db")
+            .expect("alloc in the state db")
+            .alloc_dir
     }
 
     /// Shuts the engine and runtime down, then asserts nothing is left.
@@ -202,7 +285,10 @@ impl Bench {
 }
 
 fn task<'a>(tasks: &'a [TaskRecord], name: &str) -> &'a TaskRecord {
-    tasks.iter().find(|t| t.task == name).unwrap_or_else(|| panic!("no task {name} in {tasks:#?}"))
+    tasks
+        .iter()
+        .find(|t| t.task == name)
+        .unwrap_or_else(|| panic!("no task {name} in {tasks:#?}"))
 }
 
 fn count(rec: &TaskRecord, kind: EventKind) -> usize {
@@ -221,7 +307,12 @@ fn outcome(rec: &TaskRecord) -> &Outcome {
 }
 
 fn assert_killed(rec: &TaskRecord) {
-    assert!(matches!(outcome(rec), Outcome::Killed { .. }), "task {} should be Killed: {:#?}", rec.task, rec);
+    assert!(
+        matches!(outcome(rec), Outcome::Killed { .. }),
+        "task {} should be Killed: {:#?}",
+        rec.task,
+        rec
+    );
     assert_eq!(count(rec, EventKind::Killing), 1, "{:?}", kinds(rec));
     assert_eq!(count(rec, EventKind::Killed), 1, "{:?}", kinds(rec));
 }
@@ -233,6 +324,46 @@ fn assert_exited_ok(rec: &TaskRecord) {
         rec.task,
         rec
     );
+}
+
+/// The zero-leftovers check every test ends with is not vacuous: while a
+/// task runs it finds the task's cgroups, its executor and task processes
+/// and the executor's socket; once the alloc is stopped it finds nothing.
+#[test]
+#[serial]
+fn leftover_check_sees_a_running_task() {
+    require_root();
+    let _faults = Faults::reset();
+    let bench = Bench::new();
+    let alloc = bench.submit(&job("leftovers", vec![service("web")]));
+    let alloc_id = alloc.alloc_id.clone();
+    let updater = alloc.updater();
+    let (mut events, waiter) = alloc.into_parts();
+    bench.wait_events(&mut events, &[("web", EventKind::Started)]);
+    let found = common::engine_leftovers(&bench.home.data_dir(), std::slice::from_ref(&alloc_id));
+    for kind in ["cgroup ", "process ", "file "] {
+        assert!(
+            found.iter().any(|f| f.starts_with(kind)),
+            "no {kind}found while the task runs: {found:#?}"
+        );
+    }
+    let task_pid = task(&bench.tasks_in_db(&alloc_id), "web")
+        .handle
+        .as_ref()
+        .expect("handle persisted")
+        .task_pid;
+    assert!(
+        found
+            .iter()
+            .any(|f| f.starts_with(&format!("process {task_pid}:"))),
+        "task process {task_pid} not found: {found:#?}"
+    );
+    updater
+        .send(AllocUpdate::stop())
+        .expect("alloc runner listening");
+    let summary = bench.wait_for(waiter);
+    assert_killed(task(&summary.tasks, "web"));
+    bench.finish(&[alloc_id]);
 }
 
 // ---------------------------------------------------------------------------
@@ -271,28 +402,71 @@ fn report_stop_before_sidecar_prestart_never_execs_the_sidecar() {
     let held = arrived_at(&hits, points::AR_TASK_RUNNERS_UPDATED).expect("update parked");
     let sidecar_done = passed_at(&hits, "sidecar:tr.main_exited").expect("sidecar runner exited");
     let update_on = passed_at(&hits, points::AR_TASK_RUNNERS_UPDATED).expect("update released");
-    assert!(held < sidecar_done && sidecar_done < update_on, "{:#?}", names(&hits));
-    assert_before(&hits, points::AR_TASK_RUNNERS_UPDATED, points::AR_KILL_STARTED);
-    assert!(passed_at(&hits, "sidecar:tr.observed_terminal").is_some(), "{:#?}", names(&hits));
+    assert!(
+        held < sidecar_done && sidecar_done < update_on,
+        "{:#?}",
+        names(&hits)
+    );
+    assert_before(
+        &hits,
+        points::AR_TASK_RUNNERS_UPDATED,
+        points::AR_KILL_STARTED,
+    );
+    assert!(
+        passed_at(&hits, "sidecar:tr.observed_terminal").is_some(),
+        "{:#?}",
+        names(&hits)
+    );
 
     // Never exec'd, never even prepared.
     let sidecar = task(&summary.tasks, "sidecar");
-    assert!(matches!(outcome(sidecar), Outcome::NeverStarted { .. }), "{sidecar:#?}");
-    assert_eq!(count(sidecar, EventKind::Started), 0, "{:?}", kinds(sidecar));
-    assert_eq!(count(sidecar, EventKind::NotStarted), 1, "{:?}", kinds(sidecar));
-    assert_eq!((sidecar.prestart_done, sidecar.committed, sidecar.launched), (None, None, None), "{sidecar:#?}");
+    assert!(
+        matches!(outcome(sidecar), Outcome::NeverStarted { .. }),
+        "{sidecar:#?}"
+    );
+    assert_eq!(
+        count(sidecar, EventKind::Started),
+        0,
+        "{:?}",
+        kinds(sidecar)
+    );
+    assert_eq!(
+        count(sidecar, EventKind::NotStarted),
+        1,
+        "{:?}",
+        kinds(sidecar)
+    );
+    assert_eq!(
+        (sidecar.prestart_done, sidecar.committed, sidecar.launched),
+        (None, None, None),
+        "{sidecar:#?}"
+    );
     assert!(sidecar.handle.is_none());
-    for point in ["tr.after_prestart", "tr.before_driver_start", "tr.after_driver_start"] {
-        assert_eq!(passes(&hits, &format!("sidecar:{point}")), 0, "sidecar reached {point}: {:#?}", names(&hits));
+    for point in [
+        "tr.after_prestart",
+        "tr.before_driver_start",
+        "tr.after_driver_start",
+    ] {
+        assert_eq!(
+            passes(&hits, &format!("sidecar:{point}")),
+            0,
+            "sidecar reached {point}: {:#?}",
+            names(&hits)
+        );
     }
     assert!(
-        !hits.iter().any(|h| h.name.starts_with("sidecar:hook.prestart.")),
+        !hits
+            .iter()
+            .any(|h| h.name.starts_with("sidecar:hook.prestart.")),
         "a sidecar prestart hook ran: {:#?}",
         names(&hits)
     );
     let alloc_dir = bench.alloc_dir(&alloc_id);
     assert!(!alloc_dir.join("sidecar/executor.out").exists());
-    assert!(!alloc_dir.join("sidecar").exists(), "the sidecar's task dir exists although its prestart never ran");
+    assert!(
+        !alloc_dir.join("sidecar").exists(),
+        "the sidecar's task dir exists although its prestart never ran"
+    );
     assert!(!alloc_dir.join("alloc/logs/sidecar.stdout.0").exists());
 
     let leader = task(&summary.tasks, "leader");
@@ -301,8 +475,18 @@ fn report_stop_before_sidecar_prestart_never_execs_the_sidecar() {
     assert_eq!(summary.status.client, ClientStatus::Complete);
     assert_eq!(summary.status.desired, DesiredStatus::Stop);
     // What the engine persisted agrees with what it returned.
-    assert_eq!(bench.tasks_in_db(&alloc_id).iter().map(|t| (&t.task, &t.state)).collect::<Vec<_>>(),
-        summary.tasks.iter().map(|t| (&t.task, &t.state)).collect::<Vec<_>>());
+    assert_eq!(
+        bench
+            .tasks_in_db(&alloc_id)
+            .iter()
+            .map(|t| (&t.task, &t.state))
+            .collect::<Vec<_>>(),
+        summary
+            .tasks
+            .iter()
+            .map(|t| (&t.task, &t.state))
+            .collect::<Vec<_>>()
+    );
     bench.finish(&[alloc_id]);
 }
 
@@ -318,7 +502,11 @@ fn prestart_task_completes_before_the_main_task_starts() {
     require_root();
     let _faults = Faults::reset();
     let bench = Bench::new();
-    let init = lifecycle(as_root(script_task("init", "echo ready > /alloc/ready")), LifecycleHook::Prestart, false);
+    let init = lifecycle(
+        as_root(script_task("init", "echo ready > /alloc/ready")),
+        LifecycleHook::Prestart,
+        false,
+    );
     let web = script_task("web", "test \"$(cat /alloc/ready)\" = ready");
     // Hold the main task right at its start condition to look at the world then.
     park(Some("web"), points::TR_START_CONDITION_MET);
@@ -326,9 +514,16 @@ fn prestart_task_completes_before_the_main_task_starts() {
     let alloc_id = alloc.alloc_id.clone();
     wait_parked(Some("web"), points::TR_START_CONDITION_MET);
     let at_start = taskgate_faults::history();
-    assert!(passed_at(&at_start, "init:tr.main_exited").is_some(), "web's start opened before init finished: {:#?}", names(&at_start));
+    assert!(
+        passed_at(&at_start, "init:tr.main_exited").is_some(),
+        "web's start opened before init finished: {:#?}",
+        names(&at_start)
+    );
     let ready = bench.alloc_dir(&alloc_id).join("alloc/ready");
-    assert_eq!(std::fs::read_to_string(&ready).expect("init's file").trim(), "ready");
+    assert_eq!(
+        std::fs::read_to_string(&ready).expect("init's file").trim(),
+        "ready"
+    );
     taskgate_faults::release(Some("web"), points::TR_START_CONDITION_MET);
     let summary = bench.wait(alloc);
     let hits = taskgate_faults::history();
@@ -338,10 +533,61 @@ fn prestart_task_completes_before_the_main_task_starts() {
     let (init, web) = (task(&summary.tasks, "init"), task(&summary.tasks, "web"));
     assert_exited_ok(init);
     assert_exited_ok(web);
-    let terminated = init.events.iter().find(|e| e.kind == EventKind::Terminated).expect("init terminated");
-    let started = web.events.iter().find(|e| e.kind == EventKind::Started).expect("web started");
+    let terminated = init
+        .events
+        .iter()
+        .find(|e| e.kind == EventKind::Terminated)
+        .expect("init terminated");
+    let started = web
+        .events
+        .iter()
+        .find(|e| e.kind == EventKind::Started)
+        .expect("web started");
     assert!(terminated.time_ms <= started.time_ms, "{init:#?}\n{web:#?}");
     assert_eq!(summary.status.client, ClientStatus::Complete);
+    bench.finish(&[alloc_id]);
+}
+
+/// A prestart task that fails for good keeps the main task from ever
+/// starting: the main task is killed before its start condition, never
+/// exec'd, and the alloc fails.
+#[test]
+#[serial]
+fn failed_prestart_task_keeps_the_main_task_from_starting() {
+    require_root();
+    let _faults = Faults::reset();
+    let bench = Bench::new();
+    let init = lifecycle(
+        script_task("init", "exit 3"),
+        LifecycleHook::Prestart,
+        false,
+    );
+    let alloc = bench.submit(&job("prestart-fails", vec![init, service("web")]));
+    let alloc_id = alloc.alloc_id.clone();
+    let summary = bench.wait(alloc);
+    let hits = taskgate_faults::history();
+
+    let (init, web) = (task(&summary.tasks, "init"), task(&summary.tasks, "web"));
+    assert!(
+        matches!(outcome(init), Outcome::Exited { failed: true, .. }),
+        "{init:#?}"
+    );
+    assert!(
+        matches!(outcome(web), Outcome::NeverStarted { .. }),
+        "{web:#?}"
+    );
+    assert_eq!(count(web, EventKind::Started), 0, "{web:#?}");
+    assert_eq!(
+        passes(&hits, "web:tr.start_condition_met"),
+        0,
+        "{:#?}",
+        names(&hits)
+    );
+    assert!(
+        !bench.alloc_dir(&alloc_id).join("web").exists(),
+        "web's prestart ran"
+    );
+    assert_eq!(summary.status.client, ClientStatus::Failed);
     bench.finish(&[alloc_id]);
 }
 
@@ -365,13 +611,22 @@ fn prestart_sidecar_runs_before_the_main_task_starts() {
         "web's start opened before the prestart sidecar was started: {:#?}",
         names(&at_start)
     );
-    assert_eq!(passes(&at_start, "side:tr.main_exited"), 0, "the prestart sidecar is already gone: {:#?}", names(&at_start));
+    assert_eq!(
+        passes(&at_start, "side:tr.main_exited"),
+        0,
+        "the prestart sidecar is already gone: {:#?}",
+        names(&at_start)
+    );
     taskgate_faults::release(Some("web"), points::TR_START_CONDITION_MET);
     let summary = bench.wait(alloc);
     let hits = taskgate_faults::history();
     assert_all_fired();
 
-    assert_before(&hits, "side:tr.after_driver_start", "web:tr.start_condition_met");
+    assert_before(
+        &hits,
+        "side:tr.after_driver_start",
+        "web:tr.start_condition_met",
+    );
     // Killed only after the main task was done (MainTasksDone).
     assert_before(&hits, "web:tr.main_exited", "side:tr.main_exited");
     let (side, web) = (task(&summary.tasks, "side"), task(&summary.tasks, "web"));
@@ -393,45 +648,85 @@ fn stop_kills_the_leader_first_and_the_others_only_after_it_is_dead() {
     require_root();
     let _faults = Faults::reset();
     let bench = Bench::new();
-    let job = job("leader-first", vec![service("a"), leader(service("lead")), service("b")]);
+    let job = job(
+        "leader-first",
+        vec![service("a"), leader(service("lead")), service("b")],
+    );
     // Hold the leader's runner once its kill completed, before it is recorded dead.
     park(Some("lead"), points::TR_MAIN_EXITED);
     let alloc = bench.submit(&job);
     let alloc_id = alloc.alloc_id.clone();
-    for t in ["a", "lead", "b"] {
-        wait_passed(Some(t), points::TR_AFTER_DRIVER_START);
-    }
-    alloc.stop();
+    let updater = alloc.updater();
+    let (mut events, waiter) = alloc.into_parts();
+    // Events stream out after the record is persisted: once all three
+    // Started events arrived, the state db shows all three running.
+    bench.wait_events(
+        &mut events,
+        &[
+            ("a", EventKind::Started),
+            ("lead", EventKind::Started),
+            ("b", EventKind::Started),
+        ],
+    );
+    updater
+        .send(AllocUpdate::stop())
+        .expect("alloc runner listening");
     wait_parked(Some("lead"), points::TR_MAIN_EXITED);
     // The leader's kill is done (its Killed event was emitted before this
     // point), but it is not dead yet: nobody else may have been told to die.
     let held = taskgate_faults::history();
-    assert!(passed_at(&held, "lead:hook.exited.before.executor_shutdown").is_some(), "{:#?}", names(&held));
+    assert!(
+        passed_at(&held, "lead:hook.exited.before.executor_shutdown").is_some(),
+        "{:#?}",
+        names(&held)
+    );
     for t in ["a", "b"] {
         assert!(
-            !held.iter().any(|h| h.name.starts_with(&format!("{t}:hook.exited."))),
+            !held
+                .iter()
+                .any(|h| h.name.starts_with(&format!("{t}:hook.exited."))),
             "{t} was stopped while the leader was still alive: {:#?}",
             names(&held)
         );
         let rec = task(&bench.tasks_in_db(&alloc_id), t).clone();
-        assert_eq!(count(&rec, EventKind::Killing), 0, "{t} got Killing while the leader was alive: {:?}", kinds(&rec));
+        assert_eq!(
+            count(&rec, EventKind::Killing),
+            0,
+            "{t} got Killing while the leader was alive: {:?}",
+            kinds(&rec)
+        );
         assert_eq!(rec.state, TaskState::Running { attempt: 1 }, "{t}");
     }
     taskgate_faults::release(Some("lead"), points::TR_MAIN_EXITED);
-    let summary = bench.wait(alloc);
+    let summary = bench.wait_for(waiter);
     let hits = taskgate_faults::history();
     assert_all_fired();
 
     let lead = task(&summary.tasks, "lead");
     assert_killed(lead);
-    let lead_killed = lead.events.iter().find(|e| e.kind == EventKind::Killed).unwrap();
+    let lead_killed = lead
+        .events
+        .iter()
+        .find(|e| e.kind == EventKind::Killed)
+        .unwrap();
     for t in ["a", "b"] {
         let rec = task(&summary.tasks, t);
         assert_killed(rec);
-        assert_before(&hits, "lead:tr.main_exited", &format!("{t}:hook.exited.before.executor_shutdown"));
+        assert_before(
+            &hits,
+            "lead:tr.main_exited",
+            &format!("{t}:hook.exited.before.executor_shutdown"),
+        );
         assert_before(&hits, "lead:tr.main_exited", &format!("{t}:tr.main_exited"));
-        let killing = rec.events.iter().find(|e| e.kind == EventKind::Killing).unwrap();
-        assert!(lead_killed.time_ms <= killing.time_ms, "{lead:#?}\n{rec:#?}");
+        let killing = rec
+            .events
+            .iter()
+            .find(|e| e.kind == EventKind::Killing)
+            .unwrap();
+        assert!(
+            lead_killed.time_ms <= killing.time_ms,
+            "{lead:#?}\n{rec:#?}"
+        );
     }
     assert_eq!(summary.status.client, ClientStatus::Complete);
     bench.finish(&[alloc_id]);
@@ -442,14 +737,22 @@ fn stop_kills_the_leader_first_and_the_others_only_after_it_is_dead() {
 
 fn failing(attempts: u32, mode: RestartMode, interval: Duration, script: &str) -> Task {
     let mut task = as_root(script_task("web", script));
-    task.restart = RestartPolicy { attempts, interval, delay: Duration::from_millis(10), mode };
+    task.restart = RestartPolicy {
+        attempts,
+        interval,
+        delay: Duration::from_millis(10),
+        mode,
+    };
     task
 }
 
 /// The lifecycle events that matter for restarts, in order.
 fn restart_story(rec: &TaskRecord) -> Vec<EventKind> {
     use EventKind::*;
-    kinds(rec).into_iter().filter(|k| matches!(k, Started | Terminated | Restarting | NotRestarting)).collect()
+    kinds(rec)
+        .into_iter()
+        .filter(|k| matches!(k, Started | Terminated | Restarting | NotRestarting))
+        .collect()
 }
 
 /// Fail mode: `attempts` restarts, then Not Restarting and a failed alloc.
@@ -462,7 +765,15 @@ fn fail_mode_restarts_exactly_attempts_times_then_fails(#[case] attempts: u32) {
     require_root();
     let _faults = Faults::reset();
     let bench = Bench::new();
-    let alloc = bench.submit(&job("restarts", vec![failing(attempts, RestartMode::Fail, Duration::from_secs(60), "exit 1")]));
+    let alloc = bench.submit(&job(
+        "restarts",
+        vec![failing(
+            attempts,
+            RestartMode::Fail,
+            Duration::from_secs(60),
+            "exit 1",
+        )],
+    ));
     let alloc_id = alloc.alloc_id.clone();
     let summary = bench.wait(alloc);
     let hits = taskgate_faults::history();
@@ -471,21 +782,43 @@ fn fail_mode_restarts_exactly_attempts_times_then_fails(#[case] attempts: u32) {
     let mut expected = Vec::new();
     for i in 0..=attempts {
         expected.extend([Started, Terminated]);
-        expected.push(if i < attempts { Restarting } else { NotRestarting });
+        expected.push(if i < attempts {
+            Restarting
+        } else {
+            NotRestarting
+        });
     }
     assert_eq!(restart_story(web), expected, "{web:#?}");
     assert_eq!(count(web, Started) as u32, attempts + 1);
     assert_eq!(web.restarts, attempts);
-    assert_eq!(passes(&hits, "web:tr.before_driver_start") as u32, attempts + 1, "one launch per attempt");
+    assert_eq!(
+        passes(&hits, "web:tr.before_driver_start") as u32,
+        attempts + 1,
+        "one launch per attempt"
+    );
     // Every attempt ran its own prestart.
-    assert_eq!(passes(&hits, "web:hook.prestart.before.task_dir") as u32, attempts + 1);
+    assert_eq!(
+        passes(&hits, "web:hook.prestart.before.task_dir") as u32,
+        attempts + 1
+    );
     let last = web.events.last().unwrap();
     assert_eq!(last.kind, NotRestarting);
-    assert!(last.message.contains("Exceeded allowed attempts"), "{last:?}");
-    let attempt_numbers: Vec<u32> = web.events.iter().filter(|e| e.kind == Started).map(|e| e.attempt).collect();
+    assert!(
+        last.message.contains("Exceeded allowed attempts"),
+        "{last:?}"
+    );
+    let attempt_numbers: Vec<u32> = web
+        .events
+        .iter()
+        .filter(|e| e.kind == Started)
+        .map(|e| e.attempt)
+        .collect();
     assert_eq!(attempt_numbers, (1..=attempts + 1).collect::<Vec<_>>());
     match outcome(web) {
-        Outcome::Exited { result, failed: true } => assert_eq!(result.exit_code, Some(1)),
+        Outcome::Exited {
+            result,
+            failed: true,
+        } => assert_eq!(result.exit_code, Some(1)),
         other => panic!("expected a failed exit, got {other:?}"),
     }
     assert_eq!(summary.status.client, ClientStatus::Failed);
@@ -504,25 +837,57 @@ fn delay_mode_waits_out_the_interval_instead_of_failing() {
     let _faults = Faults::reset();
     let bench = Bench::new();
     let interval = Duration::from_secs(2);
-    let script = "n=$(cat /alloc/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /alloc/n; [ $n -ge 3 ]";
+    let script =
+        "n=$(cat /alloc/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /alloc/n; [ $n -ge 3 ]";
     let submitted_ms = taskgate_engine::task_state::now_ms();
-    let alloc = bench.submit(&job("delay", vec![failing(1, RestartMode::Delay, interval, script)]));
+    let alloc = bench.submit(&job(
+        "delay",
+        vec![failing(1, RestartMode::Delay, interval, script)],
+    ));
     let alloc_id = alloc.alloc_id.clone();
     let summary = bench.wait(alloc);
 
     let web = task(&summary.tasks, "web");
     assert_eq!(
         restart_story(web),
-        vec![Started, Terminated, Restarting, Started, Terminated, Restarting, Started, Terminated, NotRestarting],
+        vec![
+            Started,
+            Terminated,
+            Restarting,
+            Started,
+            Terminated,
+            Restarting,
+            Started,
+            Terminated,
+            NotRestarting
+        ],
         "{web:#?}"
     );
-    let restarting: Vec<&str> = web.events.iter().filter(|e| e.kind == Restarting).map(|e| e.message.as_str()).collect();
+    let restarting: Vec<&str> = web
+        .events
+        .iter()
+        .filter(|e| e.kind == Restarting)
+        .map(|e| e.message.as_str())
+        .collect();
     assert!(restarting[0].contains("restart 1 of 1"), "{restarting:?}");
-    assert!(restarting[1].contains("waiting out the interval"), "{restarting:?}");
-    assert!(web.events.last().unwrap().message.contains("completed successfully"));
+    assert!(
+        restarting[1].contains("waiting out the interval"),
+        "{restarting:?}"
+    );
+    assert!(web
+        .events
+        .last()
+        .unwrap()
+        .message
+        .contains("completed successfully"));
     // The third start came only once the interval (which began after the
     // submit) had elapsed: a lower bound, so never flaky.
-    let third = web.events.iter().filter(|e| e.kind == Started).nth(2).unwrap();
+    let third = web
+        .events
+        .iter()
+        .filter(|e| e.kind == Started)
+        .nth(2)
+        .unwrap();
     assert!(
         third.time_ms >= submitted_ms + interval.as_millis() as u64,
         "third start at +{}ms, before the {interval:?} interval elapsed: {web:#?}",
@@ -530,8 +895,58 @@ fn delay_mode_waits_out_the_interval_instead_of_failing() {
     );
     assert_eq!(web.restarts, 2);
     assert_exited_ok(web);
-    assert_eq!(std::fs::read_to_string(bench.alloc_dir(&alloc_id).join("alloc/n")).unwrap().trim(), "3");
+    assert_eq!(
+        std::fs::read_to_string(bench.alloc_dir(&alloc_id).join("alloc/n"))
+            .unwrap()
+            .trim(),
+        "3"
+    );
     assert_eq!(summary.status.client, ClientStatus::Complete);
+    bench.finish(&[alloc_id]);
+}
+
+/// A stop that lands while a failed task waits out its restart delay ends
+/// the task through the kill path, not as a failure: as in Nomad ("task
+/// killed between restarts": the task is dead but not failed), the stopped
+/// alloc is complete. The long delay is the engine behaviour under test (the
+/// stop must cut it short), not synchronisation: the test moves on from the
+/// Restarting event.
+#[test]
+#[serial]
+fn stop_during_a_restart_delay_does_not_fail_the_alloc() {
+    require_root();
+    let _faults = Faults::reset();
+    let bench = Bench::new();
+    let mut web = failing(2, RestartMode::Fail, Duration::from_secs(600), "exit 1");
+    web.restart.delay = Duration::from_secs(30);
+    let alloc = bench.submit(&job("stop-in-delay", vec![web]));
+    let alloc_id = alloc.alloc_id.clone();
+    let updater = alloc.updater();
+    let (mut events, waiter) = alloc.into_parts();
+    bench.wait_events(&mut events, &[("web", EventKind::Restarting)]);
+    updater
+        .send(AllocUpdate::stop())
+        .expect("alloc runner listening");
+    let summary = bench.wait_for(waiter);
+
+    let web = task(&summary.tasks, "web");
+    assert_eq!(
+        count(web, EventKind::Started),
+        1,
+        "restarted despite the stop: {web:#?}"
+    );
+    assert_eq!(count(web, EventKind::Restarting), 1, "{web:#?}");
+    assert!(web.state.is_dead());
+    assert!(
+        !outcome(web).failed(),
+        "a task stopped during its restart delay is recorded as failed: {:?}",
+        outcome(web)
+    );
+    assert_eq!(
+        summary.status.client,
+        ClientStatus::Complete,
+        "a stopped alloc ends failed because its task was waiting to restart"
+    );
     bench.finish(&[alloc_id]);
 }
 
@@ -546,7 +961,11 @@ fn poststop_task_runs_after_a_stop() {
     require_root();
     let _faults = Faults::reset();
     let bench = Bench::new();
-    let cleanup = lifecycle(as_root(script_task("cleanup", "echo cleaned > /alloc/poststop-ran")), LifecycleHook::Poststop, false);
+    let cleanup = lifecycle(
+        as_root(script_task("cleanup", "echo cleaned > /alloc/poststop-ran")),
+        LifecycleHook::Poststop,
+        false,
+    );
     let alloc = bench.submit(&job("poststop", vec![leader(service("leader")), cleanup]));
     let alloc_id = alloc.alloc_id.clone();
     wait_passed(Some("leader"), points::TR_AFTER_DRIVER_START);
@@ -554,14 +973,27 @@ fn poststop_task_runs_after_a_stop() {
     let summary = bench.wait(alloc);
     let hits = taskgate_faults::history();
 
-    assert_before(&hits, points::AR_ALLOC_STATE_SET, "cleanup:tr.start_condition_met");
-    assert_before(&hits, "leader:tr.main_exited", "cleanup:tr.start_condition_met");
+    assert_before(
+        &hits,
+        points::AR_ALLOC_STATE_SET,
+        "cleanup:tr.start_condition_met",
+    );
+    assert_before(
+        &hits,
+        "leader:tr.main_exited",
+        "cleanup:tr.start_condition_met",
+    );
     let cleanup = task(&summary.tasks, "cleanup");
     assert_eq!(count(cleanup, EventKind::Started), 1, "{cleanup:#?}");
     assert_eq!(count(cleanup, EventKind::Terminated), 1, "{cleanup:#?}");
     assert_exited_ok(cleanup);
     let file = bench.alloc_dir(&alloc_id).join("alloc/poststop-ran");
-    assert_eq!(std::fs::read_to_string(&file).expect("poststop's file").trim(), "cleaned");
+    assert_eq!(
+        std::fs::read_to_string(&file)
+            .expect("poststop's file")
+            .trim(),
+        "cleaned"
+    );
     assert_killed(task(&summary.tasks, "leader"));
     assert_eq!(summary.status.client, ClientStatus::Complete);
     bench.finish(&[alloc_id]);
@@ -591,8 +1023,15 @@ fn leader_exit_kills_the_sidecar() {
     let hits = taskgate_faults::history();
     assert_all_fired();
 
-    assert!(arrived_at(&hits, points::AR_UPDATE_RECEIVED).is_none(), "nobody sent an update");
-    assert_before(&hits, "leader:tr.main_exited", "sidecar:hook.exited.before.executor_shutdown");
+    assert!(
+        arrived_at(&hits, points::AR_UPDATE_RECEIVED).is_none(),
+        "nobody sent an update"
+    );
+    assert_before(
+        &hits,
+        "leader:tr.main_exited",
+        "sidecar:hook.exited.before.executor_shutdown",
+    );
     let leader = task(&summary.tasks, "leader");
     assert_exited_ok(leader);
     assert_eq!(count(leader, EventKind::Killing), 0);
@@ -607,7 +1046,8 @@ fn leader_exit_kills_the_sidecar() {
 // ---------------------------------------------------------------------------
 // 7. Jobspec errors
 
-const GOOD_TASK: &str = "    task \"t\" {\n      driver = \"exec\"\n      config { command = \"/bin/true\" }\n";
+const GOOD_TASK: &str =
+    "    task \"t\" {\n      driver = \"exec\"\n      config { command = \"/bin/true\" }\n";
 
 /// Errors surface as `file:line:col: message`, pointing at the offending line.
 #[rstest]
@@ -628,18 +1068,30 @@ const GOOD_TASK: &str = "    task \"t\" {\n      driver = \"exec\"\n      config
     "already the leader"
 )]
 #[case::unclosed_block("job \"j\" {\n  group \"g\" {\n".to_string(), 2, "syntax error")]
-fn jobspec_errors_carry_the_line(#[case] source: String, #[case] line: usize, #[case] needle: &str) {
+fn jobspec_errors_carry_the_line(
+    #[case] source: String,
+    #[case] line: usize,
+    #[case] needle: &str,
+) {
     require_root();
     let err = jobspec::parse(&source, "web.hcl").expect_err("must not parse");
     match &err {
-        JobspecError::Invalid { file, line: got, message, .. } => {
+        JobspecError::Invalid {
+            file,
+            line: got,
+            message,
+            ..
+        } => {
             assert_eq!(file, "web.hcl");
             assert_eq!(*got, line, "{err}\n{source}");
             assert!(message.contains(needle), "{err}");
         }
         other => panic!("expected an Invalid error, got {other:?}"),
     }
-    assert!(err.to_string().starts_with(&format!("web.hcl:{line}:")), "{err}");
+    assert!(
+        err.to_string().starts_with(&format!("web.hcl:{line}:")),
+        "{err}"
+    );
 }
 
 /// The example file is the built-in job (and so parses).
@@ -647,7 +1099,10 @@ fn jobspec_errors_carry_the_line(#[case] source: String, #[case] line: usize, #[
 fn example_jobspec_is_the_builtin_default() {
     require_root();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sidecar.hcl");
-    assert_eq!(jobspec::parse_file(&path).expect("examples/sidecar.hcl parses"), jobspec::builtin_default());
+    assert_eq!(
+        jobspec::parse_file(&path).expect("examples/sidecar.hcl parses"),
+        jobspec::builtin_default()
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -656,7 +1111,13 @@ fn example_jobspec_is_the_builtin_default() {
 /// Runs `taskgate agent` with these arguments (and faults), appending fault
 /// hits to `log`; returns its exit status. Killed (and the test failed) if
 /// it outlives the safety net.
-fn agent(home: &EngineHome, extra: &[&str], faults: Option<&str>, log: &Path, tag: &str) -> ExitStatus {
+fn agent(
+    home: &EngineHome,
+    extra: &[&str],
+    faults: Option<&str>,
+    log: &Path,
+    tag: &str,
+) -> ExitStatus {
     let out = home.path().join(format!("agent-{tag}.log"));
     let file = std::fs::File::create(&out).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_taskgate"));
@@ -664,7 +1125,7 @@ fn agent(home: &EngineHome, extra: &[&str], faults: Option<&str>, log: &Path, ta
         .arg("--data-dir")
         .arg(home.data_dir())
         .arg("--executor-bin")
-        .arg(env!("CARGO_BIN_EXE_taskgate"))
+        .arg(env!("CARGO_BIN_EXE_taskgate-executor"))
         .args(home.chroot_env_args())
         .args(extra)
         .env(taskgate_faults::FAULT_LOG_ENV, log)
@@ -681,7 +1142,8 @@ fn agent(home: &EngineHome, extra: &[&str], faults: Option<&str>, log: &Path, ta
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let (done, timer) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
-        let timed_out = timer.recv_timeout(FINISH) == Err(std::sync::mpsc::RecvTimeoutError::Timeout);
+        let timed_out =
+            timer.recv_timeout(FINISH) == Err(std::sync::mpsc::RecvTimeoutError::Timeout);
         if timed_out {
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
         }
@@ -691,7 +1153,10 @@ fn agent(home: &EngineHome, extra: &[&str], faults: Option<&str>, log: &Path, ta
     let _ = done.send(());
     let timed_out = watchdog.join().unwrap();
     let output = std::fs::read_to_string(&out).unwrap_or_default();
-    assert!(!timed_out, "agent {tag} hung for {FINISH:?}; output:\n{output}");
+    assert!(
+        !timed_out,
+        "agent {tag} hung for {FINISH:?}; output:\n{output}"
+    );
     assert!(
         !output.contains("needs a build with fault points"),
         "{} is not a failpoints build (another build overwrote it?):\n{output}",
@@ -722,17 +1187,38 @@ fn kill_and_restore(kill_at: &str) -> AgentRestart {
     let log = home.path().join("faults.jsonl");
     let faults = taskgate_faults::env_spec([(kill_at, &Action::KillAgent)]);
 
-    let first = agent(&home, &["--job-json", job_path.to_str().unwrap(), "--stop-when-running"], Some(&faults), &log, "1");
+    let first = agent(
+        &home,
+        &[
+            "--job-json",
+            job_path.to_str().unwrap(),
+            "--stop-when-running",
+        ],
+        Some(&faults),
+        &log,
+        "1",
+    );
     let output = std::fs::read_to_string(home.path().join("agent-1.log")).unwrap_or_default();
-    assert_eq!(first.signal(), Some(libc::SIGKILL), "the first agent must die by SIGKILL at {kill_at}, got {first}:\n{output}");
+    assert_eq!(
+        first.signal(),
+        Some(libc::SIGKILL),
+        "the first agent must die by SIGKILL at {kill_at}, got {first}:\n{output}"
+    );
     let before = taskgate_faults::read_log(&log).unwrap();
     let last = before.last().expect("the first agent logged hits");
-    assert_eq!((last.name.as_str(), &last.action), (kill_at, &Some(Action::KillAgent)), "{:#?}", names(&before));
+    assert_eq!(
+        (last.name.as_str(), &last.action),
+        (kill_at, &Some(Action::KillAgent)),
+        "{:#?}",
+        names(&before)
+    );
 
     let second = agent(&home, &["--restore", "--stop"], None, &log, "2");
     let output = std::fs::read_to_string(home.path().join("agent-2.log")).unwrap_or_default();
-    assert!(second.success(), "the restored agent failed: {second}\n{output}");
-    assert!(output.contains("finished: Complete"), "{output}");
+    assert!(
+        second.success(),
+        "the restored agent failed: {second}\n{output}"
+    );
 
     let hits = taskgate_faults::read_log(&log).unwrap();
     let state = StateDb::open(&home.data_dir().join("state.db")).expect("state db");
@@ -756,21 +1242,57 @@ impl AgentRestart {
         passes(&self.hits[self.restarted_at..], name)
     }
 
-    fn assert_common(&self) {
+    /// `leader_started`: Started events the leader has (0 when the first
+    /// agent died before it could emit it).
+    fn assert_common(&self, leader_started: usize) {
         for t in &self.tasks {
             assert!(t.state.is_dead(), "task {} is not dead: {t:#?}", t.task);
-            assert!(t.handle.is_none(), "task {} still has an executor handle: {t:#?}", t.task);
+            assert!(
+                t.handle.is_none(),
+                "task {} still has an executor handle: {t:#?}",
+                t.task
+            );
         }
         assert!(self.client.is_terminal(), "{:?}", self.client);
-        assert_eq!(self.client, ClientStatus::Complete);
         assert_eq!(self.desired, DesiredStatus::Stop);
         // The leader was running when the agent died: re-attached, never
         // started again, its prestart never re-run.
         let leader = task(&self.tasks, "leader");
-        assert_eq!(passes(&self.hits, "leader:tr.before_driver_start"), 1, "{:#?}", names(&self.hits));
-        assert_eq!(passes(&self.hits, "leader:hook.prestart.before.task_dir"), 1, "{:#?}", names(&self.hits));
-        assert_eq!(self.passes_after_restart("leader:hook.prestart.before.task_dir"), 0);
-        assert_eq!(count(leader, EventKind::Started), 1, "{leader:#?}");
+        assert_eq!(
+            passes(&self.hits, "leader:tr.before_driver_start"),
+            1,
+            "{:#?}",
+            names(&self.hits)
+        );
+        assert_eq!(
+            passes(&self.hits, "leader:hook.prestart.before.task_dir"),
+            1,
+            "{:#?}",
+            names(&self.hits)
+        );
+        assert_eq!(
+            self.passes_after_restart("leader:hook.prestart.before.task_dir"),
+            0
+        );
+        assert_eq!(
+            passes(&self.hits, "leader:tr.after_driver_start"),
+            1,
+            "{:#?}",
+            names(&self.hits)
+        );
+        assert_eq!(
+            self.passes_after_restart("leader:tr.start_condition_met"),
+            0,
+            "{:#?}",
+            names(&self.hits)
+        );
+        // Started by the first agent (persisted right after the launch, long
+        // before the sidecar could launch), re-attached by the second.
+        assert_eq!(
+            count(leader, EventKind::Started),
+            leader_started,
+            "{leader:#?}"
+        );
         assert_eq!(count(leader, EventKind::Restored), 1, "{leader:#?}");
         assert_killed(leader);
     }
@@ -785,17 +1307,36 @@ fn agent_killed_after_sidecar_launch_restores_without_restarting_anything() {
     require_root();
     let _faults = Faults::reset();
     let run = kill_and_restore("sidecar:tr.after_driver_start");
-    run.assert_common();
+    run.assert_common(1);
     let sidecar = task(&run.tasks, "sidecar");
-    assert_eq!(passes(&run.hits, "sidecar:tr.before_driver_start"), 1, "{:#?}", names(&run.hits));
-    assert_eq!(passes(&run.hits, "sidecar:hook.prestart.before.task_dir"), 1, "{:#?}", names(&run.hits));
-    assert_eq!(run.passes_after_restart("sidecar:hook.prestart.before.task_dir"), 0);
-    assert_eq!(run.passes_after_restart("sidecar:tr.start_condition_met"), 0, "{:#?}", names(&run.hits));
+    assert_eq!(
+        passes(&run.hits, "sidecar:tr.before_driver_start"),
+        1,
+        "{:#?}",
+        names(&run.hits)
+    );
+    assert_eq!(
+        passes(&run.hits, "sidecar:hook.prestart.before.task_dir"),
+        1,
+        "{:#?}",
+        names(&run.hits)
+    );
+    assert_eq!(
+        run.passes_after_restart("sidecar:hook.prestart.before.task_dir"),
+        0
+    );
+    assert_eq!(
+        run.passes_after_restart("sidecar:tr.start_condition_met"),
+        0,
+        "{:#?}",
+        names(&run.hits)
+    );
     // Its Started event was never emitted (the agent died first); restore says Restored.
     assert_eq!(count(sidecar, EventKind::Started), 0, "{sidecar:#?}");
     assert_eq!(count(sidecar, EventKind::Restored), 1, "{sidecar:#?}");
     assert_eq!(sidecar.committed, Some(1));
     assert_killed(sidecar);
+    assert_eq!(run.client, ClientStatus::Complete, "{:#?}", run.tasks);
     let AgentRestart { home, alloc_id, .. } = run;
     home.finish(&[alloc_id]);
 }
@@ -809,29 +1350,102 @@ fn agent_killed_before_sidecar_commit_never_execs_it_without_its_own_prestart() 
     require_root();
     let _faults = Faults::reset();
     let run = kill_and_restore("sidecar:tr.after_prestart");
-    run.assert_common();
-    let sidecar = task(&run.tasks, "sidecar");
+    run.assert_common(1);
     let before = &run.hits[..run.restarted_at];
-    assert_eq!(passes(before, "sidecar:tr.before_driver_start"), 0, "{:#?}", names(before));
-    let after = &run.hits[run.restarted_at..];
-    match passed_at(after, "sidecar:tr.before_driver_start") {
-        None => {
-            assert!(matches!(outcome(sidecar), Outcome::NeverStarted { .. }), "{sidecar:#?}");
-            assert_eq!(count(sidecar, EventKind::Started), 0, "{sidecar:#?}");
-        }
-        Some(launch) => {
-            // Started by the restored agent: only after its own full prestart.
-            let prestart = passed_at(after, "sidecar:tr.after_prestart")
-                .unwrap_or_else(|| panic!("sidecar launched without prestart in the restored agent: {:#?}", names(after)));
-            assert!(prestart < launch, "{:#?}", names(after));
-            let task_dir = passed_at(after, "sidecar:hook.prestart.before.task_dir").expect("task_dir hook re-ran");
-            assert!(task_dir < prestart);
-            assert_eq!(passes(after, "sidecar:tr.before_driver_start"), 1);
-            assert_eq!(count(sidecar, EventKind::Started), 1, "{sidecar:#?}");
-            assert_killed(sidecar);
-        }
-    }
+    assert_eq!(
+        passes(before, "sidecar:tr.before_driver_start"),
+        0,
+        "{:#?}",
+        names(before)
+    );
+    assert_sidecar_started_only_after_its_own_prestart(&run);
+    assert_eq!(run.client, ClientStatus::Complete, "{:#?}", run.tasks);
+    let AgentRestart { home, alloc_id, .. } = run;
+    home.finish(&[alloc_id]);
+}
+
+/// The sidecar had no committed start when the first agent died: the
+/// restored agent either never starts it (the stop wins) or starts it once,
+/// only after running the sidecar's whole prestart itself.
+fn assert_sidecar_started_only_after_its_own_prestart(run: &AgentRestart) {
+    let sidecar = task(&run.tasks, "sidecar");
+    // Nothing of it was running to re-attach to.
     assert_eq!(count(sidecar, EventKind::Restored), 0, "{sidecar:#?}");
+    let after = &run.hits[run.restarted_at..];
+    // Whatever the restored agent did, it reached the start gate with the
+    // sidecar only after running the sidecar's whole prestart itself.
+    if let Some(to_gate) = passed_at(after, "sidecar:tr.before_driver_start") {
+        let prestart = passed_at(after, "sidecar:tr.after_prestart").unwrap_or_else(|| {
+            panic!(
+                "sidecar went for its start without prestart in the restored agent: {:#?}",
+                names(after)
+            )
+        });
+        // Every prestart hook ran in this agent, before the start.
+        for hook in ["validate", "task_dir", "log_files", "task_env"] {
+            let point = format!("sidecar:{}", hook_point("prestart", Edge::After, hook));
+            let at = passed_at(after, &point).unwrap_or_else(|| {
+                panic!(
+                    "the restored agent took the sidecar to its start without running prestart hook {hook}: {:#?}",
+                    names(after)
+                )
+            });
+            assert!(at < prestart, "{:#?}", names(after));
+        }
+        let task_dir = passed_at(after, "sidecar:hook.prestart.before.task_dir").unwrap();
+        assert!(
+            task_dir < prestart && prestart < to_gate,
+            "{:#?}",
+            names(after)
+        );
+    }
+    if sidecar.committed.is_none() {
+        // The stop won: refused at its start condition, prestart or the gate.
+        assert!(
+            matches!(outcome(sidecar), Outcome::NeverStarted { .. }),
+            "{sidecar:#?}"
+        );
+        assert_eq!(count(sidecar, EventKind::Started), 0, "{sidecar:#?}");
+        assert_eq!(
+            passes(after, "sidecar:tr.after_driver_start"),
+            0,
+            "{:#?}",
+            names(after)
+        );
+    } else {
+        // Started by the restored agent, once, after its own prestart (above).
+        assert_eq!(sidecar.committed, Some(1), "{sidecar:#?}");
+        assert_eq!(
+            passes(after, "sidecar:tr.after_driver_start"),
+            1,
+            "{:#?}",
+            names(after)
+        );
+        assert_eq!(count(sidecar, EventKind::Started), 1, "{sidecar:#?}");
+        assert_killed(sidecar);
+    }
+}
+
+/// Killed right after the leader's executor launched (before its Running
+/// state and Started event were persisted, and before the sidecar could
+/// start): the restored agent finds the leader's executor by its socket,
+/// re-attaches without a second exec or prestart, and the sidecar is only
+/// ever started after a prestart of its own.
+#[test]
+#[serial]
+fn agent_killed_after_leader_launch_reattaches_the_leader() {
+    require_root();
+    let _faults = Faults::reset();
+    let run = kill_and_restore("leader:tr.after_driver_start");
+    run.assert_common(0);
+    let before = &run.hits[..run.restarted_at];
+    assert!(
+        !before.iter().any(|h| h.name.starts_with("sidecar:")),
+        "{:#?}",
+        names(before)
+    );
+    assert_sidecar_started_only_after_its_own_prestart(&run);
+    assert_eq!(run.client, ClientStatus::Complete, "{:#?}", run.tasks);
     let AgentRestart { home, alloc_id, .. } = run;
     home.finish(&[alloc_id]);
 }

@@ -70,7 +70,7 @@ impl Sandbox {
 
     pub fn config(&self) -> ExecutorConfig {
         ExecutorConfig {
-            executor_bin: env!("CARGO_BIN_EXE_taskgate").into(),
+            executor_bin: env!("CARGO_BIN_EXE_taskgate-executor").into(),
             run_dir: self.run_dir(),
         }
     }
@@ -250,7 +250,7 @@ impl EngineHome {
     pub fn config(&self) -> taskgate_engine::EngineConfig {
         taskgate_engine::EngineConfig {
             data_dir: self.data_dir(),
-            executor_bin: PathBuf::from(env!("CARGO_BIN_EXE_taskgate")),
+            executor_bin: PathBuf::from(env!("CARGO_BIN_EXE_taskgate-executor")),
             chroot_env: self.chroot_env.clone(),
             default_user: "nobody".into(),
             pids_max: 64,
@@ -266,7 +266,10 @@ impl EngineHome {
         self.chroot_env
             .iter()
             .flat_map(|(host, task)| {
-                ["--chroot-env".to_string(), format!("{}:{}", host.display(), task.display())]
+                [
+                    "--chroot-env".to_string(),
+                    format!("{}:{}", host.display(), task.display()),
+                ]
             })
             .collect()
     }
@@ -299,33 +302,44 @@ pub fn engine_runtime() -> tokio::runtime::Runtime {
 /// process (command line, open fd or cgroup) mentioning the data dir or an
 /// alloc id, and no socket or spec file in `<data_dir>/run`.
 pub fn assert_engine_left_nothing(data_dir: &Path, alloc_ids: &[String]) {
-    let mut cgroups = Vec::new();
+    let found = engine_leftovers(data_dir, alloc_ids);
+    assert!(found.is_empty(), "leftovers: {found:#?}");
+}
+
+/// What [`assert_engine_left_nothing`] looks for, as a list.
+pub fn engine_leftovers(data_dir: &Path, alloc_ids: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
     for id in alloc_ids {
-        cgroups.extend(taskgate_cgroups(Path::new("/sys/fs/cgroup"), &format!("taskgate.{id}.")));
+        let cgroups = taskgate_cgroups(Path::new("/sys/fs/cgroup"), &format!("taskgate.{id}."));
+        found.extend(cgroups.iter().map(|c| format!("cgroup {}", c.display())));
     }
-    assert!(cgroups.is_empty(), "leftover cgroups: {cgroups:?}");
     let root = data_dir.to_string_lossy().to_string();
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let mounts: Vec<&str> = mountinfo
-        .lines()
-        .filter(|l| l.contains(&root) || alloc_ids.iter().any(|id| l.contains(id.as_str())))
-        .collect();
-    assert!(mounts.is_empty(), "leftover mounts: {mounts:?}");
+    found.extend(
+        mountinfo
+            .lines()
+            .filter(|l| l.contains(&root) || alloc_ids.iter().any(|id| l.contains(id.as_str())))
+            .map(|l| format!("mount {l}")),
+    );
     let mut needles: Vec<&str> = vec![&root];
     needles.extend(alloc_ids.iter().map(String::as_str));
-    let procs = processes_mentioning(&needles);
-    assert!(procs.is_empty(), "leftover processes: {procs:?}");
+    found.extend(
+        processes_mentioning(&needles)
+            .into_iter()
+            .map(|p| format!("process {p}")),
+    );
     let run_dir = data_dir.join("run");
-    let files: Vec<PathBuf> = match std::fs::read_dir(&run_dir) {
-        Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
-        Err(_) => vec![],
-    };
-    assert!(files.is_empty(), "leftover files in {}: {files:?}", run_dir.display());
+    if let Ok(entries) = std::fs::read_dir(&run_dir) {
+        found.extend(entries.map(|e| format!("file {}", e.unwrap().path().display())));
+    }
+    found
 }
 
 /// Every `taskgate.*` task cgroup on this host right now.
 pub fn all_task_cgroups() -> std::collections::BTreeSet<PathBuf> {
-    taskgate_cgroups(Path::new("/sys/fs/cgroup"), "taskgate.").into_iter().collect()
+    taskgate_cgroups(Path::new("/sys/fs/cgroup"), "taskgate.")
+        .into_iter()
+        .collect()
 }
 
 /// Live processes mentioning any of `needles` (public face of the check above).

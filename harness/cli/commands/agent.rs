@@ -37,8 +37,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let _guard = runtime.enter();
     let handles = match &args.job_json {
         Some(path) => {
-            let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            let job: Job = serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))?;
+            let text =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let job: Job = serde_json::from_slice(&text)
+                .with_context(|| format!("parsing {}", path.display()))?;
             vec![engine.submit(&job, None)?]
         }
         None if args.restore => engine.restore()?,
@@ -53,11 +55,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 stop(&updater);
             }
             if args.stop_when_running {
-                let record = engine.state().alloc(&alloc_id)?.context("alloc vanished from the state database")?;
-                let mut waiting: BTreeSet<String> =
-                    record.tasks().into_iter().filter(|t| !t.is_poststop()).map(|t| t.name).collect();
+                let record = engine
+                    .state()
+                    .alloc(&alloc_id)?
+                    .context("alloc vanished from the state database")?;
+                let mut waiting: BTreeSet<String> = record
+                    .tasks()
+                    .into_iter()
+                    .filter(|t| !t.is_poststop())
+                    .map(|t| t.name)
+                    .collect();
                 while let Some(event) = events.recv().await {
-                    if matches!(event.kind, EventKind::Started | EventKind::NotStarted | EventKind::NotRestarting) {
+                    if matches!(
+                        event.kind,
+                        EventKind::Started | EventKind::NotStarted | EventKind::NotRestarting
+                    ) {
                         waiting.remove(&event.task);
                     }
                     if waiting.is_empty() {
@@ -67,7 +79,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
             }
             let summary = waiter.wait().await;
-            println!("alloc {} finished: {:?}", summary.alloc_id, summary.status.client);
+            println!(
+                "alloc {} finished: {:?}",
+                summary.alloc_id, summary.status.client
+            );
         }
         anyhow::Ok(())
     })

@@ -1,6 +1,5 @@
 //! Options shared by every command that opens the engine or its state.
 
-use anyhow::Context;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use taskgate_engine::state::StateDb;
@@ -21,7 +20,8 @@ pub struct AgentArgs {
     /// Ceiling on processes per task.
     #[arg(long, default_value_t = 256)]
     pub pids_max: u64,
-    /// The binary run as `<bin> executor` for each task (default: this one).
+    /// The executor binary run for each task (default: `taskgate-executor`
+    /// next to this binary).
     #[arg(long)]
     pub executor_bin: Option<PathBuf>,
 }
@@ -48,7 +48,7 @@ impl AgentArgs {
             data_dir: self.data_dir.clone(),
             executor_bin: match &self.executor_bin {
                 Some(bin) => bin.clone(),
-                None => std::env::current_exe().context("locating the taskgate binary")?,
+                None => super::sibling_executor()?,
             },
             chroot_env: self.chroot_env(),
             default_user: self.user.clone(),
@@ -63,7 +63,11 @@ impl AgentArgs {
 
     pub fn open_state(&self) -> anyhow::Result<StateDb> {
         let path = self.data_dir.join("state.db");
-        anyhow::ensure!(path.exists(), "no state database at {} (nothing has run with this --data-dir)", path.display());
+        anyhow::ensure!(
+            path.exists(),
+            "no state database at {} (nothing has run with this --data-dir)",
+            path.display()
+        );
         Ok(StateDb::open(&path)?)
     }
 }

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use taskgate_engine::jobspec::{Group, Job, Task};
-use taskgate_engine::task_state::EventKind;
+use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
 use taskgate_engine::{AllocHandle, AllocUpdate, ClientStatus, Engine, EngineConfig};
 use taskgate_executor::{
     Executor, ExecutorConfig, LogConfig, ReattachInfo, Resources, Rlimits, TaskSpec,
@@ -40,15 +40,33 @@ const CAPS: [&str; 13] = [
     "CAP_SETUID",
     "CAP_SYS_CHROOT",
 ];
+/// Every order of the three contenders in turn, so each follows each other
+/// equally often: a run inherits kernel state from the one before (a cgroup
+/// attach soon after another is cheap; the first after a quiet spell waits
+/// for an RCU grace period), and a fixed rotation would hand that to one.
+const ORDERS: [[usize; 3]; 6] = [
+    [0, 1, 2],
+    [1, 2, 0],
+    [2, 0, 1],
+    [0, 2, 1],
+    [2, 1, 0],
+    [1, 0, 2],
+];
 const MEMORY_MB: u64 = 64;
 const PIDS_MAX: u64 = 64;
 const CPU_SHARES: u64 = 100;
+/// The engine job's grace between SIGINT and the cgroup kill.
+const KILL_TIMEOUT: Duration = Duration::from_millis(100);
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Start-to-exit runs per contender (taskgate, runc, floor), interleaved.
     #[arg(long, default_value_t = 30)]
     pub runs: usize,
+    /// Idle time before each timed run; 0 runs them back to back. About 50
+    /// or more makes each one start like a lone start on an idle host.
+    #[arg(long, default_value_t = 0)]
+    pub pause_ms: u64,
     /// Long-running tasks whose executors' resident memory is read.
     #[arg(long, default_value_t = 5)]
     pub rss_tasks: usize,
@@ -79,10 +97,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut scratch = Scratch::create(runc)?;
     let bench = Bench::prepare(&scratch)?;
 
-    let latency = bench.latency(&mut scratch, args.runs)?;
+    let pause = Duration::from_millis(args.pause_ms);
+    let latency = bench.latency(&mut scratch, args.runs, pause)?;
     let rss = bench.rss(&mut scratch, args.rss_tasks)?;
     let engine = bench.engine(&scratch, args.allocs, args.concurrency)?;
-    let report = Report::new(&bench, latency, rss, engine);
+    let report = Report::new(&bench, pause, latency, rss, engine);
     report.print_table();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.to_json())?);
@@ -190,7 +209,7 @@ impl Bench {
             chroot_env,
             bundle,
             executor: ExecutorConfig {
-                executor_bin: std::env::current_exe().context("locating the taskgate binary")?,
+                executor_bin: super::sibling_executor()?,
                 run_dir: scratch.dir.join("run"),
             },
             alloc_dir,
@@ -230,9 +249,14 @@ impl Bench {
         })
     }
 
-    /// Interleaves the three contenders, rotating their order every round so
-    /// machine noise and cache state hit each alike; one untimed warm-up each.
-    fn latency(&self, scratch: &mut Scratch, runs: usize) -> anyhow::Result<Latency> {
+    /// Interleaves the three contenders (0 taskgate, 1 runc, 2 floor) so
+    /// machine noise hits each alike; one untimed warm-up each.
+    fn latency(
+        &self,
+        scratch: &mut Scratch,
+        runs: usize,
+        pause: Duration,
+    ) -> anyhow::Result<Latency> {
         let spec = self.spec("true", "/bin/true", &[])?;
         let mut lat = Latency::default();
         let mut record = |lat: &mut Latency, round: usize, which: usize| -> anyhow::Result<()> {
@@ -271,8 +295,9 @@ impl Bench {
         };
         // Round 0 is the warm-up.
         for round in 0..=runs {
-            for k in 0..3 {
-                record(&mut lat, round, (round + k) % 3)?;
+            for which in ORDERS[round % ORDERS.len()] {
+                std::thread::sleep(pause);
+                record(&mut lat, round, which)?;
             }
         }
         Ok(lat)
@@ -325,7 +350,11 @@ impl Bench {
             let mut running = Vec::new();
             let mut submit_error = None;
             for _ in 0..allocs {
-                let permit = permits.clone().acquire_owned().await?;
+                let permit = permits
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed");
                 let submitted = Instant::now();
                 match engine.submit(&job, None) {
                     Ok(handle) => {
@@ -339,11 +368,16 @@ impl Bench {
             }
             // Every submitted alloc is stopped by its own task, so this always ends.
             let mut to_exec = Vec::new();
+            let mut escalated = 0;
             let mut failure = None;
             for run in running {
-                match run.await? {
-                    Ok(took) => to_exec.push(took),
-                    Err(e) => failure = failure.or(Some(e)),
+                match run.await {
+                    Ok(Ok((took, killed))) => {
+                        to_exec.push(took);
+                        escalated += usize::from(killed);
+                    }
+                    Ok(Err(e)) => failure = failure.or(Some(e)),
+                    Err(panic) => failure = failure.or(Some(panic.into())),
                 }
             }
             let elapsed = began.elapsed();
@@ -358,6 +392,7 @@ impl Bench {
                 concurrency,
                 elapsed,
                 to_exec,
+                escalated,
             })
         })
     }
@@ -458,7 +493,7 @@ fn engine_job() -> Job {
         ],
     );
     task.restart.attempts = 0;
-    task.kill_timeout = Duration::from_secs(1);
+    task.kill_timeout = KILL_TIMEOUT;
     Job {
         name: "bench".into(),
         groups: vec![Group {
@@ -469,12 +504,12 @@ fn engine_job() -> Job {
 }
 
 /// Submit-to-Started latency of one alloc, which it stops at Started and
-/// waits for until it is done.
+/// waits for until it is done; and whether the stop had to SIGKILL the task.
 async fn start_and_stop(
     handle: AllocHandle,
     submitted: Instant,
     _permit: OwnedSemaphorePermit,
-) -> anyhow::Result<Duration> {
+) -> anyhow::Result<(Duration, bool)> {
     let alloc_id = handle.alloc_id.clone();
     let updater = handle.updater();
     let (mut events, waiter) = handle.into_parts();
@@ -500,7 +535,15 @@ async fn start_and_stop(
         "alloc {alloc_id} failed: {:?}",
         summary.tasks
     );
-    to_exec.with_context(|| format!("alloc {alloc_id} ended without its task starting"))
+    // Started follows the exec, so a SIGINT can beat the shell's `trap`; a
+    // namespace's init ignores it then, and the kill timeout escalates.
+    let killed = summary.tasks.iter().any(|t| {
+        matches!(&t.state, TaskState::Dead { outcome: Outcome::Killed { result: Some(r) } }
+            if r.signal.is_some())
+    });
+    let took =
+        to_exec.with_context(|| format!("alloc {alloc_id} ended without its task starting"))?;
+    Ok((took, killed))
 }
 
 #[derive(Default)]
@@ -552,6 +595,8 @@ struct EngineRun {
     concurrency: usize,
     elapsed: Duration,
     to_exec: Vec<Duration>,
+    /// Stops that outlived the kill timeout and were SIGKILLed.
+    escalated: usize,
 }
 
 /// Nearest-rank summary of samples, in milliseconds.
@@ -587,6 +632,7 @@ struct Report {
     binary: PathBuf,
     build: &'static str,
     runs: usize,
+    pause: Duration,
     taskgate: Stats,
     phases: [Stats; 3],
     runc: Stats,
@@ -597,7 +643,13 @@ struct Report {
 }
 
 impl Report {
-    fn new(bench: &Bench, lat: Latency, memory: Vec<Memory>, engine: EngineRun) -> Report {
+    fn new(
+        bench: &Bench,
+        pause: Duration,
+        lat: Latency,
+        memory: Vec<Memory>,
+        engine: EngineRun,
+    ) -> Report {
         Report {
             binary: bench.executor.executor_bin.clone(),
             build: if cfg!(debug_assertions) {
@@ -606,6 +658,7 @@ impl Report {
                 "release"
             },
             runs: lat.taskgate.len(),
+            pause,
             taskgate: Stats::of(&lat.taskgate),
             phases: lat.phases.each_ref().map(|p| Stats::of(p)),
             runc: Stats::of(&lat.runc),
@@ -635,10 +688,14 @@ impl Report {
     fn print_table(&self) {
         let met = |ok: bool| if ok { "met" } else { "NOT met" };
         println!(
-            "taskgate bench: {} build ({}), /bin/true under full isolation, {} interleaved runs each",
+            "taskgate bench: {} build ({}), /bin/true under full isolation",
             self.build,
             self.binary.display(),
-            self.runs
+        );
+        println!(
+            "  {} interleaved runs each, {} ms pause before each",
+            self.runs,
+            self.pause.as_millis()
         );
         if self.build == "debug" {
             println!("  (debug build: for real numbers use cargo build --release, target/release/taskgate)");
@@ -716,6 +773,12 @@ impl Report {
             "  submit-to-exec ms: p50 {:.2}, p99 {:.2} (min {:.2}, max {:.2})",
             e.median, e.p99, e.min, e.max
         );
+        println!(
+            "  {} of {} stops came before the task's SIGINT trap and waited out the {} ms kill_timeout",
+            self.engine.escalated,
+            self.engine.allocs,
+            KILL_TIMEOUT.as_millis()
+        );
     }
 
     fn to_json(&self) -> serde_json::Value {
@@ -724,6 +787,7 @@ impl Report {
             "binary": self.binary,
             "latency_ms": {
                 "runs": self.runs,
+                "pause_ms": self.pause.as_millis() as u64,
                 "taskgate": self.taskgate,
                 "taskgate_launch": self.phases[0],
                 "taskgate_wait": self.phases[1],
@@ -749,6 +813,8 @@ impl Report {
                 "elapsed_s": round3(self.engine.elapsed.as_secs_f64()),
                 "allocs_per_sec": round3(self.allocs_per_sec()),
                 "submit_to_exec_ms": self.engine_to_exec,
+                "stops_escalated_to_sigkill": self.engine.escalated,
+                "kill_timeout_ms": KILL_TIMEOUT.as_millis() as u64,
             },
         })
     }

@@ -32,7 +32,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let runner = session.runner();
     let all = cases(&scenario, args.random, args.seed);
     let bar = ProgressBar::new(all.len() as u64);
-    bar.set_style(ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")?.progress_chars("=> "));
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")?
+            .progress_chars("=> "),
+    );
     bar.set_prefix(scenario.name);
     let started = Instant::now();
     let mut reports = Vec::new();
@@ -63,12 +66,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         started.elapsed()
     );
     if let Some((n, at)) = first_failure {
-        println!("first failure at {unit} {n} of {}, after {at:.2?}", all.len());
+        println!(
+            "first failure at {unit} {n} of {}, after {at:.2?}",
+            all.len()
+        );
     }
     match (args.expect_violation, failed) {
         (false, 0) => Ok(()),
         (false, n) => anyhow::bail!("{n} {unit}s violated invariants"),
-        (true, 0) => anyhow::bail!("expected the explorer to find a violation, but every {unit} passed"),
+        (true, 0) => {
+            anyhow::bail!("expected the explorer to find a violation, but every {unit} passed")
+        }
         (true, _) => Ok(()),
     }
 }

@@ -37,12 +37,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for name in &args.only {
         taskgate_scenarios::find(name)?;
     }
-    let selected: Vec<_> = catalogue.into_iter().filter(|s| args.only.is_empty() || args.only.iter().any(|n| n == s.name)).collect();
+    let selected: Vec<_> = catalogue
+        .into_iter()
+        .filter(|s| args.only.is_empty() || args.only.iter().any(|n| n == s.name))
+        .collect();
     let session = Session::open()?;
     let runner = session.runner();
-    let plan: Vec<_> = selected.iter().flat_map(|s| cases(s, args.random, args.seed).into_iter().map(move |c| (s, c))).collect();
+    let plan: Vec<_> = selected
+        .iter()
+        .flat_map(|s| {
+            cases(s, args.random, args.seed)
+                .into_iter()
+                .map(move |c| (s, c))
+        })
+        .collect();
     let bar = ProgressBar::new(plan.len() as u64);
-    bar.set_style(ProgressStyle::with_template("gate [{bar:30}] {pos}/{len} {msg} ({elapsed})")?.progress_chars("=> "));
+    bar.set_style(
+        ProgressStyle::with_template("gate [{bar:30}] {pos}/{len} {msg} ({elapsed})")?
+            .progress_chars("=> "),
+    );
     let started = Instant::now();
     let mut reports = Vec::new();
     for (scenario, case) in &plan {
@@ -52,17 +65,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     let xml = junit(&reports, "taskgate-gate")?;
-    std::fs::write(&args.junit, xml).with_context(|| format!("writing {}", args.junit.display()))?;
+    std::fs::write(&args.junit, xml)
+        .with_context(|| format!("writing {}", args.junit.display()))?;
     print_failures(&reports, 5);
     println!("scenario               runs  failed");
     for s in &selected {
-        let runs: Vec<_> = reports.iter().filter(|r| r.token.scenario == s.name).collect();
+        let runs: Vec<_> = reports
+            .iter()
+            .filter(|r| r.token.scenario == s.name)
+            .collect();
         let failed = runs.iter().filter(|r| !r.passed()).count();
         println!("{:<22} {:>4}  {:>6}", s.name, runs.len(), failed);
     }
     let failed = reports.iter().filter(|r| !r.passed()).count();
-    println!("gate: {} runs in {:.1?}; JUnit report: {}", reports.len(), started.elapsed(), args.junit.display());
+    println!(
+        "gate: {} runs in {:.1?}; JUnit report: {}",
+        reports.len(),
+        started.elapsed(),
+        args.junit.display()
+    );
     println!("{} passed, {failed} failed", reports.len() - failed);
-    anyhow::ensure!(failed == 0, "the release gate failed: {failed} runs violated invariants");
+    anyhow::ensure!(
+        failed == 0,
+        "the release gate failed: {failed} runs violated invariants"
+    );
     Ok(())
 }

@@ -16,11 +16,17 @@ impl Session {
     /// thread, and every later thread and child inherits this one.
     pub fn open() -> anyhow::Result<Session> {
         super::require_root()?;
-        taskgate_oracle::enter_private_mount_namespace().context("entering a private mount namespace")?;
+        taskgate_oracle::enter_private_mount_namespace()
+            .context("entering a private mount namespace")?;
         let agent_bin = std::env::current_exe().context("locating the taskgate binary")?;
-        let lab = Lab::new(&agent_bin).context("setting up the lab (marked tmpfs + exec gate)")?;
+        let lab = Lab::new(&super::sibling_executor()?)
+            .context("setting up the lab (marked tmpfs + exec gate)")?;
         let runtime = super::runtime()?;
-        Ok(Session { lab, runtime, agent_bin })
+        Ok(Session {
+            lab,
+            runtime,
+            agent_bin,
+        })
     }
 
     pub fn runner(&self) -> Runner<'_> {
@@ -35,7 +41,10 @@ pub fn print_failures(reports: &[RunReport], limit: usize) {
         println!("{}", r.explain());
     }
     if failed.len() > limit {
-        println!("... and {} more failing runs; replay tokens:", failed.len() - limit);
+        println!(
+            "... and {} more failing runs; replay tokens:",
+            failed.len() - limit
+        );
         for r in failed.iter().skip(limit) {
             println!("  {}", r.token);
         }

@@ -14,7 +14,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let session = Session::open()?;
     let report = session.runner().run(&scenario, &token.case);
     if report.passed() {
-        println!("PASS {}  ({}) in {:.2?}", report.token, report.description, report.duration);
+        println!(
+            "PASS {}  ({}) in {:.2?}",
+            report.token, report.description, report.duration
+        );
         for (i, e) in report.history.iter().enumerate() {
             println!("    #{i:<3} {e:?}");
         }

@@ -48,14 +48,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let _ = printer.await;
         anyhow::Ok(summary)
     })?;
-    println!("==> alloc {} finished: {:?}", summary.alloc_id, summary.status.client);
-    let record = engine.state().alloc(&summary.alloc_id)?.context("alloc vanished from the state database")?;
+    println!(
+        "==> alloc {} finished: {:?}",
+        summary.alloc_id, summary.status.client
+    );
+    let record = engine
+        .state()
+        .alloc(&summary.alloc_id)?
+        .context("alloc vanished from the state database")?;
     for task in record.tasks() {
         for stream in ["stdout", "stderr"] {
-            let path = record.alloc_dir.join("alloc/logs").join(format!("{}.{stream}.0", task.name));
+            let path = record
+                .alloc_dir
+                .join("alloc/logs")
+                .join(format!("{}.{stream}.0", task.name));
             let text = std::fs::read_to_string(&path).unwrap_or_default();
             if !text.is_empty() {
-                println!("--- {} ({}) ---\n{}", task.name, path.display(), text.trim_end());
+                println!(
+                    "--- {} ({}) ---\n{}",
+                    task.name,
+                    path.display(),
+                    text.trim_end()
+                );
             }
         }
     }
@@ -66,5 +80,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 pub fn print_event(event: &TaskEvent) {
-    println!("    {:<10} {:<15} {}", event.task, event.kind.label(), event.message);
+    println!(
+        "    {:<10} {:<15} {}",
+        event.task,
+        event.kind.label(),
+        event.message
+    );
 }

@@ -23,8 +23,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             alloc.alloc_id, alloc.job.name, alloc.group, alloc.desired, alloc.client
         );
         for task in state.tasks(&alloc.alloc_id)? {
-            println!("  task {:<12} {:?}  restarts {}", task.task, task.state, task.restarts);
-            let skip = if args.verbose { 0 } else { task.events.len().saturating_sub(3) };
+            println!(
+                "  task {:<12} {:?}  restarts {}",
+                task.task, task.state, task.restarts
+            );
+            let skip = if args.verbose {
+                0
+            } else {
+                task.events.len().saturating_sub(3)
+            };
             for event in &task.events[skip..] {
                 super::run::print_event(event);
             }

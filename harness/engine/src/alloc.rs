@@ -33,7 +33,9 @@ pub struct AllocUpdate {
 
 impl AllocUpdate {
     pub fn stop() -> Self {
-        AllocUpdate { desired_status: DesiredStatus::Stop }
+        AllocUpdate {
+            desired_status: DesiredStatus::Stop,
+        }
     }
 }
 

@@ -87,7 +87,10 @@ pub(crate) fn spawn(
     make_deps: impl Fn(&Arc<StartGate>, mpsc::UnboundedSender<TaskEvent>) -> TaskRunnerDeps,
 ) -> AllocHandle {
     let gate = Arc::new(StartGate::new());
-    let status = AllocStatus { desired: record.desired, client: record.client };
+    let status = AllocStatus {
+        desired: record.desired,
+        client: record.client,
+    };
     if status.terminal() {
         gate.set_terminal();
     }
@@ -115,7 +118,12 @@ pub(crate) fn spawn(
     }
     drop(changed_tx);
     let alloc_id = record.alloc_id.clone();
-    let shared = Arc::new(Shared { record: Mutex::new(record), runners, gate, state });
+    let shared = Arc::new(Shared {
+        record: Mutex::new(record),
+        runners,
+        gate,
+        state,
+    });
     if status.terminal() {
         // Restored after the agent died while stopping: the update that made
         // the alloc terminal was persisted, but its kill may never have run.
@@ -123,15 +131,27 @@ pub(crate) fn spawn(
         tokio::spawn(async move { kill_tasks(&shared, |_| true).await });
     }
     let (finished_tx, finished_rx) = watch::channel(false);
-    tokio::spawn(handle_alloc_updates(shared.clone(), updates_rx, finished_rx));
+    tokio::spawn(handle_alloc_updates(
+        shared.clone(),
+        updates_rx,
+        finished_rx,
+    ));
     let done = tokio::spawn(coordinate(shared, changed_rx, joins, finished_tx));
-    AllocHandle { alloc_id, updates: updates_tx, events: events_rx, done }
+    AllocHandle {
+        alloc_id,
+        updates: updates_tx,
+        events: events_rx,
+        done,
+    }
 }
 
 impl Shared {
     fn status(&self) -> AllocStatus {
         let rec = self.record.lock().unwrap_or_else(|p| p.into_inner());
-        AllocStatus { desired: rec.desired, client: rec.client }
+        AllocStatus {
+            desired: rec.desired,
+            client: rec.client,
+        }
     }
 
     /// Changes the alloc record under its lock, persists it, returns the new status.
@@ -141,11 +161,17 @@ impl Shared {
         if let Err(err) = self.state.put_alloc(&rec) {
             tracing::error!(alloc = %rec.alloc_id, error = %err, "persisting alloc state failed");
         }
-        AllocStatus { desired: rec.desired, client: rec.client }
+        AllocStatus {
+            desired: rec.desired,
+            client: rec.client,
+        }
     }
 
     fn task_states(&self) -> Vec<(&TaskRunnerHandle, TaskState)> {
-        self.runners.iter().map(|r| (r, r.state.borrow().clone())).collect()
+        self.runners
+            .iter()
+            .map(|r| (r, r.state.borrow().clone()))
+            .collect()
     }
 
     /// Tells the task runners the alloc changed (Nomad's `tr.Update`).
@@ -193,8 +219,11 @@ async fn handle_alloc_updates(
 /// Kills the matching non-poststop tasks, leader first, and waits for each
 /// to be dead. Idempotent: killing a dead task returns at once.
 async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool) {
-    let targets: Vec<&TaskRunnerHandle> =
-        shared.runners.iter().filter(|r| !r.task.is_poststop() && select(r)).collect();
+    let targets: Vec<&TaskRunnerHandle> = shared
+        .runners
+        .iter()
+        .filter(|r| !r.task.is_poststop() && select(r))
+        .collect();
     let kill = |r: &TaskRunnerHandle| {
         shared.gate.kill(&r.task.name);
         r.kill.send_replace(true);
@@ -207,7 +236,11 @@ async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool)
     for leader in targets.iter().filter(|r| r.task.leader) {
         kill(leader).await;
     }
-    let rest: Vec<_> = targets.iter().filter(|r| !r.task.leader).map(|r| kill(r)).collect();
+    let rest: Vec<_> = targets
+        .iter()
+        .filter(|r| !r.task.leader)
+        .map(|r| kill(r))
+        .collect();
     for wait in rest {
         wait.await;
     }
@@ -244,7 +277,10 @@ async fn coordinate(
             tracing::debug!(?reason, "killing tasks");
             let shared = shared.clone();
             tokio::spawn(async move {
-                kill_tasks(&shared, |r| reason != KillReason::MainTasksDone || r.task.is_sidecar()).await;
+                kill_tasks(&shared, |r| {
+                    reason != KillReason::MainTasksDone || r.task.is_sidecar()
+                })
+                .await;
             });
         }
         if changed.recv().await.is_none() {
@@ -255,33 +291,63 @@ async fn coordinate(
     for join in joins {
         tasks.push(join.await.expect("task runner panicked"));
     }
-    let failed = tasks.iter().any(|t| matches!(&t.state, TaskState::Dead { outcome } if outcome.failed()));
-    let client = if failed { ClientStatus::Failed } else { ClientStatus::Complete };
+    let failed = tasks
+        .iter()
+        .any(|t| matches!(&t.state, TaskState::Dead { outcome } if outcome.failed()));
+    let client = if failed {
+        ClientStatus::Failed
+    } else {
+        ClientStatus::Complete
+    };
     let status = shared.change(|rec| rec.client = client);
     shared.update_task_runners(status);
     finished.send_replace(true);
-    let alloc_id = shared.record.lock().unwrap_or_else(|p| p.into_inner()).alloc_id.clone();
-    AllocSummary { alloc_id, status, tasks }
+    let alloc_id = shared
+        .record
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .alloc_id
+        .clone();
+    AllocSummary {
+        alloc_id,
+        status,
+        tasks,
+    }
 }
 
 fn started(state: &TaskState) -> bool {
     match state {
         TaskState::Running { .. } => true,
-        TaskState::Dead { outcome } => !matches!(outcome, Outcome::NeverStarted { .. } | Outcome::Failed { .. }),
+        TaskState::Dead { outcome } => !matches!(
+            outcome,
+            Outcome::NeverStarted { .. } | Outcome::Failed { .. }
+        ),
         TaskState::Pending => false,
     }
 }
 
 fn succeeded(state: &TaskState) -> bool {
-    matches!(state, TaskState::Dead { outcome: Outcome::Exited { failed: false, .. } })
+    matches!(
+        state,
+        TaskState::Dead {
+            outcome: Outcome::Exited { failed: false, .. }
+        }
+    )
 }
 
 /// Nomad's task hook coordinator: prestart tasks first; main tasks once every
 /// ephemeral prestart task succeeded and every prestart sidecar runs;
 /// poststart tasks once every main task runs; poststop once all else is dead.
 fn open_start_conditions(states: &[(&TaskRunnerHandle, TaskState)]) {
-    let of = |pred: fn(&crate::jobspec::Task) -> bool| states.iter().filter(move |(r, _)| pred(&r.task));
-    let prestart_done = of(|t| t.is_prestart()).all(|(r, s)| if r.task.is_sidecar() { started(s) } else { succeeded(s) });
+    let of =
+        |pred: fn(&crate::jobspec::Task) -> bool| states.iter().filter(move |(r, _)| pred(&r.task));
+    let prestart_done = of(|t| t.is_prestart()).all(|(r, s)| {
+        if r.task.is_sidecar() {
+            started(s)
+        } else {
+            succeeded(s)
+        }
+    });
     let main_started = of(|t| t.is_main()).all(|(_, s)| started(s));
     let others_dead = of(|t| !t.is_poststop()).all(|(_, s)| s.is_dead());
     for (runner, _) in states {
@@ -303,13 +369,19 @@ fn open_start_conditions(states: &[(&TaskRunnerHandle, TaskState)]) {
 
 fn kill_reason(states: &[(&TaskRunnerHandle, TaskState)]) -> Option<KillReason> {
     let dead_failed = |s: &TaskState| matches!(s, TaskState::Dead { outcome } if outcome.failed());
-    if states.iter().any(|(r, s)| !r.task.is_poststop() && dead_failed(s)) {
+    if states
+        .iter()
+        .any(|(r, s)| !r.task.is_poststop() && dead_failed(s))
+    {
         return Some(KillReason::SiblingFailed);
     }
     if states.iter().any(|(r, s)| r.task.leader && s.is_dead()) {
         return Some(KillReason::LeaderDead);
     }
-    let mains: Vec<_> = states.iter().filter(|(r, _)| !r.task.is_sidecar() && !r.task.is_poststop() && !r.task.is_prestart()).collect();
+    let mains: Vec<_> = states
+        .iter()
+        .filter(|(r, _)| !r.task.is_sidecar() && !r.task.is_poststop() && !r.task.is_prestart())
+        .collect();
     if !mains.is_empty() && mains.iter().all(|(_, s)| s.is_dead()) {
         return Some(KillReason::MainTasksDone);
     }

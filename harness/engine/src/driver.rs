@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use taskgate_executor::{Executor, ExecutorConfig, ExecutorError, ExitResult, ReattachInfo, TaskSpec};
+use taskgate_executor::{
+    Executor, ExecutorConfig, ExecutorError, ExitResult, ReattachInfo, TaskSpec,
+};
 
 #[derive(Clone)]
 pub struct ExecDriver {
@@ -17,20 +19,26 @@ pub struct RunningTask {
 
 impl ExecDriver {
     pub fn new(config: ExecutorConfig) -> Self {
-        ExecDriver { config: Arc::new(config) }
+        ExecDriver {
+            config: Arc::new(config),
+        }
     }
 
     /// Launches an executor for the task; returns once the task was exec'd.
     pub async fn start(&self, spec: TaskSpec) -> Result<RunningTask, ExecutorError> {
         let config = self.config.clone();
         let executor = blocking(move || taskgate_executor::launch(&config, &spec)).await?;
-        Ok(RunningTask { executor: Arc::new(executor) })
+        Ok(RunningTask {
+            executor: Arc::new(executor),
+        })
     }
 
     /// Finds a running executor again after an agent restart.
     pub async fn reattach(&self, info: ReattachInfo) -> Result<RunningTask, ExecutorError> {
         let executor = blocking(move || Executor::reattach(&info)).await?;
-        Ok(RunningTask { executor: Arc::new(executor) })
+        Ok(RunningTask {
+            executor: Arc::new(executor),
+        })
     }
 }
 
@@ -56,5 +64,7 @@ impl RunningTask {
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f).await.expect("executor client call panicked")
+    tokio::task::spawn_blocking(f)
+        .await
+        .expect("executor client call panicked")
 }

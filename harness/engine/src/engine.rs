@@ -19,7 +19,7 @@ use taskgate_executor::ExecutorConfig;
 pub struct EngineConfig {
     /// Holds `state.db`, `allocs/<id>/` and `run/` (executor sockets).
     pub data_dir: PathBuf,
-    /// The binary whose `executor` subcommand is the per-task executor.
+    /// The per-task executor binary (`taskgate-executor`).
     pub executor_bin: PathBuf,
     /// Host directories bind-mounted read-only into every task's root.
     pub chroot_env: BTreeMap<PathBuf, PathBuf>,
@@ -33,7 +33,11 @@ pub enum EngineError {
     #[error(transparent)]
     State(#[from] StateError),
     #[error("{what} {path}: {source}")]
-    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("job {job:?} has no group {group:?}")]
     NoSuchGroup { job: String, group: String },
 }
@@ -48,18 +52,35 @@ pub struct Engine {
 
 impl Engine {
     pub fn open(config: EngineConfig) -> Result<Engine, EngineError> {
-        for dir in [config.data_dir.clone(), config.data_dir.join("allocs"), run_dir(&config)] {
-            std::fs::create_dir_all(&dir).map_err(|source| EngineError::Io { what: "creating", path: dir, source })?;
+        for dir in [
+            config.data_dir.clone(),
+            config.data_dir.join("allocs"),
+            run_dir(&config),
+        ] {
+            std::fs::create_dir_all(&dir).map_err(|source| EngineError::Io {
+                what: "creating",
+                path: dir,
+                source,
+            })?;
         }
         let state = Arc::new(StateDb::open(&config.data_dir.join("state.db"))?);
-        let driver = ExecDriver::new(ExecutorConfig { executor_bin: config.executor_bin.clone(), run_dir: run_dir(&config) });
+        let driver = ExecDriver::new(ExecutorConfig {
+            executor_bin: config.executor_bin.clone(),
+            run_dir: run_dir(&config),
+        });
         let defaults = Arc::new(SpecDefaults {
             chroot_env: config.chroot_env.clone(),
             default_user: config.default_user.clone(),
             pids_max: config.pids_max,
         });
         let hooks = Arc::new(HookSet::standard(&config.default_user));
-        Ok(Engine { config, state, hooks, driver, defaults })
+        Ok(Engine {
+            config,
+            state,
+            hooks,
+            driver,
+            defaults,
+        })
     }
 
     pub fn state(&self) -> &StateDb {
@@ -73,7 +94,10 @@ impl Engine {
             Some(name) => job.groups.iter().find(|g| g.name == name),
             None => job.groups.first(),
         }
-        .ok_or_else(|| EngineError::NoSuchGroup { job: job.name.clone(), group: group.unwrap_or("").to_string() })?;
+        .ok_or_else(|| EngineError::NoSuchGroup {
+            job: job.name.clone(),
+            group: group.unwrap_or("").to_string(),
+        })?;
         let alloc_id = new_alloc_id()?;
         let record = AllocRecord {
             alloc_dir: self.config.data_dir.join("allocs").join(&alloc_id),
@@ -84,7 +108,11 @@ impl Engine {
             client: ClientStatus::Pending,
         };
         let dir = AllocDir::new(record.alloc_dir.clone());
-        dir.build_shared().map_err(|source| EngineError::Io { what: "building alloc dir", path: dir.root().to_path_buf(), source })?;
+        dir.build_shared().map_err(|source| EngineError::Io {
+            what: "building alloc dir",
+            path: dir.root().to_path_buf(),
+            source,
+        })?;
         self.state.put_alloc(&record)?;
         Ok(self.spawn(record, Vec::new()))
     }
@@ -106,18 +134,25 @@ impl Engine {
     fn spawn(&self, record: AllocRecord, tasks: Vec<crate::state::TaskRecord>) -> AllocHandle {
         let alloc_id = record.alloc_id.clone();
         let alloc_dir = AllocDir::new(record.alloc_dir.clone());
-        let (hooks, driver, state, defaults) = (self.hooks.clone(), self.driver.clone(), self.state.clone(), self.defaults.clone());
+        let (hooks, driver, state, defaults) = (
+            self.hooks.clone(),
+            self.driver.clone(),
+            self.state.clone(),
+            self.defaults.clone(),
+        );
         let run_dir = run_dir(&self.config);
-        alloc_runner::spawn(record, tasks, self.state.clone(), move |gate, events| TaskRunnerDeps {
-            alloc_id: alloc_id.clone(),
-            alloc_dir: alloc_dir.clone(),
-            hooks: hooks.clone(),
-            driver: driver.clone(),
-            gate: gate.clone(),
-            state: state.clone(),
-            defaults: defaults.clone(),
-            run_dir: run_dir.clone(),
-            events,
+        alloc_runner::spawn(record, tasks, self.state.clone(), move |gate, events| {
+            TaskRunnerDeps {
+                alloc_id: alloc_id.clone(),
+                alloc_dir: alloc_dir.clone(),
+                hooks: hooks.clone(),
+                driver: driver.clone(),
+                gate: gate.clone(),
+                state: state.clone(),
+                defaults: defaults.clone(),
+                run_dir: run_dir.clone(),
+                events,
+            }
         })
     }
 }
@@ -133,7 +168,18 @@ fn new_alloc_id() -> Result<String, EngineError> {
     let path = PathBuf::from("/dev/urandom");
     std::fs::File::open(&path)
         .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|source| EngineError::Io { what: "reading", path, source })?;
+        .map_err(|source| EngineError::Io {
+            what: "reading",
+            path,
+            source,
+        })?;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32]))
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    ))
 }

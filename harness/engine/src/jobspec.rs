@@ -231,7 +231,9 @@ pub fn builtin_default() -> Job {
     let mut sidecar = Task::new(
         "sidecar",
         "/bin/sh",
-        sh(r#"trap 'echo "sidecar: stopping"; exit 0' INT TERM; echo "sidecar: up"; sleep 1000 & wait"#),
+        sh(
+            r#"trap 'echo "sidecar: stopping"; exit 0' INT TERM; echo "sidecar: up"; sleep 1000 & wait"#,
+        ),
     );
     sidecar.lifecycle = Some(Lifecycle {
         hook: LifecycleHook::Poststart,

@@ -19,7 +19,11 @@ pub struct RestartTracker {
 
 impl RestartTracker {
     pub fn new(policy: RestartPolicy, now: Instant) -> Self {
-        RestartTracker { policy, count: 0, window_start: now }
+        RestartTracker {
+            policy,
+            count: 0,
+            window_start: now,
+        }
     }
 
     pub fn restarts(&self) -> u32 {
@@ -29,7 +33,9 @@ impl RestartTracker {
     /// The task exited on its own. Batch semantics: success is completion.
     pub fn on_exit(&mut self, success: bool, now: Instant) -> RestartDecision {
         if success {
-            return RestartDecision::NotRestarting { reason: "task completed successfully".into() };
+            return RestartDecision::NotRestarting {
+                reason: "task completed successfully".into(),
+            };
         }
         self.next(now, "task exited unsuccessfully")
     }
@@ -37,7 +43,9 @@ impl RestartTracker {
     /// Setting up or starting the task failed.
     pub fn on_start_error(&mut self, recoverable: bool, now: Instant) -> RestartDecision {
         if !recoverable {
-            return RestartDecision::NotRestarting { reason: "Error was unrecoverable".into() };
+            return RestartDecision::NotRestarting {
+                reason: "Error was unrecoverable".into(),
+            };
         }
         self.next(now, "start failed")
     }
@@ -49,18 +57,30 @@ impl RestartTracker {
         }
         if self.count < self.policy.attempts {
             self.count += 1;
-            return RestartDecision::Restart { delay: self.policy.delay, reason: format!("{why}; restart {} of {}", self.count, self.policy.attempts) };
+            return RestartDecision::Restart {
+                delay: self.policy.delay,
+                reason: format!("{why}; restart {} of {}", self.count, self.policy.attempts),
+            };
         }
         match self.policy.mode {
             RestartMode::Fail => RestartDecision::NotRestarting {
-                reason: format!("Exceeded allowed attempts {} in interval {:?}", self.policy.attempts, self.policy.interval),
+                reason: format!(
+                    "Exceeded allowed attempts {} in interval {:?}",
+                    self.policy.attempts, self.policy.interval
+                ),
             },
             RestartMode::Delay => {
                 // Wait out the rest of the interval, then start a fresh window.
-                let left = self.policy.interval.saturating_sub(now.duration_since(self.window_start));
+                let left = self
+                    .policy
+                    .interval
+                    .saturating_sub(now.duration_since(self.window_start));
                 self.window_start = now + left;
                 self.count = 1;
-                RestartDecision::Restart { delay: left.max(self.policy.delay), reason: format!("{why}; attempts exhausted, waiting out the interval") }
+                RestartDecision::Restart {
+                    delay: left.max(self.policy.delay),
+                    reason: format!("{why}; attempts exhausted, waiting out the interval"),
+                }
             }
         }
     }
@@ -72,14 +92,22 @@ mod tests {
     use rstest::rstest;
 
     fn policy(attempts: u32, mode: RestartMode) -> RestartPolicy {
-        RestartPolicy { attempts, interval: Duration::from_secs(60), delay: Duration::from_millis(10), mode }
+        RestartPolicy {
+            attempts,
+            interval: Duration::from_secs(60),
+            delay: Duration::from_millis(10),
+            mode,
+        }
     }
 
     #[test]
     fn success_is_completion() {
         let now = Instant::now();
         let mut t = RestartTracker::new(policy(3, RestartMode::Fail), now);
-        assert!(matches!(t.on_exit(true, now), RestartDecision::NotRestarting { .. }));
+        assert!(matches!(
+            t.on_exit(true, now),
+            RestartDecision::NotRestarting { .. }
+        ));
     }
 
     #[rstest]
@@ -90,16 +118,25 @@ mod tests {
         let now = Instant::now();
         let mut t = RestartTracker::new(policy(attempts, RestartMode::Fail), now);
         for _ in 0..attempts {
-            assert!(matches!(t.on_exit(false, now), RestartDecision::Restart { .. }));
+            assert!(matches!(
+                t.on_exit(false, now),
+                RestartDecision::Restart { .. }
+            ));
         }
-        assert!(matches!(t.on_exit(false, now), RestartDecision::NotRestarting { .. }));
+        assert!(matches!(
+            t.on_exit(false, now),
+            RestartDecision::NotRestarting { .. }
+        ));
     }
 
     #[test]
     fn delay_mode_waits_out_the_interval() {
         let now = Instant::now();
         let mut t = RestartTracker::new(policy(1, RestartMode::Delay), now);
-        assert!(matches!(t.on_exit(false, now), RestartDecision::Restart { .. }));
+        assert!(matches!(
+            t.on_exit(false, now),
+            RestartDecision::Restart { .. }
+        ));
         let later = now + Duration::from_secs(20);
         match t.on_exit(false, later) {
             RestartDecision::Restart { delay, .. } => assert_eq!(delay, Duration::from_secs(40)),
@@ -111,15 +148,24 @@ mod tests {
     fn window_resets_after_interval() {
         let now = Instant::now();
         let mut t = RestartTracker::new(policy(1, RestartMode::Fail), now);
-        assert!(matches!(t.on_exit(false, now), RestartDecision::Restart { .. }));
+        assert!(matches!(
+            t.on_exit(false, now),
+            RestartDecision::Restart { .. }
+        ));
         let later = now + Duration::from_secs(61);
-        assert!(matches!(t.on_exit(false, later), RestartDecision::Restart { .. }));
+        assert!(matches!(
+            t.on_exit(false, later),
+            RestartDecision::Restart { .. }
+        ));
     }
 
     #[test]
     fn unrecoverable_start_errors_never_restart() {
         let now = Instant::now();
         let mut t = RestartTracker::new(policy(5, RestartMode::Fail), now);
-        assert!(matches!(t.on_start_error(false, now), RestartDecision::NotRestarting { .. }));
+        assert!(matches!(
+            t.on_start_error(false, now),
+            RestartDecision::NotRestarting { .. }
+        ));
     }
 }

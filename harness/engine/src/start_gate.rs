@@ -30,7 +30,10 @@ pub struct PrestartReceipt {
 impl PrestartReceipt {
     /// Only the task runner's prestart path may mint receipts.
     pub(crate) fn mint(task: &str, attempt: u32) -> Self {
-        PrestartReceipt { task: task.to_string(), attempt }
+        PrestartReceipt {
+            task: task.to_string(),
+            attempt,
+        }
     }
 
     pub fn attempt(&self) -> u32 {
@@ -87,7 +90,11 @@ impl StartGate {
         if st.killed.contains(&receipt.task) {
             return Err(StartRefused::Killed);
         }
-        if st.committed.get(&receipt.task).is_some_and(|&a| a >= receipt.attempt) {
+        if st
+            .committed
+            .get(&receipt.task)
+            .is_some_and(|&a| a >= receipt.attempt)
+        {
             return Err(StartRefused::Duplicate(receipt.attempt));
         }
         st.committed.insert(receipt.task, receipt.attempt);
@@ -137,13 +144,19 @@ mod tests {
     fn poststop_may_start_after_terminal() {
         let gate = StartGate::new();
         gate.set_terminal();
-        assert_eq!(gate.commit_start(PrestartReceipt::mint("t", 1), true), Ok(1));
+        assert_eq!(
+            gate.commit_start(PrestartReceipt::mint("t", 1), true),
+            Ok(1)
+        );
     }
 
     #[test]
     fn commit_before_terminal_wins_and_kill_refuses_later() {
         let gate = StartGate::new();
-        assert_eq!(gate.commit_start(PrestartReceipt::mint("t", 1), false), Ok(1));
+        assert_eq!(
+            gate.commit_start(PrestartReceipt::mint("t", 1), false),
+            Ok(1)
+        );
         gate.kill("t");
         assert_eq!(
             gate.commit_start(PrestartReceipt::mint("t", 2), false),
@@ -159,6 +172,9 @@ mod tests {
             gate.commit_start(PrestartReceipt::mint("t", 3), false),
             Err(StartRefused::Duplicate(3))
         );
-        assert_eq!(gate.commit_start(PrestartReceipt::mint("t", 4), false), Ok(4));
+        assert_eq!(
+            gate.commit_start(PrestartReceipt::mint("t", 4), false),
+            Ok(4)
+        );
     }
 }

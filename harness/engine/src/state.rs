@@ -17,11 +17,17 @@ const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error("state database {path}: {source}")]
-    Open { path: PathBuf, source: redb::DatabaseError },
+    Open {
+        path: PathBuf,
+        source: redb::DatabaseError,
+    },
     #[error("state database: {0}")]
     Db(String),
     #[error("state database record {key}: {source}")]
-    Decode { key: String, source: serde_json::Error },
+    Decode {
+        key: String,
+        source: serde_json::Error,
+    },
 }
 
 macro_rules! db_err {
@@ -31,7 +37,12 @@ macro_rules! db_err {
         }
     )*};
 }
-db_err!(redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);
+db_err!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AllocRecord {
@@ -46,7 +57,12 @@ pub struct AllocRecord {
 impl AllocRecord {
     /// The tasks of the allocation's group.
     pub fn tasks(&self) -> Vec<crate::jobspec::Task> {
-        self.job.groups.iter().find(|g| g.name == self.group).map(|g| g.tasks.clone()).unwrap_or_default()
+        self.job
+            .groups
+            .iter()
+            .find(|g| g.name == self.group)
+            .map(|g| g.tasks.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -91,7 +107,10 @@ pub struct StateDb {
 
 impl StateDb {
     pub fn open(path: &Path) -> Result<Self, StateError> {
-        let db = Database::create(path).map_err(|source| StateError::Open { path: path.to_path_buf(), source })?;
+        let db = Database::create(path).map_err(|source| StateError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let tx = db.begin_write()?;
         tx.open_table(ALLOCS)?;
         tx.open_table(TASKS)?;
@@ -122,7 +141,12 @@ impl StateDb {
         self.scan(TASKS, &task_key(alloc_id, ""))
     }
 
-    fn put<T: Serialize>(&self, table: TableDefinition<&str, &[u8]>, key: &str, value: &T) -> Result<(), StateError> {
+    fn put<T: Serialize>(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+        key: &str,
+        value: &T,
+    ) -> Result<(), StateError> {
         let bytes = serde_json::to_vec(value).expect("state records serialize");
         let tx = self.db.begin_write()?;
         tx.open_table(table)?.insert(key, bytes.as_slice())?;
@@ -130,7 +154,11 @@ impl StateDb {
         Ok(())
     }
 
-    fn scan<T: DeserializeOwned>(&self, table: TableDefinition<&str, &[u8]>, prefix: &str) -> Result<Vec<T>, StateError> {
+    fn scan<T: DeserializeOwned>(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+        prefix: &str,
+    ) -> Result<Vec<T>, StateError> {
         let tx = self.db.begin_read()?;
         let table = tx.open_table(table)?;
         let mut out = Vec::new();
@@ -150,5 +178,8 @@ fn task_key(alloc_id: &str, task: &str) -> String {
 }
 
 fn decode<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, StateError> {
-    serde_json::from_slice(bytes).map_err(|source| StateError::Decode { key: key.to_string(), source })
+    serde_json::from_slice(bytes).map_err(|source| StateError::Decode {
+        key: key.to_string(),
+        source,
+    })
 }

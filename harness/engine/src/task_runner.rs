@@ -100,10 +100,28 @@ impl TaskRunner {
         let (alloc_tx, alloc_rx) = watch::channel(alloc);
         let (state_tx, state_rx) = watch::channel(record.state.clone());
         let state_tx = Arc::new(state_tx);
-        let restoring = matches!(record.state, TaskState::Running { .. }) || record.committed > record.launched;
+        let restoring =
+            matches!(record.state, TaskState::Running { .. }) || record.committed > record.launched;
         let published = record.events.len();
-        let handle = TaskRunnerHandle { task: task.clone(), start: start_tx, kill: kill_tx, alloc: alloc_tx, state: state_rx };
-        let runner = TaskRunner { task, deps, record, published, start_rx, kill_rx, alloc_rx, state_tx, restoring, changed };
+        let handle = TaskRunnerHandle {
+            task: task.clone(),
+            start: start_tx,
+            kill: kill_tx,
+            alloc: alloc_tx,
+            state: state_rx,
+        };
+        let runner = TaskRunner {
+            task,
+            deps,
+            record,
+            published,
+            start_rx,
+            kill_rx,
+            alloc_rx,
+            state_tx,
+            restoring,
+            changed,
+        };
         (runner, handle)
     }
 
@@ -155,7 +173,10 @@ impl TaskRunner {
         if self.restoring {
             if let Some(running) = self.restore(attempt).await {
                 let end = self.supervise(&running).await;
-                if let Some(outcome) = self.after_attempt(&running, end, attempt, &mut tracker).await {
+                if let Some(outcome) = self
+                    .after_attempt(&running, end, attempt, &mut tracker)
+                    .await
+                {
                     return outcome;
                 }
             }
@@ -176,9 +197,15 @@ impl TaskRunner {
             fault_point!(points::TR_BEFORE_PRESTART, self.name());
             let (receipt, setup) = match self.prestart(attempt) {
                 Ok(ok) => ok,
-                Err(PrestartError::AllocTerminal) => return self.not_started("allocation is terminal"),
+                Err(PrestartError::AllocTerminal) => {
+                    return self.not_started("allocation is terminal")
+                }
                 Err(PrestartError::Hook(err)) => {
-                    let failure = (EventKind::SetupFailure, err.to_string(), err.is_recoverable());
+                    let failure = (
+                        EventKind::SetupFailure,
+                        err.to_string(),
+                        err.is_recoverable(),
+                    );
                     match self.start_failed(failure, attempt, &mut tracker).await {
                         Some(outcome) => return outcome,
                         None => continue,
@@ -190,11 +217,19 @@ impl TaskRunner {
             if let Err(refused) = self.commit(receipt) {
                 return self.not_started(&refused.to_string());
             }
+            fault_point!(points::TR_START_COMMITTED, self.name());
             let launch = self.deps.driver.start(self.spec(&setup)).await;
             self.record.launched = Some(attempt);
             let running = match launch {
                 Ok(running) => running,
-                Err(err) => match self.start_failed((EventKind::DriverFailure, err.to_string(), true), attempt, &mut tracker).await {
+                Err(err) => match self
+                    .start_failed(
+                        (EventKind::DriverFailure, err.to_string(), true),
+                        attempt,
+                        &mut tracker,
+                    )
+                    .await
+                {
                     Some(outcome) => return outcome,
                     None => continue,
                 },
@@ -205,7 +240,10 @@ impl TaskRunner {
             self.run_poststart_hooks(&running, attempt);
             self.publish();
             let end = self.supervise(&running).await;
-            if let Some(outcome) = self.after_attempt(&running, end, attempt, &mut tracker).await {
+            if let Some(outcome) = self
+                .after_attempt(&running, end, attempt, &mut tracker)
+                .await
+            {
                 return outcome;
             }
         }
@@ -221,8 +259,14 @@ impl TaskRunner {
                 // The report's original logic, kept only to prove the harness
                 // catches it: skip the hooks and still hand out a receipt.
                 fault_point!(points::TR_OBSERVED_TERMINAL, self.name());
-                tracing::trace!(task = self.name(), "skipping prestart hooks since allocation is terminal");
-                return Ok((PrestartReceipt::mint(&self.task.name, attempt), TaskSetup::default()));
+                tracing::trace!(
+                    task = self.name(),
+                    "skipping prestart hooks since allocation is terminal"
+                );
+                return Ok((
+                    PrestartReceipt::mint(&self.task.name, attempt),
+                    TaskSetup::default(),
+                ));
             }
             #[cfg(not(feature = "legacy-prestart-skip"))]
             return Err(PrestartError::AllocTerminal);
@@ -231,11 +275,15 @@ impl TaskRunner {
         let hooks = self.deps.hooks.clone();
         for hook in &hooks.prestart {
             let before = hook_point("prestart", Edge::Before, hook.name());
-            fault_point!(&before, self.name(), |msg| Err(HookError::Injected(msg).into()));
+            fault_point!(&before, self.name(), |msg| Err(
+                HookError::Injected(msg).into()
+            ));
             let mut ctx = self.context(attempt);
             guarded(hook.name(), || hook.prestart(&mut ctx, &mut setup))?;
             let after = hook_point("prestart", Edge::After, hook.name());
-            fault_point!(&after, self.name(), |msg| Err(HookError::Injected(msg).into()));
+            fault_point!(&after, self.name(), |msg| Err(
+                HookError::Injected(msg).into()
+            ));
         }
         self.record.prestart_done = Some(attempt);
         self.publish();
@@ -256,7 +304,9 @@ impl TaskRunner {
             }
         }
         #[cfg(not(feature = "legacy-prestart-skip"))]
-        self.deps.gate.commit_start(receipt, self.task.is_poststop())?;
+        self.deps
+            .gate
+            .commit_start(receipt, self.task.is_poststop())?;
         self.record.committed = Some(attempt);
         self.publish();
         Ok(())
@@ -274,7 +324,14 @@ impl TaskRunner {
         }
         let attempt = self.current_attempt();
         let grace = self.task.kill_timeout;
-        self.emit(EventKind::Killing, attempt, format!("Sent {}. Waiting {grace:?} before force killing", self.task.kill_signal));
+        self.emit(
+            EventKind::Killing,
+            attempt,
+            format!(
+                "Sent {}. Waiting {grace:?} before force killing",
+                self.task.kill_signal
+            ),
+        );
         self.publish();
         if let Err(err) = running.stop(self.task.kill_signal.clone(), grace).await {
             tracing::warn!(task = self.name(), error = %err, "stopping task failed");
@@ -304,12 +361,16 @@ impl TaskRunner {
                 self.emit(EventKind::Terminated, attempt, describe_exit(&result));
                 let failed = !result.successful();
                 let decision = tracker.on_exit(!failed, Instant::now());
-                self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed }).await
+                self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed })
+                    .await
             }
             AttemptEnd::Lost(why) => {
                 self.emit(EventKind::Lost, attempt, format!("executor lost: {why}"));
                 let decision = tracker.on_start_error(true, Instant::now());
-                self.restart_or_stop(decision, attempt, |reason| Outcome::Failed { reason: format!("executor lost: {why}; {reason}") }).await
+                self.restart_or_stop(decision, attempt, |reason| Outcome::Failed {
+                    reason: format!("executor lost: {why}; {reason}"),
+                })
+                .await
             }
         }
     }
@@ -324,7 +385,8 @@ impl TaskRunner {
     ) -> Option<Outcome> {
         self.emit(kind, attempt, message.clone());
         let decision = tracker.on_start_error(recoverable, Instant::now());
-        self.restart_or_stop(decision, attempt, |_| Outcome::Failed { reason: message }).await
+        self.restart_or_stop(decision, attempt, |_| Outcome::Failed { reason: message })
+            .await
     }
 
     /// Applies a restart decision: `Some(stop(reason))` ends the MAIN loop,
@@ -342,22 +404,36 @@ impl TaskRunner {
             }
             RestartDecision::Restart { delay, reason } => (delay, reason),
         };
+        // A stop that ends a restart is the kill path at work, not a task
+        // failure: the task is killed between attempts, as in Nomad.
         if self.should_shutdown() || self.killed() {
-            let reason = "allocation is terminal".to_string();
-            self.emit(EventKind::NotRestarting, attempt, reason.clone());
-            return Some(stop(reason));
+            self.emit(EventKind::NotRestarting, attempt, "allocation is terminal");
+            return Some(Outcome::Killed { result: None });
         }
-        self.emit(EventKind::Restarting, attempt, format!("{reason}; restarting in {delay:?}"));
+        self.emit(
+            EventKind::Restarting,
+            attempt,
+            format!("{reason}; restarting in {delay:?}"),
+        );
         if matches!(self.record.state, TaskState::Running { .. }) {
             self.set_state(TaskState::Pending);
         }
         self.record.restarts += 1;
         self.publish();
-        tokio::select! {
+        let killed = tokio::select! {
             biased;
-            _ = self.kill_rx.wait_for(|k| *k) => Some(stop("killed while waiting to restart".into())),
-            _ = tokio::time::sleep(delay) => None,
+            _ = self.kill_rx.wait_for(|k| *k) => true,
+            _ = tokio::time::sleep(delay) => false,
+        };
+        if !killed {
+            return None;
         }
+        self.emit(
+            EventKind::Killed,
+            attempt,
+            "killed while waiting to restart",
+        );
+        Some(Outcome::Killed { result: None })
     }
 
     /// Re-attaches to the executor of a task that was running (or whose start
@@ -365,14 +441,22 @@ impl TaskRunner {
     async fn restore(&mut self, attempt: u32) -> Option<RunningTask> {
         // Committed but the handle was never persisted: the executor's socket
         // path is deterministic, so look for it there.
-        let info = self.record.handle.clone().unwrap_or_else(|| unknown_handle(self.socket_path()));
+        let info = self
+            .record
+            .handle
+            .clone()
+            .unwrap_or_else(|| unknown_handle(self.socket_path()));
         match self.deps.driver.reattach(info).await {
             Ok(running) => {
                 self.deps.gate.restore_committed(&self.task.name, attempt);
                 if !matches!(self.record.state, TaskState::Running { .. }) {
                     self.set_state(TaskState::Running { attempt });
                 }
-                self.emit(EventKind::Restored, attempt, "Re-attached to the running executor after an agent restart");
+                self.emit(
+                    EventKind::Restored,
+                    attempt,
+                    "Re-attached to the running executor after an agent restart",
+                );
                 self.record.handle = Some(running.reattach_info());
                 self.publish();
                 Some(running)
@@ -381,7 +465,11 @@ impl TaskRunner {
                 // The attempt is over (its executor is gone); it counts as
                 // committed, so it is never started again under this number.
                 self.deps.gate.restore_committed(&self.task.name, attempt);
-                self.emit(EventKind::Lost, attempt, format!("could not re-attach to the executor: {err}"));
+                self.emit(
+                    EventKind::Lost,
+                    attempt,
+                    format!("could not re-attach to the executor: {err}"),
+                );
                 self.record.handle = None;
                 if matches!(self.record.state, TaskState::Running { .. }) {
                     self.set_state(TaskState::Pending);
@@ -399,14 +487,26 @@ impl TaskRunner {
     fn not_started(&mut self, reason: &str) -> Outcome {
         fault_point!(points::TR_OBSERVED_TERMINAL, self.name());
         let attempt = self.current_attempt();
-        self.emit(EventKind::NotStarted, attempt, format!("Task not started: {reason}"));
-        Outcome::NeverStarted { reason: reason.to_string() }
+        self.emit(
+            EventKind::NotStarted,
+            attempt,
+            format!("Task not started: {reason}"),
+        );
+        Outcome::NeverStarted {
+            reason: reason.to_string(),
+        }
     }
 
+    /// The attempt events belong to: the running one, else the furthest an
+    /// attempt got (prestart done, or committed).
     fn current_attempt(&self) -> u32 {
         match self.record.state {
             TaskState::Running { attempt } => attempt,
-            _ => self.record.committed.unwrap_or(0),
+            _ => self
+                .record
+                .committed
+                .max(self.record.prestart_done)
+                .unwrap_or(0),
         }
     }
 
@@ -433,7 +533,10 @@ impl TaskRunner {
             command: task.command.clone(),
             args: task.args.clone(),
             env: setup.env.clone(),
-            user: task.user.clone().unwrap_or_else(|| defaults.default_user.clone()),
+            user: task
+                .user
+                .clone()
+                .unwrap_or_else(|| defaults.default_user.clone()),
             resources: Resources {
                 cpu_shares: task.resources.cpu.max(2),
                 memory_mb: task.resources.memory_mb,
@@ -453,18 +556,32 @@ impl TaskRunner {
     fn run_poststart_hooks(&mut self, running: &RunningTask, attempt: u32) {
         let hooks = self.deps.hooks.clone();
         for hook in &hooks.poststart {
-            fault_point!(&hook_point("poststart", Edge::Before, hook.name()), self.name());
+            fault_point!(
+                &hook_point("poststart", Edge::Before, hook.name()),
+                self.name()
+            );
             let mut ctx = self.context(attempt);
             let res = guarded(hook.name(), || hook.poststart(&mut ctx, running));
             self.hook_result(hook.name(), attempt, res);
-            fault_point!(&hook_point("poststart", Edge::After, hook.name()), self.name());
+            fault_point!(
+                &hook_point("poststart", Edge::After, hook.name()),
+                self.name()
+            );
         }
     }
 
-    fn run_exited_hooks(&mut self, running: &RunningTask, result: Option<&ExitResult>, attempt: u32) {
+    fn run_exited_hooks(
+        &mut self,
+        running: &RunningTask,
+        result: Option<&ExitResult>,
+        attempt: u32,
+    ) {
         let hooks = self.deps.hooks.clone();
         for hook in &hooks.exited {
-            fault_point!(&hook_point("exited", Edge::Before, hook.name()), self.name());
+            fault_point!(
+                &hook_point("exited", Edge::Before, hook.name()),
+                self.name()
+            );
             let mut ctx = self.context(attempt);
             let res = guarded(hook.name(), || hook.exited(&mut ctx, running, result));
             self.hook_result(hook.name(), attempt, res);
@@ -493,7 +610,9 @@ impl TaskRunner {
     }
 
     fn emit(&mut self, kind: EventKind, attempt: u32, message: impl Into<String>) {
-        self.record.events.push(TaskEvent::new(&self.task.name, kind, attempt, message));
+        self.record
+            .events
+            .push(TaskEvent::new(&self.task.name, kind, attempt, message));
     }
 
     fn set_state(&mut self, next: TaskState) {
@@ -518,7 +637,11 @@ impl TaskRunner {
 }
 
 fn unknown_handle(socket_path: PathBuf) -> taskgate_executor::ReattachInfo {
-    taskgate_executor::ReattachInfo { socket_path, executor_pid: 0, task_pid: 0 }
+    taskgate_executor::ReattachInfo {
+        socket_path,
+        executor_pid: 0,
+        task_pid: 0,
+    }
 }
 
 /// Cleans up after a task runner that panicked (a bug, or a panic injected
@@ -547,18 +670,30 @@ impl PanicCleanup {
             .and_then(|all| all.into_iter().find(|r| r.task == self.task))
             .unwrap_or_else(|| TaskRecord::new(&self.task));
         if record.committed.is_some() {
-            let info = record.handle.clone().unwrap_or_else(|| unknown_handle(self.socket.clone()));
+            let info = record
+                .handle
+                .clone()
+                .unwrap_or_else(|| unknown_handle(self.socket.clone()));
             if let Ok(running) = self.driver.reattach(info).await {
-                let _ = running.stop("SIGKILL".into(), std::time::Duration::ZERO).await;
+                let _ = running
+                    .stop("SIGKILL".into(), std::time::Duration::ZERO)
+                    .await;
                 let _ = running.wait().await;
                 let _ = tokio::task::spawn_blocking(move || running.shutdown()).await;
             }
         }
         let attempt = record.committed.unwrap_or(0);
-        record.events.push(TaskEvent::new(&self.task, EventKind::NotRestarting, attempt, reason.clone()));
+        record.events.push(TaskEvent::new(
+            &self.task,
+            EventKind::NotRestarting,
+            attempt,
+            reason.clone(),
+        ));
         record.handle = None;
         if !record.state.is_dead() {
-            record.state = TaskState::Dead { outcome: Outcome::Failed { reason } };
+            record.state = TaskState::Dead {
+                outcome: Outcome::Failed { reason },
+            };
         }
         if let Err(err) = self.state.put_task(&self.alloc_id, &record) {
             tracing::error!(task = %self.task, error = %err, "persisting task state failed");
@@ -571,7 +706,10 @@ impl PanicCleanup {
 
 fn describe_exit(result: &ExitResult) -> String {
     let mut msg = match (result.exit_code, result.signal) {
-        (_, Some(sig)) => format!("Exit Code: {}, Signal: {sig}", result.exit_code.unwrap_or(128 + sig)),
+        (_, Some(sig)) => format!(
+            "Exit Code: {}, Signal: {sig}",
+            result.exit_code.unwrap_or(128 + sig)
+        ),
         (Some(code), None) => format!("Exit Code: {code}"),
         (None, None) => "Exit Code: unknown".to_string(),
     };

@@ -63,7 +63,10 @@ impl TaskState {
             _ => false,
         };
         if !allowed {
-            return Err(InvalidTransition { from: self.clone(), to: next });
+            return Err(InvalidTransition {
+                from: self.clone(),
+                to: next,
+            });
         }
         *self = next;
         Ok(())
@@ -133,7 +136,10 @@ impl TaskEvent {
 }
 
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -142,7 +148,9 @@ mod tests {
 
     #[test]
     fn dead_is_final() {
-        let mut s = TaskState::Dead { outcome: Outcome::NeverStarted { reason: "x".into() } };
+        let mut s = TaskState::Dead {
+            outcome: Outcome::NeverStarted { reason: "x".into() },
+        };
         assert!(s.advance(TaskState::Running { attempt: 1 }).is_err());
         assert!(s.advance(TaskState::Pending).is_err());
     }

@@ -23,7 +23,7 @@ pub const FAILPOINTS_ENV: &str = "TASKGATE_EXECUTOR_FAILPOINTS";
 
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
-    /// The `taskgate` binary; run as `<executor_bin> executor`.
+    /// The `taskgate-executor` binary; run as `<executor_bin> --run-dir <run_dir>`.
     pub executor_bin: PathBuf,
     /// Where spec files, sockets and root mount points live.
     pub run_dir: PathBuf,
@@ -91,8 +91,7 @@ fn spawn_executor(
     let (spec_raw, ready_raw) = (spec_fd.as_raw_fd(), ready_fd.as_raw_fd());
 
     let mut cmd = Command::new(&cfg.executor_bin);
-    cmd.arg("executor")
-        .arg("--run-dir")
+    cmd.arg("--run-dir")
         .arg(&cfg.run_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -1,6 +1,6 @@
 //! The executor: starts one task process under isolation and supervises it.
 //!
-//! [`launch`] (the engine's side) spawns `taskgate executor`, which
+//! [`launch`] (the engine's side) spawns `taskgate-executor`, which
 //! daemonizes, builds the task's cgroup and root, execs the task and then
 //! serves [`Executor`] requests on a Unix socket until shut down ([`server::run`]).
 mod client;

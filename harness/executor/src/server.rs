@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use taskgate_faults::points;
 
-/// Entry point of `taskgate executor`: the spec is on fd 3, readiness goes to fd 4.
+/// Entry point of `taskgate-executor`: the spec is on fd 3, readiness goes to fd 4.
 /// Returns only on a startup failure (after reporting it) or a broken socket.
 pub fn run(run_dir: &Path) -> Result<(), ExecutorError> {
     for fd in [SPEC_FD, READY_FD] {

@@ -64,7 +64,10 @@ pub struct Rlimits {
 
 impl Default for Rlimits {
     fn default() -> Self {
-        Rlimits { nofile: 1024, core: 0 }
+        Rlimits {
+            nofile: 1024,
+            core: 0,
+        }
     }
 }
 

@@ -9,9 +9,9 @@
 //! and an oracle can reason over the order of events.
 
 pub mod points;
-pub mod schedule;
 #[cfg(feature = "failpoints")]
 mod registry;
+pub mod schedule;
 #[cfg(feature = "failpoints")]
 pub use registry::*;
 

@@ -15,8 +15,12 @@ pub const AR_KILL_STARTED: &str = "ar.kill_started";
 pub const AR_UPDATE_APPLIED: &str = "ar.update_applied";
 
 /// Update boundaries in the order one update passes them.
-pub const UPDATE_BOUNDARIES: [&str; 4] =
-    [AR_UPDATE_RECEIVED, AR_ALLOC_STATE_SET, AR_TASK_RUNNERS_UPDATED, AR_KILL_STARTED];
+pub const UPDATE_BOUNDARIES: [&str; 4] = [
+    AR_UPDATE_RECEIVED,
+    AR_ALLOC_STATE_SET,
+    AR_TASK_RUNNERS_UPDATED,
+    AR_KILL_STARTED,
+];
 
 // Task runner MAIN loop, scoped by task name.
 pub const TR_START_CONDITION_MET: &str = "tr.start_condition_met";
@@ -24,6 +28,11 @@ pub const TR_BEFORE_PRESTART: &str = "tr.before_prestart";
 pub const TR_AFTER_PRESTART: &str = "tr.after_prestart";
 pub const TR_BEFORE_DRIVER_START: &str = "tr.before_driver_start";
 pub const TR_AFTER_DRIVER_START: &str = "tr.after_driver_start";
+
+/// Between the start gate's commit (persisted) and the executor launch: not
+/// part of the stop-race enumeration (a stop can no longer stop this
+/// attempt here), but an agent killed here must not start the task twice.
+pub const TR_START_COMMITTED: &str = "tr.start_committed";
 
 /// Record-only: the task runner saw its alloc terminal (or itself killed) and
 /// will not start this attempt.

@@ -54,7 +54,11 @@ pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
         record(&name, &action);
     }
     let injected = action.as_ref().and_then(|_| {
-        let run = || fail::eval(&name, |msg| msg.unwrap_or_else(|| format!("fault injected at {name}")));
+        let run = || {
+            fail::eval(&name, |msg| {
+                msg.unwrap_or_else(|| format!("fault injected at {name}"))
+            })
+        };
         // A parked or sleeping point must not starve a tokio worker of its other tasks.
         match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
@@ -65,7 +69,11 @@ pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
     });
     if passes {
         // The pass of a park was recorded as its arrival already, with the action.
-        let passed = if action == Some(Action::Park) { None } else { action };
+        let passed = if action == Some(Action::Park) {
+            None
+        } else {
+            action
+        };
         record(&name, &passed);
     }
     injected
@@ -74,7 +82,11 @@ pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
 fn record(name: &str, action: &Option<Action>) {
     let mut st = lock();
     st.seq += 1;
-    let hit = Hit { seq: st.seq, name: name.to_string(), action: action.clone() };
+    let hit = Hit {
+        seq: st.seq,
+        name: name.to_string(),
+        action: action.clone(),
+    };
     if let Some(log) = &mut st.log {
         // Line-buffered and written before the action, so a harness reading
         // the log of a process killed at this very point still sees the hit.
@@ -99,7 +111,10 @@ pub enum EnvConfigError {
     #[error("{FAULTS_ENV}: {0}")]
     Action(String),
     #[error("{FAULT_LOG_ENV} {path}: {source}")]
-    Log { path: String, source: std::io::Error },
+    Log {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Applies the configuration the harness put in this process's environment.
@@ -112,9 +127,14 @@ pub fn configure_from_env() -> Result<(), EnvConfigError> {
             .map_err(|source| EnvConfigError::Log { path, source })?;
         lock().log = Some(file);
     }
-    let Ok(spec) = std::env::var(FAULTS_ENV) else { return Ok(()) };
+    let Ok(spec) = std::env::var(FAULTS_ENV) else {
+        return Ok(());
+    };
     for entry in spec.split(';').filter(|e| !e.trim().is_empty()) {
-        let (name, action) = entry.trim().rsplit_once('=').ok_or_else(|| EnvConfigError::Entry(entry.to_string()))?;
+        let (name, action) = entry
+            .trim()
+            .rsplit_once('=')
+            .ok_or_else(|| EnvConfigError::Entry(entry.to_string()))?;
         let action: Action = action.parse().map_err(EnvConfigError::Action)?;
         let (scope, point) = match name.split_once(':') {
             Some((scope, point)) => (Some(scope), point),
@@ -127,7 +147,11 @@ pub fn configure_from_env() -> Result<(), EnvConfigError> {
 
 /// Renders a configuration for [`configure_from_env`] in a child process.
 pub fn env_spec<'a>(faults: impl IntoIterator<Item = (&'a str, &'a Action)>) -> String {
-    faults.into_iter().map(|(name, action)| format!("{name}={action}")).collect::<Vec<_>>().join(";")
+    faults
+        .into_iter()
+        .map(|(name, action)| format!("{name}={action}"))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 /// Reads a fault log written by a child process configured with
@@ -138,7 +162,10 @@ pub fn read_log(path: &std::path::Path) -> std::io::Result<Vec<Hit>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
 }
 
 /// Configures `action` at `point` (optionally only for one task's scope).
@@ -236,7 +263,11 @@ fn wait_until(
         if left.is_zero() {
             return Err(WaitTimeout(timeout, what.to_string()));
         }
-        st = registry().changed.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0;
+        st = registry()
+            .changed
+            .wait_timeout(st, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
     }
     Ok(())
 }
@@ -272,7 +303,10 @@ pub fn reset() {
     let mut st = lock();
     let generation = st.generation + 1;
     let log = st.log.take();
-    *st = State { generation, log, ..State::default() };
+    *st = State {
+        generation,
+        log,
+        ..State::default()
+    };
     registry().changed.notify_all();
 }
-

@@ -44,7 +44,13 @@ impl Schedule {
         if p < last {
             task_parks.push(last);
         }
-        Schedule { task_parks, update_parks: vec![q], stop_at: 0, first: Actor::TaskRunner, swaps: Vec::new() }
+        Schedule {
+            task_parks,
+            update_parks: vec![q],
+            stop_at: 0,
+            first: Actor::TaskRunner,
+            swaps: Vec::new(),
+        }
     }
 
     /// Every (p, q) pair: the full enumeration.
@@ -73,12 +79,24 @@ impl Schedule {
         let task_parks = pick_set(TASK_RUNNER_BOUNDARIES.len());
         let update_parks = pick_set(UPDATE_BOUNDARIES.len());
         let stop_at = (rng.next() % task_parks.len() as u64) as usize;
-        let first = if rng.next().is_multiple_of(2) { Actor::TaskRunner } else { Actor::Updater };
+        let first = if rng.next().is_multiple_of(2) {
+            Actor::TaskRunner
+        } else {
+            Actor::Updater
+        };
         let steps = (task_parks.len() + update_parks.len()) as u64;
-        let mut swaps: Vec<u32> = (0..depth).map(|_| (rng.next() % steps.max(1)) as u32).collect();
+        let mut swaps: Vec<u32> = (0..depth)
+            .map(|_| (rng.next() % steps.max(1)) as u32)
+            .collect();
         swaps.sort_unstable();
         swaps.dedup();
-        Schedule { task_parks, update_parks, stop_at, first, swaps }
+        Schedule {
+            task_parks,
+            update_parks,
+            stop_at,
+            first,
+            swaps,
+        }
     }
 
     pub fn task_park_points(&self) -> impl Iterator<Item = &'static str> + '_ {
@@ -101,8 +119,10 @@ impl Schedule {
 
     fn validate(self) -> Result<Schedule, TokenError> {
         let bad = |why: &str| Err(TokenError(why.to_string()));
-        let ascending = |v: &[usize], n: usize| v.windows(2).all(|w| w[0] < w[1]) && v.iter().all(|&i| i < n);
-        if self.task_parks.is_empty() || !ascending(&self.task_parks, TASK_RUNNER_BOUNDARIES.len()) {
+        let ascending =
+            |v: &[usize], n: usize| v.windows(2).all(|w| w[0] < w[1]) && v.iter().all(|&i| i < n);
+        if self.task_parks.is_empty() || !ascending(&self.task_parks, TASK_RUNNER_BOUNDARIES.len())
+        {
             return bad("task parks must be ascending boundary indices");
         }
         if !ascending(&self.update_parks, UPDATE_BOUNDARIES.len()) {
@@ -118,8 +138,18 @@ impl Schedule {
 /// `tr=1.4/up=2/stop=0/first=tr/swaps=` — every field of the schedule.
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let list = |v: &[usize]| v.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(".");
-        let swaps = self.swaps.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(".");
+        let list = |v: &[usize]| {
+            v.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(".")
+        };
+        let swaps = self
+            .swaps
+            .iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(".");
         let first = match self.first {
             Actor::TaskRunner => "tr",
             Actor::Updater => "up",
@@ -145,12 +175,22 @@ impl std::str::FromStr for Schedule {
         let err = |why: String| TokenError(why);
         let mut fields = std::collections::BTreeMap::new();
         for part in s.split('/') {
-            let (k, v) = part.split_once('=').ok_or_else(|| err(format!("field {part:?} has no '='")))?;
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| err(format!("field {part:?} has no '='")))?;
             fields.insert(k, v);
         }
-        let get = |k: &str| fields.get(k).copied().ok_or_else(|| err(format!("missing field {k:?}")));
+        let get = |k: &str| {
+            fields
+                .get(k)
+                .copied()
+                .ok_or_else(|| err(format!("missing field {k:?}")))
+        };
         let list = |v: &str| -> Result<Vec<usize>, TokenError> {
-            v.split('.').filter(|x| !x.is_empty()).map(|x| x.parse().map_err(|_| err(format!("bad number {x:?}")))).collect()
+            v.split('.')
+                .filter(|x| !x.is_empty())
+                .map(|x| x.parse().map_err(|_| err(format!("bad number {x:?}"))))
+                .collect()
         };
         let first = match get("first")? {
             "tr" => Actor::TaskRunner,
@@ -160,7 +200,9 @@ impl std::str::FromStr for Schedule {
         Schedule {
             task_parks: list(get("tr")?)?,
             update_parks: list(get("up")?)?,
-            stop_at: get("stop")?.parse().map_err(|_| err("bad stop index".into()))?,
+            stop_at: get("stop")?
+                .parse()
+                .map_err(|_| err("bad stop index".into()))?,
             first,
             swaps: list(get("swaps")?)?.into_iter().map(|x| x as u32).collect(),
         }
@@ -188,15 +230,24 @@ mod tests {
     #[test]
     fn enumeration_covers_every_pair_once() {
         let all = Schedule::enumerate();
-        assert_eq!(all.len(), TASK_RUNNER_BOUNDARIES.len() * UPDATE_BOUNDARIES.len());
-        let mut pairs: Vec<(usize, usize)> = all.iter().map(|s| (s.task_parks[0], s.update_parks[0])).collect();
+        assert_eq!(
+            all.len(),
+            TASK_RUNNER_BOUNDARIES.len() * UPDATE_BOUNDARIES.len()
+        );
+        let mut pairs: Vec<(usize, usize)> = all
+            .iter()
+            .map(|s| (s.task_parks[0], s.update_parks[0]))
+            .collect();
         pairs.dedup();
         assert_eq!(pairs.len(), all.len());
     }
 
     #[test]
     fn tokens_round_trip() {
-        for schedule in Schedule::enumerate().into_iter().chain((0..200).map(|seed| Schedule::random(seed, 2))) {
+        for schedule in Schedule::enumerate()
+            .into_iter()
+            .chain((0..200).map(|seed| Schedule::random(seed, 2)))
+        {
             let token = schedule.to_string();
             assert_eq!(token.parse::<Schedule>(), Ok(schedule), "token {token}");
         }
@@ -205,13 +256,25 @@ mod tests {
     #[test]
     fn random_schedules_depend_only_on_the_seed() {
         assert_eq!(Schedule::random(7, 2), Schedule::random(7, 2));
-        let distinct: std::collections::BTreeSet<String> = (0..50).map(|s| Schedule::random(s, 2).to_string()).collect();
-        assert!(distinct.len() > 10, "only {} distinct schedules from 50 seeds", distinct.len());
+        let distinct: std::collections::BTreeSet<String> = (0..50)
+            .map(|s| Schedule::random(s, 2).to_string())
+            .collect();
+        assert!(
+            distinct.len() > 10,
+            "only {} distinct schedules from 50 seeds",
+            distinct.len()
+        );
     }
 
     #[test]
     fn bad_tokens_are_rejected_with_a_reason() {
-        for bad in ["", "tr=9/up=0/stop=0/first=tr/swaps=", "tr=1/up=0/stop=1/first=tr/swaps=", "tr=2.1/up=/stop=0/first=tr/swaps=", "tr=1/up=0/stop=0/first=me/swaps="] {
+        for bad in [
+            "",
+            "tr=9/up=0/stop=0/first=tr/swaps=",
+            "tr=1/up=0/stop=1/first=tr/swaps=",
+            "tr=2.1/up=/stop=0/first=tr/swaps=",
+            "tr=1/up=0/stop=0/first=me/swaps=",
+        ] {
             assert!(bad.parse::<Schedule>().is_err(), "{bad:?} parsed");
         }
     }

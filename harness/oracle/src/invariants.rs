@@ -75,10 +75,17 @@ pub fn check_with(
     may_start_late: &[String],
     config: &InvariantConfig,
 ) -> Vec<Violation> {
-    let must_not_start_late: Vec<String> =
-        tasks.iter().filter(|t| !may_start_late.contains(t)).cloned().collect();
+    let must_not_start_late: Vec<String> = tasks
+        .iter()
+        .filter(|t| !may_start_late.contains(t))
+        .cloned()
+        .collect();
     let mut v = check_layout_before_exec(history);
-    v.extend(check_no_exec_after_terminal(history, &must_not_start_late, config));
+    v.extend(check_no_exec_after_terminal(
+        history,
+        &must_not_start_late,
+        config,
+    ));
     v.extend(check_one_exec_per_attempt(history, tasks, config));
     v.extend(check_started_tasks_end(history));
     v
@@ -122,7 +129,10 @@ pub fn check_layout_before_exec(history: &[Event]) -> Vec<Violation> {
     history
         .iter()
         .filter_map(|e| match e {
-            Event::Exec(r) if r.verdict == Answer::Deny && !r.reason.starts_with(crate::judge::DENY_TERMINAL) => {
+            Event::Exec(r)
+                if r.verdict == Answer::Deny
+                    && !r.reason.starts_with(crate::judge::DENY_TERMINAL) =>
+            {
                 let task = r.identity.task()?;
                 Some(violation(
                     LAYOUT_BEFORE_EXEC,

@@ -49,7 +49,9 @@ pub fn judge(facts: &RunFacts<'_>, exec: &PendingExec) -> Verdict {
 pub fn terminal_before_decision(history: &[Hit], task: &str) -> Option<String> {
     let decision = scoped(Some(task), points::TR_BEFORE_DRIVER_START);
     let last_decision = history.iter().rev().find(|h| h.name == decision)?;
-    let terminal = history.iter().find(|h| h.name == points::AR_ALLOC_STATE_SET)?;
+    let terminal = history
+        .iter()
+        .find(|h| h.name == points::AR_ALLOC_STATE_SET)?;
     (terminal.seq < last_decision.seq).then(|| {
         format!(
             "alloc terminal at fault #{} before the start decision at fault #{}",
@@ -65,7 +67,12 @@ mod tests {
     use std::path::PathBuf;
 
     fn build(alloc: &Path, task: &str) {
-        for d in ["alloc/logs", &format!("{task}/local"), &format!("{task}/secrets"), &format!("{task}/tmp")] {
+        for d in [
+            "alloc/logs",
+            &format!("{task}/local"),
+            &format!("{task}/secrets"),
+            &format!("{task}/tmp"),
+        ] {
             std::fs::create_dir_all(alloc.join(d)).unwrap();
         }
         for stream in ["stdout", "stderr"] {
@@ -74,14 +81,21 @@ mod tests {
     }
 
     fn hit(seq: u64, name: &str) -> Hit {
-        Hit { seq, name: name.into(), action: None }
+        Hit {
+            seq,
+            name: name.into(),
+            action: None,
+        }
     }
 
     fn exec(alloc: &str, task: &str) -> PendingExec {
         PendingExec {
             pid: 1,
             exe: PathBuf::from("/bin/x"),
-            identity: ExecIdentity::Executor { alloc_id: alloc.into(), task: task.into() },
+            identity: ExecIdentity::Executor {
+                alloc_id: alloc.into(),
+                task: task.into(),
+            },
         }
     }
 
@@ -90,11 +104,22 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         build(&root.path().join("a1"), "web");
         let late = BTreeSet::new();
-        let facts = RunFacts { allocs_root: root.path(), may_start_late: &late, history: &[] };
+        let facts = RunFacts {
+            allocs_root: root.path(),
+            may_start_late: &late,
+            history: &[],
+        };
         assert_eq!(judge(&facts, &exec("a1", "web")), Verdict::Allow);
-        assert!(matches!(judge(&facts, &exec("a1", "db")), Verdict::Deny(r) if r.starts_with(DENY_LAYOUT)));
-        assert!(matches!(judge(&facts, &exec("a2", "web")), Verdict::Deny(r) if r.starts_with(DENY_LAYOUT)));
-        let unknown = PendingExec { identity: ExecIdentity::Unknown, ..exec("a1", "web") };
+        assert!(
+            matches!(judge(&facts, &exec("a1", "db")), Verdict::Deny(r) if r.starts_with(DENY_LAYOUT))
+        );
+        assert!(
+            matches!(judge(&facts, &exec("a2", "web")), Verdict::Deny(r) if r.starts_with(DENY_LAYOUT))
+        );
+        let unknown = PendingExec {
+            identity: ExecIdentity::Unknown,
+            ..exec("a1", "web")
+        };
         assert_eq!(judge(&facts, &unknown), Verdict::Allow);
     }
 
@@ -102,18 +127,33 @@ mod tests {
     fn a_start_decided_after_terminal_is_denied_unless_poststop() {
         let root = tempfile::tempdir().unwrap();
         build(&root.path().join("a1"), "web");
-        let history = [hit(1, points::AR_ALLOC_STATE_SET), hit(2, "web:tr.before_driver_start")];
+        let history = [
+            hit(1, points::AR_ALLOC_STATE_SET),
+            hit(2, "web:tr.before_driver_start"),
+        ];
         let none = BTreeSet::new();
-        let facts = RunFacts { allocs_root: root.path(), may_start_late: &none, history: &history };
-        assert!(matches!(judge(&facts, &exec("a1", "web")), Verdict::Deny(r) if r.starts_with(DENY_TERMINAL)));
+        let facts = RunFacts {
+            allocs_root: root.path(),
+            may_start_late: &none,
+            history: &history,
+        };
+        assert!(
+            matches!(judge(&facts, &exec("a1", "web")), Verdict::Deny(r) if r.starts_with(DENY_TERMINAL))
+        );
         let late: BTreeSet<String> = ["web".to_string()].into();
-        let facts = RunFacts { may_start_late: &late, ..facts };
+        let facts = RunFacts {
+            may_start_late: &late,
+            ..facts
+        };
         assert_eq!(judge(&facts, &exec("a1", "web")), Verdict::Allow);
     }
 
     #[test]
     fn a_start_decided_before_terminal_is_allowed() {
-        let history = [hit(1, "web:tr.before_driver_start"), hit(2, points::AR_ALLOC_STATE_SET)];
+        let history = [
+            hit(1, "web:tr.before_driver_start"),
+            hit(2, points::AR_ALLOC_STATE_SET),
+        ];
         assert_eq!(terminal_before_decision(&history, "web"), None);
         assert_eq!(terminal_before_decision(&history[..1], "web"), None);
     }

@@ -2,8 +2,12 @@
 //! applets, so they run in the lab's minimal root.
 
 use std::time::Duration;
-use taskgate_engine::jobspec::{Group, Job, Lifecycle, LifecycleHook, RestartMode, RestartPolicy, Task};
-use taskgate_faults::points::{hook_point, Edge, EXECUTOR_BOUNDARIES, TASK_RUNNER_BOUNDARIES, UPDATE_BOUNDARIES};
+use taskgate_engine::jobspec::{
+    Group, Job, Lifecycle, LifecycleHook, RestartMode, RestartPolicy, Task,
+};
+use taskgate_faults::points::{
+    self, hook_point, Edge, EXECUTOR_BOUNDARIES, TASK_RUNNER_BOUNDARIES, UPDATE_BOUNDARIES,
+};
 use taskgate_faults::Action;
 
 /// What kind of run a scenario is.
@@ -12,7 +16,10 @@ pub enum Kind {
     /// A stop update raced against one task runner, driven by a schedule.
     StopRace { controlled: &'static str },
     /// One fault per run, in process: each listed (point, action) alone.
-    Faults { faults: Vec<(String, Action)>, then: Then },
+    Faults {
+        faults: Vec<(String, Action)>,
+        then: Then,
+    },
     /// The agent is SIGKILLed at a boundary, restarted, and stops the alloc.
     AgentKill { boundaries: Vec<String> },
 }
@@ -49,19 +56,33 @@ pub struct UnknownScenario(pub String, pub String);
 pub fn find(name: &str) -> Result<Scenario, UnknownScenario> {
     let all = catalogue();
     let names = all.iter().map(|s| s.name).collect::<Vec<_>>().join(", ");
-    all.into_iter().find(|s| s.name == name).ok_or_else(|| UnknownScenario(name.to_string(), names))
+    all.into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| UnknownScenario(name.to_string(), names))
 }
 
 /// A long-running task that exits promptly on SIGINT/SIGTERM. The sleep is
 /// the task's workload, not synchronisation: the trap ends it on stop.
 fn service(name: &str) -> Task {
-    let mut task = Task::new(name, "/bin/sh", vec!["-c".into(), format!("trap 'exit 0' INT TERM; echo {name} up; sleep 3600 & wait")]);
+    let mut task = Task::new(
+        name,
+        "/bin/sh",
+        vec![
+            "-c".into(),
+            format!("trap 'exit 0' INT TERM; echo {name} up; sleep 3600 & wait"),
+        ],
+    );
     // Short: a task killed before its shell set the trap ignores SIGINT as
     // PID 1, and the run should not idle through a long grace period.
     task.kill_timeout = Duration::from_millis(250);
     task.resources.memory_mb = 32;
     // No restarts: a failure in a scenario must show, not be retried away.
-    task.restart = RestartPolicy { attempts: 0, interval: Duration::from_secs(60), delay: Duration::ZERO, mode: RestartMode::Fail };
+    task.restart = RestartPolicy {
+        attempts: 0,
+        interval: Duration::from_secs(60),
+        delay: Duration::ZERO,
+        mode: RestartMode::Fail,
+    };
     task
 }
 
@@ -77,14 +98,26 @@ fn lifecycle(mut task: Task, hook: LifecycleHook, sidecar: bool) -> Task {
 }
 
 fn job(name: &str, tasks: Vec<Task>) -> Job {
-    Job { name: name.to_string(), groups: vec![Group { name: "g".into(), tasks }] }
+    Job {
+        name: name.to_string(),
+        groups: vec![Group {
+            name: "g".into(),
+            tasks,
+        }],
+    }
 }
 
 /// The report's alloc: a leader and a poststart sidecar.
 pub fn report_alloc() -> Job {
     let mut leader = service("leader");
     leader.leader = true;
-    job("report", vec![leader, lifecycle(service("sidecar"), LifecycleHook::Poststart, true)])
+    job(
+        "report",
+        vec![
+            leader,
+            lifecycle(service("sidecar"), LifecycleHook::Poststart, true),
+        ],
+    )
 }
 
 pub fn catalogue() -> Vec<Scenario> {
@@ -96,17 +129,25 @@ pub fn catalogue() -> Vec<Scenario> {
             .map(|p| (taskgate_faults::scoped(Some(task), &p), action.clone()))
             .collect()
     };
-    // Every boundary the sidecar's runner passes on its way to running, then
-    // every boundary of the stop update.
-    let sidecar_hooks = prestart_hooks
+    // Every boundary a task runner passes on its way to running (the
+    // leader's and the sidecar's), then every boundary of the stop update.
+    let runner_boundaries = || {
+        TASK_RUNNER_BOUNDARIES
+            .iter()
+            .chain([&points::TR_START_COMMITTED])
+            .map(|p| p.to_string())
+            .chain(
+                prestart_hooks.iter().flat_map(|h| {
+                    [Edge::Before, Edge::After].map(|e| hook_point("prestart", e, h))
+                }),
+            )
+            .chain(
+                [Edge::Before, Edge::After].map(|e| hook_point("poststart", e, "persist_handle")),
+            )
+    };
+    let kill_boundaries: Vec<String> = ["leader", "sidecar"]
         .iter()
-        .flat_map(|h| [Edge::Before, Edge::After].map(|e| hook_point("prestart", e, h)))
-        .chain([Edge::Before, Edge::After].map(|e| hook_point("poststart", e, "persist_handle")));
-    let kill_boundaries: Vec<String> = TASK_RUNNER_BOUNDARIES
-        .iter()
-        .map(|p| p.to_string())
-        .chain(sidecar_hooks)
-        .map(|p| taskgate_faults::scoped(Some("sidecar"), &p))
+        .flat_map(|task| runner_boundaries().map(move |p| taskgate_faults::scoped(Some(task), &p)))
         .chain(UPDATE_BOUNDARIES.iter().map(|p| p.to_string()))
         .collect();
     vec![
@@ -189,7 +230,6 @@ pub fn is_executor_point(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use taskgate_faults::points;
 
     #[test]
     fn names_are_unique_and_findable() {
@@ -198,7 +238,10 @@ mod tests {
             assert_eq!(find(s.name).unwrap().name, s.name);
             assert_eq!(all.iter().filter(|o| o.name == s.name).count(), 1);
         }
-        assert!(find("nope").unwrap_err().to_string().contains("sidecar-stop"));
+        assert!(find("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("sidecar-stop"));
     }
 
     #[test]
@@ -212,7 +255,10 @@ mod tests {
 
     #[test]
     fn executor_points_are_recognised() {
-        assert!(is_executor_point(&taskgate_faults::scoped(Some("web"), points::EX_BEFORE_EXEC)));
+        assert!(is_executor_point(&taskgate_faults::scoped(
+            Some("web"),
+            points::EX_BEFORE_EXEC
+        )));
         assert!(!is_executor_point(points::AR_KILL_STARTED));
     }
 }

@@ -33,8 +33,16 @@ impl Track {
 
     /// Waits until the actor is parked at its next point (true) or gone (false).
     fn settle(&mut self) -> Result<bool, ControlError> {
-        let Some(point) = self.pending() else { return Ok(false) };
-        let which = taskgate_faults::wait_any(&[Await::Parked(point.to_string()), Await::Passed(self.gone.clone())], STEP_TIMEOUT)?;
+        let Some(point) = self.pending() else {
+            return Ok(false);
+        };
+        let which = taskgate_faults::wait_any(
+            &[
+                Await::Parked(point.to_string()),
+                Await::Passed(self.gone.clone()),
+            ],
+            STEP_TIMEOUT,
+        )?;
         if which == 1 {
             self.next = self.parks.len();
         }
@@ -62,7 +70,10 @@ pub fn arm(schedule: &Schedule, task: &str) {
 /// Runs the schedule to its end; `stop` delivers the stop update.
 pub fn drive(schedule: &Schedule, task: &str, stop: impl FnOnce()) -> Result<(), ControlError> {
     let mut runner = Track {
-        parks: schedule.task_park_points().map(|p| scoped(Some(task), p)).collect(),
+        parks: schedule
+            .task_park_points()
+            .map(|p| scoped(Some(task), p))
+            .collect(),
         next: 0,
         gone: scoped(Some(task), TR_MAIN_EXITED),
     };

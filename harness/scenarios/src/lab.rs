@@ -15,14 +15,20 @@ use taskgate_oracle::{ExecGate, ExecRecord, MarkedFs, PendingExec, RunFacts, Ver
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     #[error("{what} {path}: {source}")]
-    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Oracle(#[from] taskgate_oracle::OracleError),
     #[error(transparent)]
     Executor(#[from] taskgate_executor::ExecutorError),
     #[error("engine: {0}")]
     Engine(String),
-    #[error("the harness needs root (fanotify permission events, mounts, cgroups): run it as root")]
+    #[error(
+        "the harness needs root (fanotify permission events, mounts, cgroups): run it as root"
+    )]
     NotRoot,
 }
 
@@ -80,17 +86,23 @@ impl Lab {
         if !nix::unistd::geteuid().is_root() {
             return Err(LabError::NotRoot);
         }
-        let work = tempfile::Builder::new().prefix("taskgate-lab.").tempdir().map_err(io("creating", Path::new("/tmp")))?;
+        let work = tempfile::Builder::new()
+            .prefix("taskgate-lab.")
+            .tempdir()
+            .map_err(io("creating", Path::new("/tmp")))?;
         let marked_dir = work.path().join("marked");
         std::fs::create_dir(&marked_dir).map_err(io("creating", &marked_dir))?;
         let marked = MarkedFs::mount(&marked_dir)?;
         let root = marked.path().join("root");
         let chroot_env = taskgate_executor::build_busybox_root(&root)?;
-        let bin = marked.path().join("taskgate");
+        let bin = marked.path().join("taskgate-executor");
         std::fs::copy(executor_bin, &bin).map_err(io("copying the executor binary to", &bin))?;
         let watch: Arc<Mutex<Option<Watch>>> = Arc::new(Mutex::new(None));
         let judge_watch = watch.clone();
-        let gate = ExecGate::start(marked.path(), Arc::new(move |exec: &PendingExec| judge(&judge_watch, exec)))?;
+        let gate = ExecGate::start(
+            marked.path(),
+            Arc::new(move |exec: &PendingExec| judge(&judge_watch, exec)),
+        )?;
         Ok(Lab {
             work: Some(work),
             chroot_env,
@@ -103,7 +115,10 @@ impl Lab {
     }
 
     pub fn work_dir(&self) -> &Path {
-        self.work.as_ref().expect("the work dir lives as long as the lab").path()
+        self.work
+            .as_ref()
+            .expect("the work dir lives as long as the lab")
+            .path()
     }
 
     /// Keeps the work dir (with the failing runs' data dirs) after the lab ends.
@@ -121,29 +136,48 @@ impl Lab {
     }
 
     /// Starts judging a new run. Returns the index of its first exec record.
-    pub fn begin_run(&self, allocs_root: PathBuf, may_start_late: BTreeSet<String>, faults: FaultSource) -> usize {
-        *lock(&self.watch) = Some(Watch { allocs_root, may_start_late, faults, judged_at: Vec::new() });
+    pub fn begin_run(
+        &self,
+        allocs_root: PathBuf,
+        may_start_late: BTreeSet<String>,
+        faults: FaultSource,
+    ) -> usize {
+        *lock(&self.watch) = Some(Watch {
+            allocs_root,
+            may_start_late,
+            faults,
+            judged_at: Vec::new(),
+        });
         self.gate().decisions().len()
     }
 
     /// Ends a run: its exec records (from `first`), each with the fault
     /// history length at the moment it was judged.
     pub fn end_run(&self, first: usize) -> Vec<(ExecRecord, u64)> {
-        let judged_at = lock(&self.watch).take().map(|w| w.judged_at).unwrap_or_default();
+        let judged_at = lock(&self.watch)
+            .take()
+            .map(|w| w.judged_at)
+            .unwrap_or_default();
         let mut judged = judged_at.into_iter();
         self.gate()
             .decisions()
             .into_iter()
             .skip(first)
             .map(|r| {
-                let at = if r.judged { judged.next().unwrap_or(u64::MAX) } else { u64::MAX };
+                let at = if r.judged {
+                    judged.next().unwrap_or(u64::MAX)
+                } else {
+                    u64::MAX
+                };
                 (r, at)
             })
             .collect()
     }
 
     fn gate(&self) -> &ExecGate {
-        self.gate.as_ref().expect("gate runs for the lab's lifetime")
+        self.gate
+            .as_ref()
+            .expect("gate runs for the lab's lifetime")
     }
 }
 
@@ -171,9 +205,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Answers one exec with the oracle's rule, against the run in progress.
 fn judge(watch: &Mutex<Option<Watch>>, exec: &PendingExec) -> Verdict {
     let mut guard = lock(watch);
-    let Some(watch) = guard.as_mut() else { return Verdict::Allow };
+    let Some(watch) = guard.as_mut() else {
+        return Verdict::Allow;
+    };
     let history = watch.faults.history();
     watch.judged_at.push(history.len() as u64);
-    let facts = RunFacts { allocs_root: &watch.allocs_root, may_start_late: &watch.may_start_late, history: &history };
+    let facts = RunFacts {
+        allocs_root: &watch.allocs_root,
+        may_start_late: &watch.may_start_late,
+        history: &history,
+    };
     taskgate_oracle::judge(&facts, exec)
 }

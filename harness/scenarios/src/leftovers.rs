@@ -11,7 +11,11 @@ pub fn find(needle: &str, run_dir: Option<&Path>) -> Vec<String> {
     found.extend(processes(needle));
     if let Some(dir) = run_dir {
         if let Ok(entries) = std::fs::read_dir(dir) {
-            found.extend(entries.flatten().map(|e| format!("file {}", e.path().display())));
+            found.extend(
+                entries
+                    .flatten()
+                    .map(|e| format!("file {}", e.path().display())),
+            );
         }
     }
     found
@@ -22,7 +26,9 @@ pub fn cgroups(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
     for root in cgroup_mounts() {
         walk(Path::new(&root), 0, &mut |p| {
-            if p.file_name().is_some_and(|n| n.to_string_lossy().contains(needle)) {
+            if p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains(needle))
+            {
                 found.push(format!("cgroup {}", p.display()));
             }
         });
@@ -44,7 +50,9 @@ fn walk(dir: &Path, depth: usize, f: &mut impl FnMut(&Path)) {
     if depth > 8 {
         return;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             let path = entry.path();
@@ -56,21 +64,37 @@ fn walk(dir: &Path, depth: usize, f: &mut impl FnMut(&Path)) {
 
 pub fn mounts(needle: &str) -> Vec<String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines().filter(|l| l.contains(needle)).map(|l| format!("mount {l}")).collect()
+    info.lines()
+        .filter(|l| l.contains(needle))
+        .map(|l| format!("mount {l}"))
+        .collect()
 }
 
 /// Live processes whose command line mentions `needle`.
 pub fn processes(needle: &str) -> Vec<String> {
     let me = std::process::id().to_string();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     entries
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
         .filter(|e| e.file_name().to_string_lossy() != me)
         .filter_map(|e| {
             let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
             let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            cmdline.contains(needle).then(|| format!("process {} {}", e.file_name().to_string_lossy(), cmdline.trim()))
+            cmdline.contains(needle).then(|| {
+                format!(
+                    "process {} {}",
+                    e.file_name().to_string_lossy(),
+                    cmdline.trim()
+                )
+            })
         })
         .collect()
 }

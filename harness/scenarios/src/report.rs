@@ -41,7 +41,11 @@ pub enum TokenError {
     #[error(transparent)]
     Schedule(#[from] taskgate_faults::schedule::TokenError),
     #[error("scenario {scenario} has {count} cases; #{n} is out of range")]
-    Range { scenario: String, n: usize, count: usize },
+    Range {
+        scenario: String,
+        n: usize,
+        count: usize,
+    },
     #[error("scenario {0} is not a stop race; replay it as {0}#N")]
     Kind(String),
 }
@@ -52,7 +56,13 @@ impl Token {
         let (name, case) = if let Some((name, schedule)) = token.split_once('@') {
             (name, Case::Schedule(schedule.parse()?))
         } else if let Some((name, n)) = token.split_once('#') {
-            (name, Case::Fault(n.parse().map_err(|_| TokenError::Shape(token.to_string()))?))
+            (
+                name,
+                Case::Fault(
+                    n.parse()
+                        .map_err(|_| TokenError::Shape(token.to_string()))?,
+                ),
+            )
         } else {
             return Err(TokenError::Shape(token.to_string()));
         };
@@ -62,14 +72,28 @@ impl Token {
             (Kind::Faults { faults, .. }, Case::Fault(n)) if *n < faults.len() => {}
             (Kind::AgentKill { boundaries }, Case::Fault(n)) if *n < boundaries.len() => {}
             (Kind::Faults { faults: list, .. }, Case::Fault(n)) => {
-                return Err(TokenError::Range { scenario: name.into(), n: *n, count: list.len() })
+                return Err(TokenError::Range {
+                    scenario: name.into(),
+                    n: *n,
+                    count: list.len(),
+                })
             }
             (Kind::AgentKill { boundaries: list }, Case::Fault(n)) => {
-                return Err(TokenError::Range { scenario: name.into(), n: *n, count: list.len() })
+                return Err(TokenError::Range {
+                    scenario: name.into(),
+                    n: *n,
+                    count: list.len(),
+                })
             }
             _ => return Err(TokenError::Kind(name.into())),
         }
-        Ok((scenario.clone(), Token { scenario: scenario.name.to_string(), case }))
+        Ok((
+            scenario.clone(),
+            Token {
+                scenario: scenario.name.to_string(),
+                case,
+            },
+        ))
     }
 }
 
@@ -111,7 +135,12 @@ impl RunReport {
     pub fn explain(&self) -> String {
         let mut out = format!("FAIL {}  ({})\n", self.token, self.description);
         for v in &self.violations {
-            out += &format!("  violation: {} [{}]: {}\n", v.invariant, v.task.as_deref().unwrap_or("-"), v.detail);
+            out += &format!(
+                "  violation: {} [{}]: {}\n",
+                v.invariant,
+                v.task.as_deref().unwrap_or("-"),
+                v.detail
+            );
         }
         for p in &self.problems {
             out += &format!("  problem: {p}\n");
@@ -137,10 +166,18 @@ fn describe(e: &Event) -> String {
             r.exe.display(),
             r.pid,
             r.verdict,
-            if r.reason.is_empty() { String::new() } else { format!(" ({})", r.reason) }
+            if r.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.reason)
+            }
         ),
         Event::StopDelivered { .. } => "stop   delivered".to_string(),
-        Event::TaskEvent { task, kind, attempt } => format!("event  {task} {kind} (attempt {attempt})"),
+        Event::TaskEvent {
+            task,
+            kind,
+            attempt,
+        } => format!("event  {task} {kind} (attempt {attempt})"),
         Event::AgentRestarted => "agent  restarted".to_string(),
     }
 }
@@ -158,7 +195,11 @@ pub fn junit(reports: &[RunReport], name: &str) -> Result<String, quick_junit::S
                 TestCaseStatus::success()
             } else {
                 let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                let first = r.violations.first().map(|v| v.invariant.to_string()).or_else(|| r.problems.first().cloned());
+                let first = r
+                    .violations
+                    .first()
+                    .map(|v| v.invariant.to_string())
+                    .or_else(|| r.problems.first().cloned());
                 s.set_message(first.unwrap_or_default());
                 s.set_description(r.explain());
                 s
@@ -181,7 +222,10 @@ mod tests {
     fn tokens_round_trip_for_every_case() {
         for scenario in catalogue::catalogue() {
             for case in cases(&scenario, 5, 42) {
-                let token = Token { scenario: scenario.name.to_string(), case };
+                let token = Token {
+                    scenario: scenario.name.to_string(),
+                    case,
+                };
                 let (parsed_scenario, parsed) = Token::parse(&token.to_string()).unwrap();
                 assert_eq!(parsed, token);
                 assert_eq!(parsed_scenario.name, scenario.name);
@@ -191,9 +235,21 @@ mod tests {
 
     #[test]
     fn bad_tokens_say_why() {
-        assert!(matches!(Token::parse("nonsense"), Err(TokenError::Shape(_))));
-        assert!(matches!(Token::parse("nope#1"), Err(TokenError::Scenario(_))));
-        assert!(matches!(Token::parse("agent-kill#999"), Err(TokenError::Range { .. })));
-        assert!(matches!(Token::parse("agent-kill@tr=0/up=0/stop=0/first=tr/swaps="), Err(TokenError::Kind(_))));
+        assert!(matches!(
+            Token::parse("nonsense"),
+            Err(TokenError::Shape(_))
+        ));
+        assert!(matches!(
+            Token::parse("nope#1"),
+            Err(TokenError::Scenario(_))
+        ));
+        assert!(matches!(
+            Token::parse("agent-kill#999"),
+            Err(TokenError::Range { .. })
+        ));
+        assert!(matches!(
+            Token::parse("agent-kill@tr=0/up=0/stop=0/first=tr/swaps="),
+            Err(TokenError::Kind(_))
+        ));
     }
 }

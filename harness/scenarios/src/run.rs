@@ -40,12 +40,20 @@ struct Outcome {
 
 impl<'a> Runner<'a> {
     pub fn new(lab: &'a Lab, runtime: &'a tokio::runtime::Runtime, agent_bin: PathBuf) -> Self {
-        Runner { lab, runtime, agent_bin, runs: std::cell::Cell::new(0) }
+        Runner {
+            lab,
+            runtime,
+            agent_bin,
+            runs: std::cell::Cell::new(0),
+        }
     }
 
     pub fn run(&self, scenario: &Scenario, case: &Case) -> RunReport {
         let started = Instant::now();
-        let token = Token { scenario: scenario.name.to_string(), case: case.clone() };
+        let token = Token {
+            scenario: scenario.name.to_string(),
+            case: case.clone(),
+        };
         let n = self.runs.get() + 1;
         self.runs.set(n);
         let data_dir = self.lab.work_dir().join(format!("run-{n}"));
@@ -64,32 +72,60 @@ impl<'a> Runner<'a> {
                 duration: Duration::ZERO,
             },
         };
-        report.problems.extend(leftovers::find(&data_dir.display().to_string(), Some(&data_dir.join("run"))));
+        report.problems.extend(leftovers::find(
+            &data_dir.display().to_string(),
+            Some(&data_dir.join("run")),
+        ));
+        // Task cgroups are named after the alloc, not the data dir.
+        for alloc in std::fs::read_dir(data_dir.join("allocs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            report
+                .problems
+                .extend(leftovers::cgroups(&alloc.file_name().to_string_lossy()));
+        }
         if report.passed() {
             let _ = std::fs::remove_dir_all(&data_dir);
         } else {
             self.lab.keep_work_dir();
-            report.problems.push(format!("data kept in {}", data_dir.display()));
+            report
+                .problems
+                .push(format!("data kept in {}", data_dir.display()));
         }
         report.duration = started.elapsed();
         report
     }
 
-    fn run_in(&self, scenario: &Scenario, case: &Case, data_dir: &Path) -> Result<Outcome, LabError> {
-        let may_start_late: BTreeSet<String> =
-            scenario.tasks().iter().filter(|t| t.is_poststop()).map(|t| t.name.clone()).collect();
+    fn run_in(
+        &self,
+        scenario: &Scenario,
+        case: &Case,
+        data_dir: &Path,
+    ) -> Result<Outcome, LabError> {
+        let may_start_late: BTreeSet<String> = scenario
+            .tasks()
+            .iter()
+            .filter(|t| t.is_poststop())
+            .map(|t| t.name.clone())
+            .collect();
         let allocs = data_dir.join("allocs");
         match (&scenario.kind, case) {
             (Kind::AgentKill { boundaries }, Case::Fault(i)) => {
                 let log = data_dir.join("faults.jsonl");
-                let first = self.lab.begin_run(allocs, may_start_late, FaultSource::Log(log.clone()));
+                let first =
+                    self.lab
+                        .begin_run(allocs, may_start_late, FaultSource::Log(log.clone()));
                 let mut outcome = self.agent_kill(scenario, &boundaries[*i], data_dir, &log)?;
                 outcome.execs = self.lab.end_run(first);
                 Ok(outcome)
             }
             _ => {
                 taskgate_faults::reset();
-                let first = self.lab.begin_run(allocs, may_start_late, FaultSource::InProcess);
+                let first = self
+                    .lab
+                    .begin_run(allocs, may_start_late, FaultSource::InProcess);
                 let result = self.in_process(scenario, case, data_dir);
                 // Whatever happened, nothing may stay parked or configured.
                 taskgate_faults::reset();
@@ -111,20 +147,33 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn in_process(&self, scenario: &Scenario, case: &Case, data_dir: &Path) -> Result<Outcome, LabError> {
-        let engine = Engine::open(self.engine_config(data_dir)).map_err(|e| LabError::Engine(e.to_string()))?;
+    fn in_process(
+        &self,
+        scenario: &Scenario,
+        case: &Case,
+        data_dir: &Path,
+    ) -> Result<Outcome, LabError> {
+        let engine = Engine::open(self.engine_config(data_dir))
+            .map_err(|e| LabError::Engine(e.to_string()))?;
         let mut problems = Vec::new();
         let description = describe_case(scenario, case);
         // Configure before the alloc exists, so no boundary can be missed.
         let mut fault = None;
         match (&scenario.kind, case) {
-            (Kind::StopRace { controlled }, Case::Schedule(schedule)) => control::arm(schedule, controlled),
+            (Kind::StopRace { controlled }, Case::Schedule(schedule)) => {
+                control::arm(schedule, controlled)
+            }
             (Kind::Faults { faults, .. }, Case::Fault(i)) => {
                 let (name, action) = &faults[*i];
                 if is_executor_point(name) {
-                    std::env::set_var(taskgate_executor::FAILPOINTS_ENV, taskgate_faults::env_spec([(name.as_str(), action)]));
+                    std::env::set_var(
+                        taskgate_executor::FAILPOINTS_ENV,
+                        taskgate_faults::env_spec([(name.as_str(), action)]),
+                    );
                 } else {
-                    let (scope, point) = name.split_once(':').map_or((None, name.as_str()), |(s, p)| (Some(s), p));
+                    let (scope, point) = name
+                        .split_once(':')
+                        .map_or((None, name.as_str()), |(s, p)| (Some(s), p));
                     taskgate_faults::configure(scope, point, action.clone());
                 }
                 fault = Some((name.clone(), action.clone()));
@@ -132,7 +181,9 @@ impl<'a> Runner<'a> {
             _ => unreachable!("cases are built per kind"),
         }
         let _guard = self.runtime.enter();
-        let alloc = engine.submit(&scenario.job, None).map_err(|e| LabError::Engine(e.to_string()))?;
+        let alloc = engine
+            .submit(&scenario.job, None)
+            .map_err(|e| LabError::Engine(e.to_string()))?;
         let updater = alloc.updater();
         let stop = move || {
             taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
@@ -152,15 +203,26 @@ impl<'a> Runner<'a> {
                     Then::StopWhenSettled => {
                         let task = name.split_once(':').map(|(t, _)| t).unwrap_or_default();
                         vec![vec![
-                            Await::Passed(taskgate_faults::scoped(Some(task), points::TR_AFTER_DRIVER_START)),
-                            Await::Passed(taskgate_faults::scoped(Some(task), points::TR_MAIN_EXITED)),
+                            Await::Passed(taskgate_faults::scoped(
+                                Some(task),
+                                points::TR_AFTER_DRIVER_START,
+                            )),
+                            Await::Passed(taskgate_faults::scoped(
+                                Some(task),
+                                points::TR_MAIN_EXITED,
+                            )),
                         ]]
                     }
                     Then::StopWhenRunning => scenario
                         .tasks()
                         .iter()
                         .filter(|t| !t.is_poststop())
-                        .map(|t| vec![Await::Passed(taskgate_faults::scoped(Some(&t.name), points::TR_AFTER_DRIVER_START))])
+                        .map(|t| {
+                            vec![Await::Passed(taskgate_faults::scoped(
+                                Some(&t.name),
+                                points::TR_AFTER_DRIVER_START,
+                            ))]
+                        })
                         .collect(),
                 };
                 for condition in &settled {
@@ -178,7 +240,11 @@ impl<'a> Runner<'a> {
         if let Some((name, _)) = &fault {
             let fired = if is_executor_point(name) {
                 let needle = format!("fault injected at {name}");
-                summary.iter().flat_map(|s| &s.tasks).flat_map(|t| &t.events).any(|e| e.message.contains(&needle))
+                summary
+                    .iter()
+                    .flat_map(|s| &s.tasks)
+                    .flat_map(|t| &t.events)
+                    .any(|e| e.message.contains(&needle))
             } else {
                 hits.iter().any(|h| &h.name == name)
             };
@@ -190,7 +256,11 @@ impl<'a> Runner<'a> {
             // Later parks of a schedule legitimately go unreached when the
             // runner correctly bails out; the first park must always fire.
             if let Case::Schedule(schedule) = case {
-                if schedule.task_park_points().next().is_some_and(|p| unfired.ends_with(p)) {
+                if schedule
+                    .task_park_points()
+                    .next()
+                    .is_some_and(|p| unfired.ends_with(p))
+                {
                     problems.push(format!("configured park {unfired} never fired"));
                 }
             }
@@ -206,7 +276,11 @@ impl<'a> Runner<'a> {
         })
     }
 
-    fn finish(&self, alloc: taskgate_engine::AllocHandle, problems: &mut Vec<String>) -> Option<AllocSummary> {
+    fn finish(
+        &self,
+        alloc: taskgate_engine::AllocHandle,
+        problems: &mut Vec<String>,
+    ) -> Option<AllocSummary> {
         let waited = self.runtime.block_on(async {
             let wait = alloc.wait();
             tokio::pin!(wait);
@@ -222,7 +296,9 @@ impl<'a> Runner<'a> {
         match waited {
             Ok(summary) => Some(summary),
             Err(late) => {
-                problems.push(format!("allocation did not finish within {FINISH_TIMEOUT:?}"));
+                problems.push(format!(
+                    "allocation did not finish within {FINISH_TIMEOUT:?}"
+                ));
                 late
             }
         }
@@ -230,48 +306,93 @@ impl<'a> Runner<'a> {
 
     /// Kills a real agent process at `boundary`, restarts it, lets it stop
     /// the alloc, and reads what happened from the state database.
-    fn agent_kill(&self, scenario: &Scenario, boundary: &str, data_dir: &Path, log: &Path) -> Result<Outcome, LabError> {
+    fn agent_kill(
+        &self,
+        scenario: &Scenario,
+        boundary: &str,
+        data_dir: &Path,
+        log: &Path,
+    ) -> Result<Outcome, LabError> {
         let job_path = data_dir.join("job.json");
         let job = serde_json::to_vec(&scenario.job).expect("jobs serialize");
         std::fs::write(&job_path, job).map_err(io("writing", &job_path))?;
         let mut problems = Vec::new();
-        let agent = |extra: &[&str], faults: Option<&str>| -> Result<Option<std::process::ExitStatus>, LabError> {
+        let agent = |extra: &[&str],
+                     faults: Option<&str>|
+         -> Result<Option<std::process::ExitStatus>, LabError> {
             let mut cmd = Command::new(&self.agent_bin);
-            cmd.arg("agent").arg("--data-dir").arg(data_dir).arg("--executor-bin").arg(self.lab.executor_bin());
+            cmd.arg("agent")
+                .arg("--data-dir")
+                .arg(data_dir)
+                .arg("--executor-bin")
+                .arg(self.lab.executor_bin());
             for (host, task) in self.lab.chroot_env() {
-                cmd.arg("--chroot-env").arg(format!("{}:{}", host.display(), task.display()));
+                cmd.arg("--chroot-env")
+                    .arg(format!("{}:{}", host.display(), task.display()));
             }
-            cmd.args(extra).env(taskgate_faults::FAULT_LOG_ENV, log).env_remove(taskgate_faults::FAULTS_ENV);
+            cmd.args(extra)
+                .env(taskgate_faults::FAULT_LOG_ENV, log)
+                .env_remove(taskgate_faults::FAULTS_ENV);
             let agent_log = data_dir.join("agent.log");
-            let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&agent_log).map_err(io("opening", &agent_log))?;
-            cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(stderr);
+            let stderr = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&agent_log)
+                .map_err(io("opening", &agent_log))?;
+            cmd.stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(stderr);
             if let Some(faults) = faults {
                 cmd.env(taskgate_faults::FAULTS_ENV, faults);
             }
             let mut child = cmd.spawn().map_err(io("running agent", &self.agent_bin))?;
-            wait_or_kill(&mut child, FINISH_TIMEOUT).map_err(io("waiting for agent", &self.agent_bin))
+            wait_or_kill(&mut child, FINISH_TIMEOUT)
+                .map_err(io("waiting for agent", &self.agent_bin))
         };
         let kill = taskgate_faults::env_spec([(boundary, &Action::KillAgent)]);
-        let first = agent(&["--job-json", &job_path.display().to_string(), "--stop-when-running"], Some(&kill))?;
+        let first = agent(
+            &[
+                "--job-json",
+                &job_path.display().to_string(),
+                "--stop-when-running",
+            ],
+            Some(&kill),
+        )?;
         match first {
-            None => problems.push(format!("agent hung (killed after {FINISH_TIMEOUT:?}) instead of dying at {boundary}")),
-            Some(status) if std::os::unix::process::ExitStatusExt::signal(&status) != Some(libc::SIGKILL) => {
-                problems.push(format!("agent was not killed at {boundary} (exit: {status}); the fault never fired"))
+            None => problems.push(format!(
+                "agent hung (killed after {FINISH_TIMEOUT:?}) instead of dying at {boundary}"
+            )),
+            Some(status)
+                if std::os::unix::process::ExitStatusExt::signal(&status)
+                    != Some(libc::SIGKILL) =>
+            {
+                problems.push(format!(
+                    "agent was not killed at {boundary} (exit: {status}); the fault never fired"
+                ))
             }
             Some(_) => {}
         }
-        let restarted_at = taskgate_faults::read_log(log).map_err(io("reading", log))?.len() as u64;
+        let restarted_at = taskgate_faults::read_log(log)
+            .map_err(io("reading", log))?
+            .len() as u64;
         match agent(&["--restore", "--stop"], None)? {
             Some(status) if status.success() => {}
             Some(status) => problems.push(format!("restored agent failed: {status}")),
-            None => problems.push(format!("restored agent did not finish within {FINISH_TIMEOUT:?}")),
+            None => problems.push(format!(
+                "restored agent did not finish within {FINISH_TIMEOUT:?}"
+            )),
         }
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
-        let state = StateDb::open(&data_dir.join("state.db")).map_err(|e| LabError::Engine(e.to_string()))?;
-        let allocs = state.allocs().map_err(|e| LabError::Engine(e.to_string()))?;
+        let state = StateDb::open(&data_dir.join("state.db"))
+            .map_err(|e| LabError::Engine(e.to_string()))?;
+        let allocs = state
+            .allocs()
+            .map_err(|e| LabError::Engine(e.to_string()))?;
         let alloc = allocs.first();
         let tasks = match alloc {
-            Some(a) => state.tasks(&a.alloc_id).map_err(|e| LabError::Engine(e.to_string()))?,
+            Some(a) => state
+                .tasks(&a.alloc_id)
+                .map_err(|e| LabError::Engine(e.to_string()))?,
             None => Vec::new(),
         };
         if alloc.is_none() {
@@ -291,7 +412,10 @@ impl<'a> Runner<'a> {
 
 /// Waits for an agent, killing it if it takes longer than `timeout`
 /// (`None`): a hung agent must fail its run, not the whole gate.
-fn wait_or_kill(child: &mut std::process::Child, timeout: Duration) -> std::io::Result<Option<std::process::ExitStatus>> {
+fn wait_or_kill(
+    child: &mut std::process::Child,
+    timeout: Duration,
+) -> std::io::Result<Option<std::process::ExitStatus>> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let killed = std::sync::Arc::new(AtomicBool::new(false));
@@ -336,28 +460,57 @@ fn describe_case(scenario: &Scenario, case: &Case) -> String {
 /// Builds the merged history and checks every invariant over it.
 fn judge(scenario: &Scenario, token: Token, outcome: Outcome) -> RunReport {
     let mut problems = outcome.problems;
-    let history = merge(&outcome.hits, &outcome.execs, &outcome.tasks, outcome.restarted_at);
+    let history = merge(
+        &outcome.hits,
+        &outcome.execs,
+        &outcome.tasks,
+        outcome.restarted_at,
+    );
     let names: Vec<String> = scenario.tasks().iter().map(|t| t.name.clone()).collect();
-    let late: Vec<String> = scenario.tasks().iter().filter(|t| t.is_poststop()).map(|t| t.name.clone()).collect();
+    let late: Vec<String> = scenario
+        .tasks()
+        .iter()
+        .filter(|t| t.is_poststop())
+        .map(|t| t.name.clone())
+        .collect();
     let violations = taskgate_oracle::check(&history, &names, &late);
     let expected = expected_status(scenario);
     if outcome.client != Some(expected) {
-        problems.push(format!("alloc ended {:?}, expected {expected:?}", outcome.client));
+        problems.push(format!(
+            "alloc ended {:?}, expected {expected:?}",
+            outcome.client
+        ));
     }
     for task in &outcome.tasks {
         if !task.state.is_dead() {
-            problems.push(format!("task {} is not dead at the end: {:?}", task.task, task.state));
+            problems.push(format!(
+                "task {} is not dead at the end: {:?}",
+                task.task, task.state
+            ));
         }
     }
     for task in outcome.tasks.iter().filter(|t| t.handle.is_some()) {
-        problems.push(format!("task {} still holds an executor handle after the alloc finished", task.task));
+        problems.push(format!(
+            "task {} still holds an executor handle after the alloc finished",
+            task.task
+        ));
     }
-    RunReport { token, description: outcome.description, violations, problems, history, duration: Duration::ZERO }
+    RunReport {
+        token,
+        description: outcome.description,
+        violations,
+        problems,
+        history,
+        duration: Duration::ZERO,
+    }
 }
 
 fn expected_status(scenario: &Scenario) -> ClientStatus {
     match &scenario.kind {
-        Kind::Faults { then: Then::StopWhenSettled, .. } => ClientStatus::Failed,
+        Kind::Faults {
+            then: Then::StopWhenSettled,
+            ..
+        } => ClientStatus::Failed,
         _ => ClientStatus::Complete,
     }
 }
@@ -365,7 +518,12 @@ fn expected_status(scenario: &Scenario) -> ClientStatus {
 /// One causal order: fault hits in sequence, each exec placed after the hits
 /// recorded before it was judged, task events (the engine's own reports,
 /// used only for liveness) at the end in their own order.
-fn merge(hits: &[Hit], execs: &[(ExecRecord, u64)], tasks: &[TaskRecord], restarted_at: Option<u64>) -> Vec<Event> {
+fn merge(
+    hits: &[Hit],
+    execs: &[(ExecRecord, u64)],
+    tasks: &[TaskRecord],
+    restarted_at: Option<u64>,
+) -> Vec<Event> {
     let mut keyed: Vec<(u64, u8, Event)> = Vec::new();
     for (i, hit) in hits.iter().enumerate() {
         let event = if hit.name == HARNESS_STOP_DELIVERED {

@@ -18,6 +18,9 @@ impl ExitedHook for ExecutorShutdownHook {
         task: &RunningTask,
         _result: Option<&ExitResult>,
     ) -> Result<(), HookError> {
-        task.shutdown().map_err(|e| HookError::Failed { hook: "executor_shutdown", message: e.to_string() })
+        task.shutdown().map_err(|e| HookError::Failed {
+            hook: "executor_shutdown",
+            message: e.to_string(),
+        })
     }
 }

@@ -54,7 +54,10 @@ pub enum HookError {
     #[error("{hook}: {message}")]
     Failed { hook: &'static str, message: String },
     #[error("{hook}: {source}")]
-    Io { hook: &'static str, source: std::io::Error },
+    Io {
+        hook: &'static str,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Injected(String),
     #[error("{hook} panicked: {message}")]
@@ -63,7 +66,10 @@ pub enum HookError {
 
 /// Runs one hook, turning a panic into an error: a broken hook fails its
 /// task, it does not take the task runner (and the kill path) down with it.
-pub fn guarded(hook: &'static str, f: impl FnOnce() -> Result<(), HookError>) -> Result<(), HookError> {
+pub fn guarded(
+    hook: &'static str,
+    f: impl FnOnce() -> Result<(), HookError>,
+) -> Result<(), HookError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
         let message = panic
             .downcast_ref::<String>()

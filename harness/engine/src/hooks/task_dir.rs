@@ -20,7 +20,8 @@ impl PrestartHook for TaskDirHook {
         for (sub, mode) in [("local", 0o755), ("secrets", 0o700), ("tmp", 0o1777)] {
             let path = dir.join(sub);
             std::fs::create_dir_all(&path).map_err(io("task_dir"))?;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(io("task_dir"))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .map_err(io("task_dir"))?;
         }
         Ok(())
     }

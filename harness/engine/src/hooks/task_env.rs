@@ -20,10 +20,16 @@ impl PrestartHook for TaskEnvHook {
             ("NOMAD_SECRETS_DIR", "/secrets".to_string()),
             ("NOMAD_MEMORY_LIMIT", task.resources.memory_mb.to_string()),
             ("NOMAD_CPU_LIMIT", task.resources.cpu.to_string()),
-            ("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".to_string()),
+            (
+                "PATH",
+                "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".to_string(),
+            ),
             ("TMPDIR", "/tmp".to_string()),
         ];
-        setup.env = builtins.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        setup.env = builtins
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
         setup.env.extend(task.env.clone());
         Ok(())
     }

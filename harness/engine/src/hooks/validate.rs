@@ -8,7 +8,9 @@ pub struct ValidateHook {
 
 impl ValidateHook {
     pub fn new(default_user: &str) -> Self {
-        ValidateHook { default_user: default_user.to_string() }
+        ValidateHook {
+            default_user: default_user.to_string(),
+        }
     }
 }
 
@@ -18,10 +20,18 @@ impl PrestartHook for ValidateHook {
     }
 
     fn prestart(&self, ctx: &mut HookContext<'_>, _setup: &mut TaskSetup) -> Result<(), HookError> {
-        let fail = |message: String| Err(HookError::Failed { hook: "validate", message });
+        let fail = |message: String| {
+            Err(HookError::Failed {
+                hook: "validate",
+                message,
+            })
+        };
         let task = ctx.task;
         if !task.command.starts_with('/') {
-            return fail(format!("command {:?} must be an absolute path inside the task root", task.command));
+            return fail(format!(
+                "command {:?} must be an absolute path inside the task root",
+                task.command
+            ));
         }
         let user = task.user.as_deref().unwrap_or(&self.default_user);
         if nix::unistd::User::from_name(user).ok().flatten().is_none() {

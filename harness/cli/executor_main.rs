@@ -1,0 +1,41 @@
+//! `taskgate-executor`: the per-task executor process, started by the engine
+//! as `taskgate-executor --run-dir DIR` with its spec on fd 3.
+//!
+//! A binary of its own, linking only the executor: one runs per task for the
+//! task's whole life, so it should stay small (no engine, CLI parser or async
+//! runtime in its pages) and start fast.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let run_dir = match args.as_slice() {
+        [flag, dir] if flag == "--run-dir" => PathBuf::from(dir),
+        _ => {
+            eprintln!(
+                "usage: taskgate-executor --run-dir DIR\n\
+                 (started by the taskgate engine with the task's spec on fd 3, not by hand)"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    // stderr is redirected to the task's executor.out once the spec is read.
+    let level = std::env::var("TASKGATE_LOG")
+        .ok()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(tracing::Level::INFO);
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_max_level(level)
+        .init();
+    match taskgate_executor::server::run(&run_dir) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("executor failed: {err}");
+            eprintln!("taskgate-executor: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The fault-injection harness through its command line: explore, replay
+//! and gate run against the real engine and executor, each in a private lab
+//! (its temp dir placed under this test's own temp dir through TMPDIR), and
+//! each followed by the zero-leftovers check. Run as root:
+//! `cargo test --features failpoints --test harness -- --test-threads=1`.
+
+#[cfg(not(feature = "failpoints"))]
+compile_error!("tests/harness.rs runs `taskgate explore/replay/gate`: run with --features failpoints (see README)");
+
+mod common;
+
+use common::require_root;
+use rstest::rstest;
+use serial_test::serial;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// Hang safety net for one CLI run.
+const CLI_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A temp dir the CLI's lab lives in, and what was on the host before.
+struct Scratch {
+    dir: tempfile::TempDir,
+    cgroups_before: BTreeSet<PathBuf>,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        require_root();
+        let dir = tempfile::Builder::new()
+            .prefix("tgh")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        Scratch {
+            dir,
+            cgroups_before: common::all_task_cgroups(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs `taskgate ARGS` with its temp files under this scratch dir.
+    fn taskgate(&self, args: &[&str]) -> Output {
+        let bin = env!("CARGO_BIN_EXE_taskgate");
+        let child = Command::new(bin)
+            .args(args)
+            .env("TMPDIR", self.path())
+            .env("RUST_BACKTRACE", "0")
+            .env_remove(taskgate_faults::FAULTS_ENV)
+            .env_remove(taskgate_faults::FAULT_LOG_ENV)
+            .env_remove(taskgate_executor::FAILPOINTS_ENV)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn taskgate");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let (done, timer) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            let timed_out =
+                timer.recv_timeout(CLI_TIMEOUT) == Err(std::sync::mpsc::RecvTimeoutError::Timeout);
+            if timed_out {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+            timed_out
+        });
+        let out = child.wait_with_output().expect("wait for taskgate");
+        let _ = done.send(());
+        let timed_out = watchdog.join().unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(
+            !timed_out,
+            "taskgate {args:?} hung for {CLI_TIMEOUT:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        assert!(
+            !stderr.contains("needs a build with fault points"),
+            "{bin} is not a failpoints build (another build overwrote it?): {stderr}"
+        );
+        assert!(
+            !stderr.contains("panicked"),
+            "taskgate {args:?} panicked:\n{stderr}"
+        );
+        out
+    }
+
+    /// Asserts the CLI left nothing: no process or mount mentioning the
+    /// scratch dir, nothing in it but `keep`, and no new empty task cgroup.
+    fn finish(self, keep: &[&str]) {
+        let root = self.path().to_string_lossy().to_string();
+        let procs = common::live_processes_mentioning(&[&root]);
+        assert!(procs.is_empty(), "leftover processes: {procs:?}");
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mounts: Vec<&str> = mountinfo.lines().filter(|l| l.contains(&root)).collect();
+        assert!(mounts.is_empty(), "leftover mounts: {mounts:?}");
+        let files: Vec<String> = std::fs::read_dir(self.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|f| !keep.contains(&f.as_str()))
+            .collect();
+        assert!(
+            files.is_empty(),
+            "leftovers in the lab's temp dir: {files:?}"
+        );
+        // Alloc ids are the CLI's own, so look for task cgroups that appeared
+        // during the run and are empty now (a live one belongs to a running
+        // task, and no task of this CLI runs any more).
+        let leaked: Vec<PathBuf> = common::all_task_cgroups()
+            .difference(&self.cgroups_before)
+            .filter(|cg| {
+                std::fs::read_to_string(cg.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty())
+            })
+            .cloned()
+            .collect();
+        assert!(leaked.is_empty(), "leftover task cgroups: {leaked:?}");
+        let path = self.path().to_path_buf();
+        self.dir
+            .close()
+            .unwrap_or_else(|e| panic!("removing {}: {e}", path.display()));
+    }
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The full enumeration (5 task-runner × 4 update boundaries) plus five
+/// random schedules of the report's race: all pass on this engine.
+#[test]
+#[serial]
+fn explore_sidecar_stop_finds_no_failing_schedule() {
+    let scratch = Scratch::new();
+    let out = scratch.taskgate(&["explore", "sidecar-stop", "--random", "5"]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "explore failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("sidecar-stop: "))
+        .unwrap_or_else(|| panic!("no summary line:\n{stdout}"));
+    assert!(summary.contains(" 25 schedules run in "), "{summary}");
+    assert!(summary.ends_with(", 0 failing"), "{summary}");
+    assert!(!stdout.contains("FAIL "), "{stdout}");
+    scratch.finish(&[]);
+}
+
+/// The report's interleaving (sidecar parked before prestart, the stop
+/// delivered then, the update held after telling the task runners, the
+/// task runner released first) passes, and really took the report's path:
+/// the sidecar saw the alloc terminal and never went for its start.
+#[test]
+#[serial]
+fn replay_of_the_report_interleaving_passes() {
+    let scratch = Scratch::new();
+    let token = "sidecar-stop@tr=1.4/up=2/stop=0/first=tr/swaps=";
+    let out = scratch.taskgate(&["replay", token]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "replay failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(stdout.starts_with(&format!("PASS {token} ")), "{stdout}");
+    for seen in [
+        "\"sidecar:tr.before_prestart\"",
+        "\"ar.task_runners_updated\"",
+        "\"sidecar:tr.observed_terminal\"",
+        "StopDelivered",
+    ] {
+        assert!(
+            stdout.contains(seen),
+            "{seen} missing from the replayed history:\n{stdout}"
+        );
+    }
+    for unseen in [
+        "\"sidecar:tr.before_driver_start\"",
+        "\"sidecar:tr.after_driver_start\"",
+        "\"sidecar:hook.prestart.",
+    ] {
+        assert!(
+            !stdout.contains(unseen),
+            "the sidecar got as far as {unseen}:\n{stdout}"
+        );
+    }
+    scratch.finish(&[]);
+}
+
+/// A malformed token fails fast, with a message naming the problem.
+#[rstest]
+#[case::no_separator("garbage", "is neither SCENARIO@SCHEDULE nor SCENARIO#N")]
+#[case::bad_schedule("sidecar-stop@tr=zz", "bad schedule")]
+#[case::unknown_scenario(
+    "no-such-scenario@tr=1/up=2/stop=0/first=tr/swaps=",
+    "unknown scenario \"no-such-scenario\""
+)]
+#[case::fault_index_out_of_range("prestart-hook-error#99", "out of range")]
+#[serial]
+fn replay_rejects_a_malformed_token(#[case] token: &str, #[case] message: &str) {
+    let scratch = Scratch::new();
+    let out = scratch.taskgate(&["replay", token]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        !out.status.success(),
+        "replay of {token:?} succeeded:\n{stdout}"
+    );
+    assert!(stderr.starts_with("Error: "), "{stderr}");
+    assert!(
+        stderr.contains(message),
+        "expected {message:?} in:\n{stderr}"
+    );
+    assert!(!stdout.contains("PASS"), "{stdout}");
+    scratch.finish(&[]);
+}
+
+/// The gate over one scenario exits 0 and writes a JUnit report with one
+/// passing testcase per case (4 prestart hooks × before/after).
+#[test]
+#[serial]
+fn gate_writes_a_junit_report() {
+    let scratch = Scratch::new();
+    let xml_path = scratch.path().join("g.xml");
+    let out = scratch.taskgate(&[
+        "gate",
+        "--only",
+        "prestart-hook-error",
+        "--junit",
+        xml_path.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "gate failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("8 passed, 0 failed"), "{stdout}");
+    let xml = std::fs::read_to_string(&xml_path).expect("JUnit report written");
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    assert!(
+        xml.contains("<testsuite name=\"prestart-hook-error\" tests=\"8\""),
+        "{xml}"
+    );
+    assert!(xml.contains("failures=\"0\""), "{xml}");
+    let cases: Vec<&str> = xml
+        .match_indices("<testcase ")
+        .map(|(i, _)| &xml[i..])
+        .collect();
+    assert_eq!(cases.len(), 8, "{xml}");
+    for n in 0..8 {
+        assert!(
+            xml.contains(&format!("name=\"prestart-hook-error#{n}\"")),
+            "case #{n} missing:\n{xml}"
+        );
+    }
+    assert!(!xml.contains("<failure"), "{xml}");
+    scratch.finish(&["g.xml"]);
+}
