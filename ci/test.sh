@@ -47,7 +47,7 @@ export PATH RUST_BACKTRACE=${RUST_BACKTRACE:-1}
 BUILD_CMD=(cargo build --workspace --all-targets --features failpoints)
 TEST_CMD=(cargo test --workspace --features failpoints -- --test-threads=1)
 GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml)
-LEGACY_BUILD_CMD=(cargo build --bin taskgate --features failpoints,legacy-prestart-skip --target-dir target/legacy)
+LEGACY_BUILD_CMD=(cargo build --bins --features failpoints,legacy-prestart-skip --target-dir target/legacy)
 LEGACY_EXPLORE_CMD=(target/legacy/debug/taskgate explore sidecar-stop --random 0 --expect-violation)
 # Integration tests (tests/NAME.rs) that also run in the qemu cgroup v2 / v1
 # guests, with the same features, and the arguments given to their binaries.

@@ -29,7 +29,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let scenario = taskgate_scenarios::find(&args.scenario)?;
     let session = Session::open()?;
-    let runner = session.runner();
+    let mut runner = session.runner();
+    runner.keep_failures = !args.expect_violation;
     let all = cases(&scenario, args.random, args.seed);
     let bar = ProgressBar::new(all.len() as u64);
     bar.set_style(

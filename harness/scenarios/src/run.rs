@@ -24,6 +24,9 @@ pub struct Runner<'a> {
     pub runtime: &'a tokio::runtime::Runtime,
     /// The `taskgate` binary, for agent processes the harness SIGKILLs.
     pub agent_bin: PathBuf,
+    /// Keep failing runs' data dirs for inspection (off when failures are
+    /// the expected outcome, as in the legacy proof).
+    pub keep_failures: bool,
     runs: std::cell::Cell<u32>,
 }
 
@@ -44,6 +47,7 @@ impl<'a> Runner<'a> {
             lab,
             runtime,
             agent_bin,
+            keep_failures: true,
             runs: std::cell::Cell::new(0),
         }
     }
@@ -86,7 +90,7 @@ impl<'a> Runner<'a> {
                 .problems
                 .extend(leftovers::cgroups(&alloc.file_name().to_string_lossy()));
         }
-        if report.passed() {
+        if report.passed() || !self.keep_failures {
             let _ = std::fs::remove_dir_all(&data_dir);
         } else {
             self.lab.keep_work_dir();
