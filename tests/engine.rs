@@ -21,7 +21,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 use taskgate_engine::alloc_runner::AllocWaiter;
 use taskgate_engine::jobspec::{
-    self, Group, Job, JobspecError, Lifecycle, LifecycleHook, RestartMode, RestartPolicy, Task,
+    self, Job, JobspecError, LifecycleHook, RestartMode, RestartPolicy, Task,
 };
 use taskgate_engine::state::{StateDb, TaskRecord};
 use taskgate_engine::task_state::TaskEvent;
@@ -29,6 +29,7 @@ use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
 use taskgate_engine::{AllocHandle, AllocSummary, AllocUpdate, ClientStatus, DesiredStatus};
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::{Action, Await, Hit};
+use taskgate_scenarios::jobs::{job, leader, lifecycle, report_alloc, script_task, service};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Hang safety net for one forced step (never a synchronisation device).
@@ -39,61 +40,10 @@ const FINISH: Duration = Duration::from_secs(60);
 // ---------------------------------------------------------------------------
 // Jobs
 
-/// A long-running task that exits promptly on SIGINT/SIGTERM (the sleep is
-/// the workload, not synchronisation), with a short grace period and no
-/// restarts.
-fn service(name: &str) -> Task {
-    script_task(name, "trap 'exit 0' INT TERM; sleep 3600 & wait")
-}
-
-fn script_task(name: &str, script: &str) -> Task {
-    let mut task = Task::new(name, "/bin/sh", vec!["-c".into(), script.into()]);
-    task.kill_timeout = Duration::from_millis(250);
-    task.resources.memory_mb = 32;
-    task.restart = RestartPolicy {
-        attempts: 0,
-        interval: Duration::from_secs(60),
-        delay: Duration::from_millis(10),
-        mode: RestartMode::Fail,
-    };
-    task
-}
-
 /// `/alloc` is root's 0755 directory: tasks that write to it run as root.
 fn as_root(mut task: Task) -> Task {
     task.user = Some("root".into());
     task
-}
-
-fn leader(mut task: Task) -> Task {
-    task.leader = true;
-    task
-}
-
-fn lifecycle(mut task: Task, hook: LifecycleHook, sidecar: bool) -> Task {
-    task.lifecycle = Some(Lifecycle { hook, sidecar });
-    task
-}
-
-fn job(name: &str, tasks: Vec<Task>) -> Job {
-    Job {
-        name: name.into(),
-        groups: vec![Group {
-            name: "g".into(),
-            tasks,
-        }],
-    }
-}
-
-/// The report's alloc: a leader and a poststart sidecar.
-fn report_job() -> Job {
-    job(
-        "report",
-        vec![
-            leader(service("leader")),
-            lifecycle(service("sidecar"), LifecycleHook::Poststart, true),
-        ],
-    )
 }
 
 // ---------------------------------------------------------------------------
@@ -382,7 +332,7 @@ fn report_stop_before_sidecar_prestart_never_execs_the_sidecar() {
     let bench = Bench::new();
     park(Some("sidecar"), points::TR_BEFORE_PRESTART);
     park(None, points::AR_TASK_RUNNERS_UPDATED);
-    let alloc = bench.submit(&report_job());
+    let alloc = bench.submit(&report_alloc());
     let alloc_id = alloc.alloc_id.clone();
 
     wait_parked(Some("sidecar"), points::TR_BEFORE_PRESTART);
@@ -1183,7 +1133,7 @@ fn kill_and_restore(kill_at: &str) -> AgentRestart {
     let home = EngineHome::new();
     std::fs::create_dir_all(home.data_dir()).unwrap();
     let job_path = home.path().join("job.json");
-    std::fs::write(&job_path, serde_json::to_vec(&report_job()).unwrap()).unwrap();
+    std::fs::write(&job_path, serde_json::to_vec(&report_alloc()).unwrap()).unwrap();
     let log = home.path().join("faults.jsonl");
     let faults = taskgate_faults::env_spec([(kill_at, &Action::KillAgent)]);
 

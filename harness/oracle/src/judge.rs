@@ -63,22 +63,9 @@ pub fn terminal_before_decision(history: &[Hit], task: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::build_for_test as build;
     use crate::ExecIdentity;
     use std::path::PathBuf;
-
-    fn build(alloc: &Path, task: &str) {
-        for d in [
-            "alloc/logs",
-            &format!("{task}/local"),
-            &format!("{task}/secrets"),
-            &format!("{task}/tmp"),
-        ] {
-            std::fs::create_dir_all(alloc.join(d)).unwrap();
-        }
-        for stream in ["stdout", "stderr"] {
-            std::fs::write(alloc.join(format!("alloc/logs/{task}.{stream}.0")), "").unwrap();
-        }
-    }
 
     fn hit(seq: u64, name: &str) -> Hit {
         Hit {

@@ -46,24 +46,27 @@ pub fn check_task_layout(alloc_dir: &Path, task: &str) -> Result<(), Vec<PathBuf
     }
 }
 
+/// Builds a complete layout for `task` under `alloc`, for this crate's tests.
+#[cfg(test)]
+pub(crate) fn build_for_test(alloc: &Path, task: &str) {
+    for d in [
+        "alloc/logs",
+        &format!("{task}/local"),
+        &format!("{task}/secrets"),
+        &format!("{task}/tmp"),
+    ] {
+        std::fs::create_dir_all(alloc.join(d)).unwrap();
+    }
+    for f in ["stdout", "stderr"] {
+        std::fs::write(alloc.join(format!("alloc/logs/{task}.{f}.0")), "").unwrap();
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::build_for_test as build;
     use super::*;
     use std::fs;
-
-    fn build(alloc: &Path, task: &str) {
-        for d in [
-            "alloc/logs",
-            &format!("{task}/local"),
-            &format!("{task}/secrets"),
-            &format!("{task}/tmp"),
-        ] {
-            fs::create_dir_all(alloc.join(d)).unwrap();
-        }
-        for f in ["stdout", "stderr"] {
-            fs::write(alloc.join(format!("alloc/logs/{task}.{f}.0")), "").unwrap();
-        }
-    }
 
     #[test]
     fn complete_layout_passes() {

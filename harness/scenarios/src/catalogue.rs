@@ -1,10 +1,7 @@
-//! The scenarios the explorer and the gate run. Jobs use only busybox
-//! applets, so they run in the lab's minimal root.
+//! The scenarios the explorer and the gate run.
 
-use std::time::Duration;
-use taskgate_engine::jobspec::{
-    Group, Job, Lifecycle, LifecycleHook, RestartMode, RestartPolicy, Task,
-};
+use crate::jobs::{job, leader, lifecycle, oneshot, report_alloc, service};
+use taskgate_engine::jobspec::{Job, LifecycleHook, Task};
 use taskgate_faults::points::{
     self, hook_point, Edge, EXECUTOR_BOUNDARIES, TASK_RUNNER_BOUNDARIES, UPDATE_BOUNDARIES,
 };
@@ -61,65 +58,6 @@ pub fn find(name: &str) -> Result<Scenario, UnknownScenario> {
         .ok_or_else(|| UnknownScenario(name.to_string(), names))
 }
 
-/// A long-running task that exits promptly on SIGINT/SIGTERM. The sleep is
-/// the task's workload, not synchronisation: the trap ends it on stop.
-fn service(name: &str) -> Task {
-    let mut task = Task::new(
-        name,
-        "/bin/sh",
-        vec![
-            "-c".into(),
-            format!("trap 'exit 0' INT TERM; echo {name} up; sleep 3600 & wait"),
-        ],
-    );
-    // Short: a task killed before its shell set the trap ignores SIGINT as
-    // PID 1, and the run should not idle through a long grace period.
-    task.kill_timeout = Duration::from_millis(250);
-    task.resources.memory_mb = 32;
-    // No restarts: a failure in a scenario must show, not be retried away.
-    task.restart = RestartPolicy {
-        attempts: 0,
-        interval: Duration::from_secs(60),
-        delay: Duration::ZERO,
-        mode: RestartMode::Fail,
-    };
-    task
-}
-
-fn oneshot(name: &str) -> Task {
-    let mut task = service(name);
-    task.args = vec!["-c".into(), format!("echo {name} done")];
-    task
-}
-
-fn lifecycle(mut task: Task, hook: LifecycleHook, sidecar: bool) -> Task {
-    task.lifecycle = Some(Lifecycle { hook, sidecar });
-    task
-}
-
-fn job(name: &str, tasks: Vec<Task>) -> Job {
-    Job {
-        name: name.to_string(),
-        groups: vec![Group {
-            name: "g".into(),
-            tasks,
-        }],
-    }
-}
-
-/// The report's alloc: a leader and a poststart sidecar.
-pub fn report_alloc() -> Job {
-    let mut leader = service("leader");
-    leader.leader = true;
-    job(
-        "report",
-        vec![
-            leader,
-            lifecycle(service("sidecar"), LifecycleHook::Poststart, true),
-        ],
-    )
-}
-
 pub fn catalogue() -> Vec<Scenario> {
     let prestart_hooks = ["validate", "task_dir", "log_files", "task_env"];
     let hook_faults = |task: &str, action: Action| -> Vec<(String, Action)> {
@@ -172,11 +110,10 @@ pub fn catalogue() -> Vec<Scenario> {
         Scenario {
             name: "poststop-after-stop",
             about: "stop races the leader; the poststop task must still run after the alloc is terminal",
-            job: job("poststop", {
-                let mut leader = service("leader");
-                leader.leader = true;
-                vec![leader, lifecycle(oneshot("cleanup"), LifecycleHook::Poststop, false)]
-            }),
+            job: job(
+                "poststop",
+                vec![leader(service("leader")), lifecycle(oneshot("cleanup"), LifecycleHook::Poststop, false)],
+            ),
             kind: Kind::StopRace { controlled: "leader" },
         },
         Scenario {

@@ -3,7 +3,7 @@
 //! by the exec oracle and by invariants over the whole recorded history.
 //!
 //! - [`lab`]: the marked filesystem, the exec gate and its judge.
-//! - [`catalogue`]: the scenarios.
+//! - [`catalogue`]: the scenarios; [`jobs`]: the jobs they (and the tests) run.
 //! - [`control`]: drives a [`taskgate_faults::schedule::Schedule`].
 //! - [`run`]: one scenario run, in process or with a killed agent.
 //! - [`leftovers`]: cgroups, mounts, processes and files a run left behind.
@@ -11,6 +11,7 @@
 
 pub mod catalogue;
 pub mod control;
+pub mod jobs;
 pub mod lab;
 pub mod leftovers;
 pub mod report;
