@@ -310,3 +310,111 @@ pub fn reset() {
     };
     registry().changed.notify_all();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Mutex as StdMutex, MutexGuard as StdGuard};
+
+    /// The registry is process-wide: these tests take turns.
+    fn serial() -> StdGuard<'static, ()> {
+        static TURN: StdMutex<()> = StdMutex::new(());
+        let guard = TURN.lock().unwrap_or_else(|p| p.into_inner());
+        reset();
+        guard
+    }
+
+    const T: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn a_park_holds_until_released_and_records_arrival_and_pass() {
+        let _turn = serial();
+        configure(Some("web"), "p", Action::Park);
+        let worker = std::thread::spawn(|| reach(Some("web"), "p"));
+        wait_any(&[Await::Parked("web:p".into())], T).unwrap();
+        assert_eq!(history().len(), 1, "only the arrival so far");
+        reach(None, "meanwhile");
+        release(Some("web"), "p");
+        assert_eq!(worker.join().unwrap(), None);
+        let names: Vec<_> = history().into_iter().map(|h| (h.name, h.action)).collect();
+        assert_eq!(
+            names,
+            [
+                ("web:p".to_string(), Some(Action::Park)),
+                ("meanwhile".to_string(), None),
+                ("web:p".to_string(), None)
+            ]
+        );
+        assert!(unfired().is_empty());
+    }
+
+    #[test]
+    fn error_returns_the_injected_message_and_unconfigured_points_pass() {
+        let _turn = serial();
+        configure(None, "e", Action::Error);
+        assert!(reach(None, "e").unwrap().contains("fault injected at e"));
+        assert_eq!(reach(None, "other"), None);
+    }
+
+    #[test]
+    fn a_configured_point_never_reached_is_reported_unfired() {
+        let _turn = serial();
+        configure(Some("db"), "never", Action::Delay(1));
+        assert_eq!(unfired(), ["db:never".to_string()]);
+    }
+
+    #[test]
+    fn reset_wakes_a_parked_thread() {
+        let _turn = serial();
+        configure(None, "stuck", Action::Park);
+        let worker = std::thread::spawn(|| reach(None, "stuck"));
+        wait_any(&[Await::Parked("stuck".into())], T).unwrap();
+        reset();
+        worker.join().unwrap();
+    }
+
+    #[test]
+    fn wait_any_times_out_instead_of_hanging() {
+        let _turn = serial();
+        let err = wait_any(
+            &[Await::Passed("nothing".into())],
+            Duration::from_millis(20),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("nothing"));
+    }
+
+    #[test]
+    fn env_spec_round_trips_and_the_log_survives_a_torn_line() {
+        let _turn = serial();
+        let spec = env_spec([
+            ("web:tr.before_prestart", &Action::KillAgent),
+            ("ar.kill_started", &Action::Delay(5)),
+        ]);
+        assert_eq!(spec, "web:tr.before_prestart=kill;ar.kill_started=delay(5)");
+        for action in [
+            Action::Park,
+            Action::Delay(7),
+            Action::Error,
+            Action::Panic,
+            Action::KillAgent,
+        ] {
+            assert_eq!(action.to_string().parse::<Action>(), Ok(action));
+        }
+        assert!("explode".parse::<Action>().is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("faults.jsonl");
+        let hit = Hit {
+            seq: 1,
+            name: "a".into(),
+            action: None,
+        };
+        std::fs::write(
+            &log,
+            format!("{}\n{{\"seq\":2,\"na", serde_json::to_string(&hit).unwrap()),
+        )
+        .unwrap();
+        assert_eq!(read_log(&log).unwrap(), [hit]);
+        assert!(read_log(&dir.path().join("absent")).unwrap().is_empty());
+    }
+}
