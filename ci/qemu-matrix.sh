@@ -160,6 +160,7 @@ if [ ${#binaries[@]} -gt 0 ]; then
     done
 fi
 [ -d "$REPO/tests" ] && includes+=("$REPO/tests")
+[ -d "$REPO/examples" ] && includes+=("$REPO/examples")  # jobspecs some tests parse
 
 # ---------------------------------------------------------------- initramfs --
 work=$(mktemp -d "${TMPDIR:-/tmp}/qemu-matrix.XXXXXX")

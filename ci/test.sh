@@ -11,7 +11,8 @@
 #   4. legacy     proof that the gate can fail: a `legacy-prestart-skip`
 #                 build (the report's original logic) must make
 #                 `taskgate explore sidecar-stop` find a violation
-#   5. qemu v2    the executor tests in a qemu guest with pure cgroup v2
+#   5. qemu v2    the executor, engine and harness tests in a qemu guest
+#                 with pure cgroup v2
 #   6. qemu v1    the same with pure cgroup v1
 #   7. leftovers  this run left no taskgate cgroup, mount or process on this
 #                 host (ci/leftovers.sh; what was there before is only listed)
@@ -52,7 +53,7 @@ LEGACY_EXPLORE_CMD=(target/legacy/debug/taskgate explore sidecar-stop --random 0
 # Integration tests (tests/NAME.rs) that also run in the qemu cgroup v2 / v1
 # guests, with the same features, and the arguments given to their binaries.
 QEMU_CARGO_ARGS="--features failpoints"
-QEMU_TESTS=(executor)
+QEMU_TESTS=(executor engine harness)
 QEMU_TEST_ARGS=(--test-threads=1)
 # ==========================================================================
 
