@@ -174,7 +174,7 @@ pub enum JobspecError {
         col: usize,
         message: String,
     },
-    #[error("{}: {source}", .path.display())]
+    #[error("cannot read job file {}", .path.display())]
     Io {
         path: PathBuf,
         #[source]
