@@ -30,6 +30,7 @@ use taskgate_engine::{AllocHandle, AllocSummary, AllocUpdate, ClientStatus, Desi
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::{Action, Await, Hit};
 use taskgate_scenarios::jobs::{job, leader, lifecycle, report_alloc, script_task, service};
+use taskgate_scenarios::watchdog::Watchdog;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Hang safety net for one forced step (never a synchronisation device).
@@ -1089,19 +1090,9 @@ fn agent(
         cmd.env(taskgate_faults::FAULTS_ENV, faults);
     }
     let mut child = cmd.spawn().expect("spawn taskgate agent");
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let (done, timer) = std::sync::mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        let timed_out =
-            timer.recv_timeout(FINISH) == Err(std::sync::mpsc::RecvTimeoutError::Timeout);
-        if timed_out {
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-        }
-        timed_out
-    });
+    let watchdog = Watchdog::arm(child.id(), FINISH);
     let status = child.wait().expect("wait for agent");
-    let _ = done.send(());
-    let timed_out = watchdog.join().unwrap();
+    let timed_out = watchdog.disarm();
     let output = std::fs::read_to_string(&out).unwrap_or_default();
     assert!(
         !timed_out,

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
+use taskgate_scenarios::watchdog::Watchdog;
 
 /// Hang safety net for one CLI run.
 const CLI_TIMEOUT: Duration = Duration::from_secs(120);
@@ -58,19 +59,9 @@ impl Scratch {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn taskgate");
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let (done, timer) = std::sync::mpsc::channel::<()>();
-        let watchdog = std::thread::spawn(move || {
-            let timed_out =
-                timer.recv_timeout(CLI_TIMEOUT) == Err(std::sync::mpsc::RecvTimeoutError::Timeout);
-            if timed_out {
-                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            }
-            timed_out
-        });
+        let watchdog = Watchdog::arm(child.id(), CLI_TIMEOUT);
         let out = child.wait_with_output().expect("wait for taskgate");
-        let _ = done.send(());
-        let timed_out = watchdog.join().unwrap();
+        let timed_out = watchdog.disarm();
         let (stdout, stderr) = (
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),

@@ -8,6 +8,7 @@
 //! - [`run`]: one scenario run, in process or with a killed agent.
 //! - [`leftovers`]: cgroups, mounts, processes and files a run left behind.
 //! - [`report`]: run results, replay tokens, the JUnit report.
+//! - [`watchdog`]: the hang safety net for child processes.
 
 pub mod catalogue;
 pub mod control;
@@ -16,6 +17,7 @@ pub mod lab;
 pub mod leftovers;
 pub mod report;
 pub mod run;
+pub mod watchdog;
 
 pub use catalogue::{catalogue, find, Scenario};
 pub use lab::Lab;

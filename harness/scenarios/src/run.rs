@@ -420,24 +420,10 @@ fn wait_or_kill(
     child: &mut std::process::Child,
     timeout: Duration,
 ) -> std::io::Result<Option<std::process::ExitStatus>> {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let killed = std::sync::Arc::new(AtomicBool::new(false));
-    let (done, wait) = std::sync::mpsc::channel::<()>();
-    let watchdog = {
-        let killed = killed.clone();
-        std::thread::spawn(move || {
-            if wait.recv_timeout(timeout) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
-                killed.store(true, Ordering::SeqCst);
-                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            }
-        })
-    };
+    let watchdog = crate::watchdog::Watchdog::arm(child.id(), timeout);
     let status = child.wait();
-    let _ = done.send(());
-    let _ = watchdog.join();
-    let status = status?;
-    Ok((!killed.load(Ordering::SeqCst)).then_some(status))
+    let killed = watchdog.disarm();
+    Ok((!killed).then_some(status?))
 }
 
 fn describe_case(scenario: &Scenario, case: &Case) -> String {
