@@ -18,8 +18,10 @@ use serial_test::serial;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 use taskgate_engine::alloc_runner::AllocWaiter;
+use taskgate_engine::clock::{Clock, SystemClock, VirtualClock};
 use taskgate_engine::jobspec::{
     self, Job, JobspecError, LifecycleHook, RestartMode, RestartPolicy, Task,
 };
@@ -27,16 +29,20 @@ use taskgate_engine::state::{StateDb, TaskRecord};
 use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
 use taskgate_engine::{AllocHandle, AllocSummary, AllocUpdate, ClientStatus, DesiredStatus};
+use taskgate_engine::{Engine, EngineConfig};
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::{Action, Await, Hit};
 use taskgate_scenarios::jobs::{job, leader, lifecycle, report_alloc, script_task, service};
+use taskgate_scenarios::run::until_idle;
 use taskgate_scenarios::watchdog::Watchdog;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-/// Hang safety net for one forced step (never a synchronisation device).
-const STEP: Duration = Duration::from_secs(30);
-/// Hang safety net for an alloc (or an agent process) to finish.
-const FINISH: Duration = Duration::from_secs(60);
+/// Hang safety net for one forced step or for an alloc (or an agent
+/// process) to finish: an idle window that restarts on every fault hit,
+/// scaled to the machine's speed (never a synchronisation device).
+fn idle() -> Duration {
+    taskgate_faults::patience::step()
+}
 
 // ---------------------------------------------------------------------------
 // Jobs
@@ -76,7 +82,7 @@ fn park(scope: Option<&str>, point: &str) {
 }
 
 fn wait_for(what: Await) {
-    if let Err(err) = taskgate_faults::wait_any(std::slice::from_ref(&what), STEP) {
+    if let Err(err) = taskgate_faults::wait_any(std::slice::from_ref(&what), idle()) {
         panic!(
             "engine hung: {err}\nhistory: {:#?}",
             names(&taskgate_faults::history())
@@ -151,9 +157,18 @@ struct Bench {
 
 impl Bench {
     fn new() -> Bench {
+        Bench::with_clock(Arc::new(SystemClock::default()))
+    }
+
+    /// An engine whose restart intervals and delays run on `clock`.
+    fn with_clock(clock: Arc<dyn Clock>) -> Bench {
         let home = EngineHome::new();
         let rt = engine_runtime();
-        let engine = Some(home.open());
+        let config = EngineConfig {
+            clock,
+            ..home.config()
+        };
+        let engine = Some(Engine::open(config).expect("open engine"));
         Bench { home, rt, engine }
     }
 
@@ -169,10 +184,11 @@ impl Bench {
     /// Waits (with a hang safety net) for the alloc to finish.
     fn wait(&self, alloc: AllocHandle) -> AllocSummary {
         self.rt
-            .block_on(async { tokio::time::timeout(FINISH, alloc.wait()).await })
-            .unwrap_or_else(|_| {
+            .block_on(until_idle(&mut Box::pin(alloc.wait()), idle()))
+            .unwrap_or_else(|| {
                 panic!(
-                    "alloc did not finish within {FINISH:?}; history: {:#?}",
+                    "alloc hung: no progress for {:?}; history: {:#?}",
+                    idle(),
                     names(&taskgate_faults::history())
                 )
             })
@@ -180,10 +196,11 @@ impl Bench {
 
     fn wait_for(&self, waiter: AllocWaiter) -> AllocSummary {
         self.rt
-            .block_on(async { tokio::time::timeout(FINISH, waiter.wait()).await })
-            .unwrap_or_else(|_| {
+            .block_on(until_idle(&mut Box::pin(waiter.wait()), idle()))
+            .unwrap_or_else(|| {
                 panic!(
-                    "alloc did not finish within {FINISH:?}; history: {:#?}",
+                    "alloc hung: no progress for {:?}; history: {:#?}",
+                    idle(),
                     names(&taskgate_faults::history())
                 )
             })
@@ -199,15 +216,18 @@ impl Bench {
         let mut seen = Vec::new();
         self.rt.block_on(async {
             while !missing.is_empty() {
-                match tokio::time::timeout(STEP, events.recv()).await {
-                    Ok(Some(event)) => {
+                match until_idle(&mut Box::pin(events.recv()), idle()).await {
+                    Some(Some(event)) => {
                         missing.retain(|(t, k)| !(*t == event.task && *k == event.kind));
                         seen.push(event);
                     }
-                    Ok(None) => {
+                    Some(None) => {
                         panic!("event stream closed while waiting for {missing:?}; seen: {seen:#?}")
                     }
-                    Err(_) => panic!("no {missing:?} within {STEP:?}; seen: {seen:#?}"),
+                    None => panic!(
+                        "no {missing:?}: no progress for {:?}; seen: {seen:#?}",
+                        idle()
+                    ),
                 }
             }
         });
@@ -779,18 +799,20 @@ fn fail_mode_restarts_exactly_attempts_times_then_fails(#[case] attempts: u32) {
 /// Delay mode: once the attempts of the interval are used up, the next
 /// restart waits out the rest of the interval instead of failing. The task
 /// fails twice and then succeeds (a counter in /alloc), so the alloc ends on
-/// its own.
+/// its own. Restart windows run on the engine's virtual clock, which moves
+/// only by the engine's own restart delays: the verdict cannot depend on how
+/// long the real task took, so the waits are exact.
 #[test]
 #[serial]
 fn delay_mode_waits_out_the_interval_instead_of_failing() {
     use EventKind::*;
     require_root();
     let _faults = Faults::reset();
-    let bench = Bench::new();
+    let clock = Arc::new(VirtualClock::default());
+    let bench = Bench::with_clock(clock.clone());
     let interval = Duration::from_secs(2);
     let script =
         "n=$(cat /alloc/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /alloc/n; [ $n -ge 3 ]";
-    let submitted_ms = taskgate_engine::task_state::now_ms();
     let alloc = bench.submit(&job(
         "delay",
         vec![failing(1, RestartMode::Delay, interval, script)],
@@ -820,10 +842,20 @@ fn delay_mode_waits_out_the_interval_instead_of_failing() {
         .filter(|e| e.kind == Restarting)
         .map(|e| e.message.as_str())
         .collect();
-    assert!(restarting[0].contains("restart 1 of 1"), "{restarting:?}");
-    assert!(
-        restarting[1].contains("waiting out the interval"),
-        "{restarting:?}"
+    // The first failure uses the interval's one attempt after the 10ms
+    // delay; the second, 10ms into the window, waits out the other 1.99s.
+    assert_eq!(
+        restarting,
+        [
+            "task exited unsuccessfully; restart 1 of 1; restarting in 10ms",
+            "task exited unsuccessfully; attempts exhausted, waiting out the interval; restarting in 1.99s",
+        ],
+        "{web:#?}"
+    );
+    assert_eq!(
+        clock.now(),
+        interval,
+        "the restarts slept exactly the interval"
     );
     assert!(web
         .events
@@ -831,19 +863,6 @@ fn delay_mode_waits_out_the_interval_instead_of_failing() {
         .unwrap()
         .message
         .contains("completed successfully"));
-    // The third start came only once the interval (which began after the
-    // submit) had elapsed: a lower bound, so never flaky.
-    let third = web
-        .events
-        .iter()
-        .filter(|e| e.kind == Started)
-        .nth(2)
-        .unwrap();
-    assert!(
-        third.time_ms >= submitted_ms + interval.as_millis() as u64,
-        "third start at +{}ms, before the {interval:?} interval elapsed: {web:#?}",
-        third.time_ms - submitted_ms
-    );
     assert_eq!(web.restarts, 2);
     assert_exited_ok(web);
     assert_eq!(
@@ -1090,13 +1109,16 @@ fn agent(
         cmd.env(taskgate_faults::FAULTS_ENV, faults);
     }
     let mut child = cmd.spawn().expect("spawn taskgate agent");
-    let watchdog = Watchdog::arm(child.id(), FINISH);
+    let fault_log = log.to_path_buf();
+    let progress = move || std::fs::metadata(&fault_log).map_or(0, |m| m.len());
+    let watchdog = Watchdog::arm(child.id(), idle(), progress);
     let status = child.wait().expect("wait for agent");
     let timed_out = watchdog.disarm();
     let output = std::fs::read_to_string(&out).unwrap_or_default();
     assert!(
         !timed_out,
-        "agent {tag} hung for {FINISH:?}; output:\n{output}"
+        "agent {tag} hung: no progress for {:?}; output:\n{output}",
+        idle()
     );
     assert!(
         !output.contains("needs a build with fault points"),

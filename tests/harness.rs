@@ -13,13 +13,20 @@ use common::require_root;
 use rstest::rstest;
 use serial_test::serial;
 use std::collections::BTreeSet;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use taskgate_scenarios::watchdog::Watchdog;
 
-/// Hang safety net for one CLI run.
-const CLI_TIMEOUT: Duration = Duration::from_secs(120);
+/// Hang safety net for one CLI run: an idle window that restarts on every
+/// byte the CLI prints (explore and gate print a line per run when their
+/// output is not a terminal), scaled to the machine's speed.
+fn idle() -> Duration {
+    taskgate_faults::patience::step()
+}
 
 /// A temp dir the CLI's lab lives in, and what was on the host before.
 struct Scratch {
@@ -47,7 +54,7 @@ impl Scratch {
     /// Runs `taskgate ARGS` with its temp files under this scratch dir.
     fn taskgate(&self, args: &[&str]) -> Output {
         let bin = env!("CARGO_BIN_EXE_taskgate");
-        let child = Command::new(bin)
+        let mut child = Command::new(bin)
             .args(args)
             .env("TMPDIR", self.path())
             .env("RUST_BACKTRACE", "0")
@@ -59,16 +66,28 @@ impl Scratch {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn taskgate");
-        let watchdog = Watchdog::arm(child.id(), CLI_TIMEOUT);
-        let out = child.wait_with_output().expect("wait for taskgate");
+        let printed = Arc::new(AtomicU64::new(0));
+        let readers = [
+            collect(child.stdout.take().expect("piped"), printed.clone()),
+            collect(child.stderr.take().expect("piped"), printed.clone()),
+        ];
+        let watchdog = Watchdog::arm(child.id(), idle(), move || printed.load(Ordering::Relaxed));
+        let status = child.wait().expect("wait for taskgate");
         let timed_out = watchdog.disarm();
+        let [stdout, stderr] = readers.map(|r| r.join().expect("output reader"));
+        let out = Output {
+            status,
+            stdout,
+            stderr,
+        };
         let (stdout, stderr) = (
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
         );
         assert!(
             !timed_out,
-            "taskgate {args:?} hung for {CLI_TIMEOUT:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+            "taskgate {args:?} hung: nothing printed for {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            idle()
         );
         assert!(
             !stderr.contains("needs a build with fault points"),
@@ -115,6 +134,22 @@ impl Scratch {
             .close()
             .unwrap_or_else(|e| panic!("removing {}: {e}", path.display()));
     }
+}
+
+/// Reads a pipe to its end, counting every byte read as progress.
+fn collect(
+    mut pipe: impl Read + Send + 'static,
+    progress: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+            all.extend_from_slice(&chunk[..n]);
+            progress.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        all
+    })
 }
 
 fn text(out: &Output) -> (String, String) {
@@ -256,4 +291,67 @@ fn gate_writes_a_junit_report() {
     }
     assert!(!xml.contains("<failure"), "{xml}");
     scratch.finish(&["g.xml"]);
+}
+
+/// The gate split in two shards, then merged: the shards are disjoint, the
+/// merge holds exactly the unsharded gate's 8 cases, and a merge that lacks
+/// a shard is refused instead of passing a partial gate.
+#[test]
+#[serial]
+fn gate_shards_merge_into_the_whole_gate() {
+    let scratch = Scratch::new();
+    let path = |name: &str| scratch.path().join(name).display().to_string();
+    let mut cases = Vec::new();
+    for (shard, file) in [("1/2", "s1.xml"), ("2/2", "s2.xml")] {
+        let out = scratch.taskgate(&[
+            "gate",
+            "--only",
+            "prestart-hook-error",
+            "--shard",
+            shard,
+            "--junit",
+            &path(file),
+        ]);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "shard {shard}: {stdout}\n{stderr}");
+        assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
+        let xml = std::fs::read_to_string(path(file)).unwrap();
+        cases.extend(
+            xml.match_indices("<testcase name=\"")
+                .map(|(i, m)| xml[i + m.len()..].split('"').next().unwrap().to_string()),
+        );
+    }
+    cases.sort();
+    let expected: Vec<String> = (0..8).map(|n| format!("prestart-hook-error#{n}")).collect();
+    let mut sorted = expected.clone();
+    sorted.sort();
+    assert_eq!(cases, sorted, "the two shards together run each case once");
+
+    let out = scratch.taskgate(&[
+        "gate",
+        "--merge",
+        &path("s1.xml"),
+        &path("s2.xml"),
+        "--junit",
+        &path("all.xml"),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "merge: {stdout}\n{stderr}");
+    assert!(stdout.contains("8 passed, 0 failed"), "{stdout}");
+    let merged = std::fs::read_to_string(path("all.xml")).unwrap();
+    for case in &expected {
+        assert!(merged.contains(&format!("name=\"{case}\"")), "{merged}");
+    }
+
+    let out = scratch.taskgate(&[
+        "gate",
+        "--merge",
+        &path("s2.xml"),
+        "--junit",
+        &path("partial.xml"),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success(), "a partial merge passed: {stdout}");
+    assert!(stderr.contains("shards [1] of 2 are missing"), "{stderr}");
+    scratch.finish(&["s1.xml", "s2.xml", "all.xml"]);
 }

@@ -254,6 +254,7 @@ impl EngineHome {
             chroot_env: self.chroot_env.clone(),
             default_user: "nobody".into(),
             pids_max: 64,
+            clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
         }
     }
 

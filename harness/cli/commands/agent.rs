@@ -31,6 +31,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    taskgate_faults::quiet_injected_panics();
     taskgate_faults::configure_from_env()?;
     let engine = args.agent.open_engine()?;
     let runtime = super::runtime()?;

@@ -53,6 +53,7 @@ impl AgentArgs {
             chroot_env: self.chroot_env(),
             default_user: self.user.clone(),
             pids_max: self.pids_max,
+            clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
         })
     }
 

@@ -341,6 +341,7 @@ impl Bench {
             chroot_env: self.chroot_env.clone(),
             default_user: "nobody".into(),
             pids_max: PIDS_MAX,
+            clock: Arc::new(taskgate_engine::clock::SystemClock::default()),
         })?;
         let job = engine_job();
         let runtime = super::runtime()?;

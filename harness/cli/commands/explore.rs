@@ -2,8 +2,9 @@
 //! boundary q" × "task runner parked at boundary p", plus PCT-style random
 //! schedules from a seed, each on the real executor.
 
-use super::lab_session::{print_failures, Session};
-use indicatif::{ProgressBar, ProgressStyle};
+use super::lab_session::{print_failures, Progress, Session};
+use anyhow::Context;
+use std::path::PathBuf;
 use std::time::Instant;
 use taskgate_scenarios::report::cases;
 
@@ -24,6 +25,10 @@ pub struct Args {
     /// with a `legacy-prestart-skip` build).
     #[arg(long)]
     pub expect_violation: bool,
+    /// Write the replay tokens of the failing runs here, one per line,
+    /// sorted: two explorations of one build can then be compared.
+    #[arg(long, value_name = "FILE")]
+    pub failing_tokens: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -32,30 +37,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut runner = session.runner();
     runner.keep_failures = !args.expect_violation;
     let all = cases(&scenario, args.random, args.seed);
-    let bar = ProgressBar::new(all.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")?
-            .progress_chars("=> "),
-    );
-    bar.set_prefix(scenario.name);
+    let mut progress = Progress::new(scenario.name, all.len())?;
     let started = Instant::now();
     let mut reports = Vec::new();
     let mut first_failure = None;
     for case in &all {
         let report = runner.run(&scenario, case);
+        progress.finished(&report);
         if !report.passed() && first_failure.is_none() {
             first_failure = Some((reports.len() + 1, started.elapsed()));
-            bar.set_message("FAILING");
         }
         reports.push(report);
-        bar.inc(1);
         if args.first_failure && first_failure.is_some() {
             break;
         }
     }
-    bar.finish_and_clear();
+    progress.finish();
     let failed = reports.iter().filter(|r| !r.passed()).count();
     print_failures(&reports, 3);
+    if let Some(path) = &args.failing_tokens {
+        let mut tokens: Vec<String> = reports
+            .iter()
+            .filter(|r| !r.passed())
+            .map(|r| r.token.to_string())
+            .collect();
+        tokens.sort();
+        let text: String = tokens.iter().map(|t| format!("{t}\n")).collect();
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
     let unit = match scenario.kind {
         taskgate_scenarios::catalogue::Kind::StopRace { .. } => "schedule",
         _ => "case",

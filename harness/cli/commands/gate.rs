@@ -1,12 +1,13 @@
-//! `taskgate gate`: the release gate. Runs the whole catalogue, writes a
-//! JUnit report and a human summary, exits non-zero on any failure.
+//! `taskgate gate`: the release gate. Runs the whole catalogue (or one shard
+//! of it), writes a JUnit report and a human summary, exits non-zero on any
+//! failure; `--merge` joins the shards' reports into one verdict.
 
-use super::lab_session::{print_failures, Session};
+use super::lab_session::{print_failures, Progress, Session};
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Instant;
 use taskgate_scenarios::report::{cases, junit};
+use taskgate_scenarios::shard::{self, Shard};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -24,9 +25,19 @@ pub struct Args {
     /// List the catalogue and exit.
     #[arg(long)]
     pub list: bool,
+    /// Run only shard I of N (e.g. 2/4): disjoint shards whose union is the
+    /// whole gate, for a CI matrix; join them with --merge.
+    #[arg(long, value_name = "I/N", conflicts_with = "merge")]
+    pub shard: Option<Shard>,
+    /// Run nothing: merge these shard reports into --junit and give the verdict.
+    #[arg(long, num_args = 1.., value_name = "SHARD.xml")]
+    pub merge: Vec<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if !args.merge.is_empty() {
+        return merge(&args);
+    }
     let catalogue = taskgate_scenarios::catalogue();
     if args.list {
         for s in &catalogue {
@@ -41,8 +52,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .into_iter()
         .filter(|s| args.only.is_empty() || args.only.iter().any(|n| n == s.name))
         .collect();
-    let session = Session::open()?;
-    let runner = session.runner();
     let plan: Vec<_> = selected
         .iter()
         .flat_map(|s| {
@@ -51,21 +60,44 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map(move |c| (s, c))
         })
         .collect();
-    let bar = ProgressBar::new(plan.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("gate [{bar:30}] {pos}/{len} {msg} ({elapsed})")?
-            .progress_chars("=> "),
-    );
+    let shard = args.shard.unwrap_or(Shard::WHOLE);
+    let plan_tokens: Vec<String> = plan
+        .iter()
+        .map(|(s, c)| {
+            taskgate_scenarios::Token {
+                scenario: s.name.to_string(),
+                case: c.clone(),
+            }
+            .to_string()
+        })
+        .collect();
+    let mine: Vec<_> = plan
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| shard.takes(*i))
+        .map(|(_, run)| run)
+        .collect();
+    let session = Session::open()?;
+    let runner = session.runner();
+    if shard != Shard::WHOLE {
+        println!(
+            "gate: shard {shard}: {} of the plan's {} runs",
+            mine.len(),
+            plan.len()
+        );
+    }
+    let mut progress = Progress::new("gate", mine.len())?;
     let started = Instant::now();
     let mut reports = Vec::new();
-    for (scenario, case) in &plan {
-        bar.set_message(scenario.name);
-        reports.push(runner.run(scenario, case));
-        bar.inc(1);
+    for (scenario, case) in &mine {
+        let report = runner.run(scenario, case);
+        progress.finished(&report);
+        reports.push(report);
     }
-    bar.finish_and_clear();
-    let xml = junit(&reports, "taskgate-gate")?;
-    std::fs::write(&args.junit, xml)
+    progress.finish();
+    let mut xml = junit(&reports, "taskgate-gate");
+    shard::stamp(&mut xml, shard, &plan_tokens);
+    std::fs::write(&args.junit, xml.to_string()?)
         .with_context(|| format!("writing {}", args.junit.display()))?;
     print_failures(&reports, 5);
     println!("scenario               runs  failed");
@@ -85,6 +117,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.junit.display()
     );
     println!("{} passed, {failed} failed", reports.len() - failed);
+    anyhow::ensure!(
+        failed == 0,
+        "the release gate failed: {failed} runs violated invariants"
+    );
+    Ok(())
+}
+
+fn merge(args: &Args) -> anyhow::Result<()> {
+    let mut shards = Vec::new();
+    for path in &args.merge {
+        let xml = std::fs::read_to_string(path)
+            .with_context(|| format!("reading shard report {}", path.display()))?;
+        shards.push((path.display().to_string(), xml));
+    }
+    let report = shard::merge("taskgate-gate", &shards)?;
+    std::fs::write(&args.junit, report.to_string()?)
+        .with_context(|| format!("writing {}", args.junit.display()))?;
+    let failed = report.failures + report.errors;
+    println!(
+        "gate: {} shards merged into {}: {} runs",
+        shards.len(),
+        args.junit.display(),
+        report.tests
+    );
+    println!("{} passed, {failed} failed", report.tests - failed);
     anyhow::ensure!(
         failed == 0,
         "the release gate failed: {failed} runs violated invariants"

@@ -2,6 +2,8 @@
 //! (marked filesystem + exec gate) and the engine runtime.
 
 use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{IsTerminal, Write};
 use taskgate_scenarios::run::Runner;
 use taskgate_scenarios::{Lab, RunReport};
 
@@ -16,6 +18,7 @@ impl Session {
     /// thread, and every later thread and child inherits this one.
     pub fn open() -> anyhow::Result<Session> {
         super::require_root()?;
+        taskgate_faults::quiet_injected_panics();
         taskgate_oracle::enter_private_mount_namespace()
             .context("entering a private mount namespace")?;
         let agent_bin = std::env::current_exe().context("locating the taskgate binary")?;
@@ -47,6 +50,62 @@ pub fn print_failures(reports: &[RunReport], limit: usize) {
         );
         for r in failed.iter().skip(limit) {
             println!("  {}", r.token);
+        }
+    }
+}
+
+/// Where a long run stands: a progress bar on a terminal; otherwise (a CI
+/// log) one line per finished run, so a log cut short by a kill still shows
+/// how far the run got and which run was last.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    total: usize,
+    done: usize,
+}
+
+impl Progress {
+    pub fn new(prefix: &str, total: usize) -> anyhow::Result<Progress> {
+        let bar = if std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new(total as u64);
+            bar.set_style(
+                ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")?
+                    .progress_chars("=> "),
+            );
+            bar.set_prefix(prefix.to_string());
+            Some(bar)
+        } else {
+            None
+        };
+        Ok(Progress {
+            bar,
+            total,
+            done: 0,
+        })
+    }
+
+    pub fn finished(&mut self, report: &RunReport) {
+        self.done += 1;
+        match &self.bar {
+            Some(bar) => {
+                if !report.passed() {
+                    bar.set_message("FAILING");
+                }
+                bar.inc(1);
+            }
+            None => {
+                let verdict = if report.passed() { "pass" } else { "FAIL" };
+                println!(
+                    "[{}/{}] {verdict} {} ({:.2?})",
+                    self.done, self.total, report.token, report.duration
+                );
+                let _ = std::io::stdout().flush();
+            }
+        }
+    }
+
+    pub fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
         }
     }
 }

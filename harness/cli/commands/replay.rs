@@ -1,18 +1,74 @@
-//! `taskgate replay TOKEN`: runs exactly the case a failure printed.
+//! `taskgate replay TOKEN`: runs exactly the case a failure printed, once or
+//! `--repeat N` times in one session (the determinism check: every
+//! repetition must reach the same verdict).
 
 use super::lab_session::Session;
-use taskgate_scenarios::Token;
+use std::collections::BTreeMap;
+use taskgate_scenarios::{RunReport, Token};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The token a failing run printed, e.g. `sidecar-stop@tr=1.4/up=2/stop=0/first=tr/swaps=`.
     pub token: String,
+    /// Run the case this many times and require one verdict from all of them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (scenario, token) = Token::parse(&args.token)?;
     let session = Session::open()?;
-    let report = session.runner().run(&scenario, &token.case);
+    let runner = session.runner();
+    if args.repeat == 1 {
+        let report = runner.run(&scenario, &token.case);
+        return show(&report);
+    }
+    // What a verdict is: pass, or which invariants broke and whether any
+    // other problem did (problem texts carry pids and paths, which differ).
+    let mut verdicts: BTreeMap<String, (u32, RunReport)> = BTreeMap::new();
+    for i in 1..=args.repeat {
+        let report = runner.run(&scenario, &token.case);
+        let verdict = verdict(&report);
+        println!("[{i}/{}] {verdict} ({:.2?})", args.repeat, report.duration);
+        verdicts.entry(verdict).or_insert((0, report)).0 += 1;
+    }
+    println!(
+        "{}: {} runs, {} distinct verdicts:",
+        token,
+        args.repeat,
+        verdicts.len()
+    );
+    for (verdict, (count, _)) in &verdicts {
+        println!("  {count:>4}/{}  {verdict}", args.repeat);
+    }
+    if verdicts.len() == 1 {
+        return Ok(());
+    }
+    for (_, report) in verdicts.values() {
+        println!("{}", report.explain());
+    }
+    anyhow::bail!(
+        "the same token reached {} different verdicts",
+        verdicts.len()
+    )
+}
+
+fn verdict(report: &RunReport) -> String {
+    if report.passed() {
+        return "pass".to_string();
+    }
+    let mut broken: Vec<&str> = report.violations.iter().map(|v| v.invariant).collect();
+    broken.sort_unstable();
+    broken.dedup();
+    let problems = if report.problems.is_empty() {
+        ""
+    } else {
+        " + problems"
+    };
+    format!("FAIL [{}]{problems}", broken.join("; "))
+}
+
+fn show(report: &RunReport) -> anyhow::Result<()> {
     if report.passed() {
         println!(
             "PASS {}  ({}) in {:.2?}",

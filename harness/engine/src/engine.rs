@@ -4,6 +4,7 @@
 use crate::alloc::{ClientStatus, DesiredStatus};
 use crate::alloc_dir::AllocDir;
 use crate::alloc_runner::{self, AllocHandle};
+use crate::clock::Clock;
 use crate::driver::ExecDriver;
 use crate::hooks::HookSet;
 use crate::jobspec::Job;
@@ -26,6 +27,8 @@ pub struct EngineConfig {
     pub default_user: String,
     /// Ceiling on processes per task, against fork bombs.
     pub pids_max: u64,
+    /// What restart intervals and delays are measured on.
+    pub clock: Arc<dyn Clock>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,11 +137,12 @@ impl Engine {
     fn spawn(&self, record: AllocRecord, tasks: Vec<crate::state::TaskRecord>) -> AllocHandle {
         let alloc_id = record.alloc_id.clone();
         let alloc_dir = AllocDir::new(record.alloc_dir.clone());
-        let (hooks, driver, state, defaults) = (
+        let (hooks, driver, state, defaults, clock) = (
             self.hooks.clone(),
             self.driver.clone(),
             self.state.clone(),
             self.defaults.clone(),
+            self.config.clock.clone(),
         );
         let run_dir = run_dir(&self.config);
         alloc_runner::spawn(record, tasks, self.state.clone(), move |gate, events| {
@@ -151,6 +155,7 @@ impl Engine {
                 state: state.clone(),
                 defaults: defaults.clone(),
                 run_dir: run_dir.clone(),
+                clock: clock.clone(),
                 events,
             }
         })

@@ -4,6 +4,7 @@
 pub mod alloc;
 pub mod alloc_dir;
 pub mod alloc_runner;
+pub mod clock;
 pub mod driver;
 pub mod engine;
 pub mod hooks;

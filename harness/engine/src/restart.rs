@@ -2,7 +2,7 @@
 //! `mode` does once they are used up.
 
 use crate::jobspec::{RestartMode, RestartPolicy};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RestartDecision {
@@ -11,14 +11,15 @@ pub enum RestartDecision {
 }
 
 #[derive(Debug)]
+/// Times are readings of the engine's [`crate::clock::Clock`].
 pub struct RestartTracker {
     policy: RestartPolicy,
     count: u32,
-    window_start: Instant,
+    window_start: Duration,
 }
 
 impl RestartTracker {
-    pub fn new(policy: RestartPolicy, now: Instant) -> Self {
+    pub fn new(policy: RestartPolicy, now: Duration) -> Self {
         RestartTracker {
             policy,
             count: 0,
@@ -31,7 +32,7 @@ impl RestartTracker {
     }
 
     /// The task exited on its own. Batch semantics: success is completion.
-    pub fn on_exit(&mut self, success: bool, now: Instant) -> RestartDecision {
+    pub fn on_exit(&mut self, success: bool, now: Duration) -> RestartDecision {
         if success {
             return RestartDecision::NotRestarting {
                 reason: "task completed successfully".into(),
@@ -41,7 +42,7 @@ impl RestartTracker {
     }
 
     /// Setting up or starting the task failed.
-    pub fn on_start_error(&mut self, recoverable: bool, now: Instant) -> RestartDecision {
+    pub fn on_start_error(&mut self, recoverable: bool, now: Duration) -> RestartDecision {
         if !recoverable {
             return RestartDecision::NotRestarting {
                 reason: "Error was unrecoverable".into(),
@@ -50,8 +51,8 @@ impl RestartTracker {
         self.next(now, "start failed")
     }
 
-    fn next(&mut self, now: Instant, why: &str) -> RestartDecision {
-        if now.duration_since(self.window_start) >= self.policy.interval {
+    fn next(&mut self, now: Duration, why: &str) -> RestartDecision {
+        if now.saturating_sub(self.window_start) >= self.policy.interval {
             self.window_start = now;
             self.count = 0;
         }
@@ -74,7 +75,7 @@ impl RestartTracker {
                 let left = self
                     .policy
                     .interval
-                    .saturating_sub(now.duration_since(self.window_start));
+                    .saturating_sub(now.saturating_sub(self.window_start));
                 self.window_start = now + left;
                 self.count = 1;
                 RestartDecision::Restart {
@@ -102,7 +103,7 @@ mod tests {
 
     #[test]
     fn success_is_completion() {
-        let now = Instant::now();
+        let now = Duration::ZERO;
         let mut t = RestartTracker::new(policy(3, RestartMode::Fail), now);
         assert!(matches!(
             t.on_exit(true, now),
@@ -115,7 +116,7 @@ mod tests {
     #[case(1)]
     #[case(3)]
     fn fail_mode_allows_exactly_attempts(#[case] attempts: u32) {
-        let now = Instant::now();
+        let now = Duration::ZERO;
         let mut t = RestartTracker::new(policy(attempts, RestartMode::Fail), now);
         for _ in 0..attempts {
             assert!(matches!(
@@ -131,7 +132,7 @@ mod tests {
 
     #[test]
     fn delay_mode_waits_out_the_interval() {
-        let now = Instant::now();
+        let now = Duration::ZERO;
         let mut t = RestartTracker::new(policy(1, RestartMode::Delay), now);
         assert!(matches!(
             t.on_exit(false, now),
@@ -146,7 +147,7 @@ mod tests {
 
     #[test]
     fn window_resets_after_interval() {
-        let now = Instant::now();
+        let now = Duration::ZERO;
         let mut t = RestartTracker::new(policy(1, RestartMode::Fail), now);
         assert!(matches!(
             t.on_exit(false, now),
@@ -161,7 +162,7 @@ mod tests {
 
     #[test]
     fn unrecoverable_start_errors_never_restart() {
-        let now = Instant::now();
+        let now = Duration::ZERO;
         let mut t = RestartTracker::new(policy(5, RestartMode::Fail), now);
         assert!(matches!(
             t.on_start_error(false, now),

@@ -5,6 +5,7 @@
 
 use crate::alloc::AllocStatus;
 use crate::alloc_dir::AllocDir;
+use crate::clock::Clock;
 use crate::driver::{ExecDriver, RunningTask};
 use crate::hooks::{guarded, HookContext, HookError, HookSet, TaskSetup};
 use crate::jobspec::Task;
@@ -15,7 +16,6 @@ use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 use taskgate_executor::{ExitResult, LogConfig, Resources, Rlimits, TaskSpec};
 use taskgate_faults::fault_point;
 use taskgate_faults::points::{self, hook_point, Edge};
@@ -40,6 +40,7 @@ pub struct TaskRunnerDeps {
     pub defaults: Arc<SpecDefaults>,
     /// Where executors keep their sockets (see `taskgate_executor::socket_path`).
     pub run_dir: PathBuf,
+    pub clock: Arc<dyn Clock>,
     pub events: mpsc::UnboundedSender<TaskEvent>,
 }
 
@@ -168,7 +169,7 @@ impl TaskRunner {
     }
 
     async fn main_loop(&mut self) -> Outcome {
-        let mut tracker = RestartTracker::new(self.task.restart.clone(), Instant::now());
+        let mut tracker = RestartTracker::new(self.task.restart.clone(), self.deps.clock.now());
         let mut attempt = self.record.committed.unwrap_or(0);
         if self.restoring {
             if let Some(running) = self.restore(attempt).await {
@@ -360,13 +361,13 @@ impl TaskRunner {
             AttemptEnd::Exited(result) => {
                 self.emit(EventKind::Terminated, attempt, describe_exit(&result));
                 let failed = !result.successful();
-                let decision = tracker.on_exit(!failed, Instant::now());
+                let decision = tracker.on_exit(!failed, self.deps.clock.now());
                 self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed })
                     .await
             }
             AttemptEnd::Lost(why) => {
                 self.emit(EventKind::Lost, attempt, format!("executor lost: {why}"));
-                let decision = tracker.on_start_error(true, Instant::now());
+                let decision = tracker.on_start_error(true, self.deps.clock.now());
                 self.restart_or_stop(decision, attempt, |reason| Outcome::Failed {
                     reason: format!("executor lost: {why}; {reason}"),
                 })
@@ -384,7 +385,7 @@ impl TaskRunner {
         tracker: &mut RestartTracker,
     ) -> Option<Outcome> {
         self.emit(kind, attempt, message.clone());
-        let decision = tracker.on_start_error(recoverable, Instant::now());
+        let decision = tracker.on_start_error(recoverable, self.deps.clock.now());
         self.restart_or_stop(decision, attempt, |_| Outcome::Failed { reason: message })
             .await
     }
@@ -423,7 +424,7 @@ impl TaskRunner {
         let killed = tokio::select! {
             biased;
             _ = self.kill_rx.wait_for(|k| *k) => true,
-            _ = tokio::time::sleep(delay) => false,
+            _ = self.deps.clock.sleep(delay) => false,
         };
         if !killed {
             return None;

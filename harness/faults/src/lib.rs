@@ -8,6 +8,7 @@
 //! reached, so a test can assert that each fault it configured really fired
 //! and an oracle can reason over the order of events.
 
+pub mod patience;
 pub mod points;
 #[cfg(feature = "failpoints")]
 mod registry;

@@ -54,11 +54,7 @@ pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
         record(&name, &action);
     }
     let injected = action.as_ref().and_then(|_| {
-        let run = || {
-            fail::eval(&name, |msg| {
-                msg.unwrap_or_else(|| format!("fault injected at {name}"))
-            })
-        };
+        let run = || fail::eval(&name, |msg| msg.unwrap_or_else(|| injected_message(&name)));
         // A parked or sleeping point must not starve a tokio worker of its other tasks.
         match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
@@ -185,8 +181,8 @@ pub fn configure(scope: Option<&str>, point: &str, action: Action) {
             None
         }
         Action::Delay(ms) => Some(format!("sleep({ms})")),
-        Action::Error => Some(format!("return(fault injected at {name})")),
-        Action::Panic => Some(format!("panic(fault injected at {name})")),
+        Action::Error => Some(format!("return({})", injected_message(&name))),
+        Action::Panic => Some(format!("panic({})", injected_message(&name))),
     };
     if let Some(actions) = actions {
         fail::cfg(name.clone(), &actions).expect("valid fail action");
@@ -194,6 +190,33 @@ pub fn configure(scope: Option<&str>, point: &str, action: Action) {
     let mut st = lock();
     st.released.remove(&name);
     st.configured.insert(name, action);
+}
+
+/// What an injected error or panic says: `fault injected at <point>`.
+pub fn injected_message(point: &str) -> String {
+    format!("{INJECTED} {point}")
+}
+
+/// The start of every injected error's and panic's message.
+pub const INJECTED: &str = "fault injected at";
+
+/// Keeps injected panics out of the output: they are the scenario's doing,
+/// expected, and recorded in its history and report; a 60-frame backtrace of
+/// each would bury the verdicts of a release log. Every other panic still
+/// goes to the previous hook, backtrace and all.
+pub fn quiet_injected_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if !message.starts_with(INJECTED) {
+            previous(info);
+        }
+    }));
 }
 
 fn park(name: &str) {
@@ -221,10 +244,24 @@ pub fn release(scope: Option<&str>, point: &str) {
     registry().changed.notify_all();
 }
 
-/// Error of [`wait_until`]: the awaited condition did not come true in time.
+/// Releases every configured park, keeping the configuration and the whole
+/// history: what a harness does when a run hung, so that the failure report
+/// still shows everything that happened before.
+pub fn release_all() {
+    let mut st = lock();
+    let names: Vec<String> = st.configured.keys().cloned().collect();
+    st.released.extend(names);
+    registry().changed.notify_all();
+}
+
+/// Error of [`wait_any`]: nothing moved for a whole idle window.
 #[derive(Debug, thiserror::Error)]
-#[error("timed out after {0:?} waiting for {1}")]
-pub struct WaitTimeout(pub Duration, pub String);
+#[error("no progress for {idle:?} (after {hits} fault hits) while waiting for {what}")]
+pub struct WaitTimeout {
+    pub idle: Duration,
+    pub hits: usize,
+    pub what: String,
+}
 
 /// Something a test can wait for.
 #[derive(Debug, Clone)]
@@ -236,32 +273,43 @@ pub enum Await {
 }
 
 /// Blocks until any of `conditions` holds and returns the index of the first
-/// that does. The timeout is a safety net against a hung engine, not a
-/// synchronisation device.
-pub fn wait_any(conditions: &[Await], timeout: Duration) -> Result<usize, WaitTimeout> {
+/// that does. `idle` is a hang detector, not a deadline: it restarts every
+/// time any point is reached, so a slow machine that keeps making progress
+/// never times out, and only an engine that stopped moving does.
+pub fn wait_any(conditions: &[Await], idle: Duration) -> Result<usize, WaitTimeout> {
     let holds = |st: &State, c: &Await| match c {
         Await::Parked(name) => st.parked.get(name).copied().unwrap_or(0) > 0,
         Await::Passed(name) => st.history.iter().any(|h| &h.name == name),
     };
     let mut found = None;
-    wait_until(timeout, &format!("any of {conditions:?}"), |st| {
+    wait_until(idle, &format!("any of {conditions:?}"), |st| {
         found = conditions.iter().position(|c| holds(st, c));
         found.is_some()
     })?;
     Ok(found.expect("condition held"))
 }
 
+/// Waits for `cond`, giving up only after `idle` passed with no new hit.
 fn wait_until(
-    timeout: Duration,
+    idle: Duration,
     what: &str,
     mut cond: impl FnMut(&State) -> bool,
 ) -> Result<(), WaitTimeout> {
-    let deadline = Instant::now() + timeout;
     let mut st = lock();
+    let mut seen = st.seq;
+    let mut deadline = Instant::now() + idle;
     while !cond(&st) {
+        if st.seq != seen {
+            seen = st.seq;
+            deadline = Instant::now() + idle;
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(WaitTimeout(timeout, what.to_string()));
+            return Err(WaitTimeout {
+                idle,
+                hits: st.history.len(),
+                what: what.to_string(),
+            });
         }
         st = registry()
             .changed
@@ -270,6 +318,12 @@ fn wait_until(
             .0;
     }
     Ok(())
+}
+
+/// How many points have been reached since the last [`reset`]: a progress
+/// counter for hang detectors elsewhere in the harness.
+pub fn progress() -> u64 {
+    lock().seq
 }
 
 /// Every point reached since the last [`reset`], in order.
@@ -382,6 +436,37 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("nothing"));
+    }
+
+    #[test]
+    fn progress_restarts_the_idle_window() {
+        let _turn = serial();
+        let idle = Duration::from_secs(2);
+        let worker = std::thread::spawn(|| {
+            // A slow worker: hits far inside the idle window, spanning more
+            // than the window in all, then the awaited one. (The sleep is
+            // the simulated slowness, not synchronisation.)
+            for i in 0..12 {
+                std::thread::sleep(Duration::from_millis(250));
+                reach(None, &format!("step{i}"));
+            }
+            reach(None, "done");
+        });
+        wait_any(&[Await::Passed("done".into())], idle).unwrap();
+        worker.join().unwrap();
+    }
+
+    #[test]
+    fn release_all_lets_parks_go_and_keeps_the_history() {
+        let _turn = serial();
+        configure(None, "held", Action::Park);
+        reach(None, "before");
+        let worker = std::thread::spawn(|| reach(None, "held"));
+        wait_any(&[Await::Parked("held".into())], T).unwrap();
+        release_all();
+        worker.join().unwrap();
+        let names: Vec<_> = history().into_iter().map(|h| h.name).collect();
+        assert_eq!(names, ["before", "held", "held"]);
     }
 
     #[test]

@@ -2,15 +2,13 @@
 //! handler at the schedule's boundaries, delivers the stop when the task
 //! runner is parked at the chosen one, and releases parked actors one at a
 //! time in the schedule's priority order. Every wait is on a fault-point
-//! event, never on time; the timeout only turns a hung engine into a failure.
+//! event, never on time; an idle window that restarts on every new hit
+//! ([`taskgate_faults::patience`]) only turns a hung engine into a failure.
 
-use std::time::Duration;
+use taskgate_faults::patience;
 use taskgate_faults::points::{AR_UPDATE_APPLIED, TR_MAIN_EXITED};
 use taskgate_faults::schedule::{Actor, Schedule};
 use taskgate_faults::{scoped, Action, Await};
-
-/// How long one step may take before the engine counts as hung.
-pub const STEP_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -41,7 +39,7 @@ impl Track {
                 Await::Parked(point.to_string()),
                 Await::Passed(self.gone.clone()),
             ],
-            STEP_TIMEOUT,
+            patience::step(),
         )?;
         if which == 1 {
             self.next = self.parks.len();

@@ -8,6 +8,7 @@
 //! - [`run`]: one scenario run, in process or with a killed agent.
 //! - [`leftovers`]: cgroups, mounts, processes and files a run left behind.
 //! - [`report`]: run results, replay tokens, the JUnit report.
+//! - [`shard`]: the gate split across machines, and merged back.
 //! - [`watchdog`]: the hang safety net for child processes.
 
 pub mod catalogue;
@@ -17,6 +18,7 @@ pub mod lab;
 pub mod leftovers;
 pub mod report;
 pub mod run;
+pub mod shard;
 pub mod watchdog;
 
 pub use catalogue::{catalogue, find, Scenario};

@@ -183,7 +183,7 @@ fn describe(e: &Event) -> String {
 }
 
 /// A JUnit report of many runs, one test case per run, grouped by scenario.
-pub fn junit(reports: &[RunReport], name: &str) -> Result<String, quick_junit::SerializeError> {
+pub fn junit(reports: &[RunReport], name: &str) -> quick_junit::Report {
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
     let mut report = Report::new(name);
     let mut names: Vec<&str> = reports.iter().map(|r| r.token.scenario.as_str()).collect();
@@ -211,7 +211,7 @@ pub fn junit(reports: &[RunReport], name: &str) -> Result<String, quick_junit::S
         }
         report.add_test_suite(suite);
     }
-    report.to_string()
+    report
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! judges the whole recorded history.
 
 use crate::catalogue::{is_executor_point, Kind, Scenario, Then};
-use crate::control::{self, STEP_TIMEOUT};
+use crate::control;
 use crate::lab::{io, FaultSource, Lab, LabError};
 use crate::leftovers;
 use crate::report::{Case, RunReport, Token};
@@ -12,12 +12,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use taskgate_engine::state::{StateDb, TaskRecord};
 use taskgate_engine::{AllocSummary, ClientStatus, Engine, EngineConfig};
+use taskgate_faults::patience;
 use taskgate_faults::points::{self, HARNESS_STOP_DELIVERED};
 use taskgate_faults::{Action, Await, Hit};
 use taskgate_oracle::{Event, ExecRecord};
-
-/// How long an alloc may take to finish once nothing holds it back.
-const FINISH_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub struct Runner<'a> {
     pub lab: &'a Lab,
@@ -148,6 +146,7 @@ impl<'a> Runner<'a> {
             chroot_env: self.lab.chroot_env().clone(),
             default_user: "nobody".to_string(),
             pids_max: 64,
+            clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
         }
     }
 
@@ -230,7 +229,7 @@ impl<'a> Runner<'a> {
                         .collect(),
                 };
                 for condition in &settled {
-                    if let Err(err) = taskgate_faults::wait_any(condition, STEP_TIMEOUT) {
+                    if let Err(err) = taskgate_faults::wait_any(condition, patience::step()) {
                         problems.push(format!("engine hung: {err}"));
                         break;
                     }
@@ -243,7 +242,7 @@ impl<'a> Runner<'a> {
         let hits = taskgate_faults::history();
         if let Some((name, _)) = &fault {
             let fired = if is_executor_point(name) {
-                let needle = format!("fault injected at {name}");
+                let needle = taskgate_faults::injected_message(name);
                 summary
                     .iter()
                     .flat_map(|s| &s.tasks)
@@ -280,28 +279,34 @@ impl<'a> Runner<'a> {
         })
     }
 
+    /// Waits for the alloc to finish. A run that stops making progress is
+    /// hung: its parks are released (the history stays whole for the report)
+    /// and it gets one more idle window to wind down.
     fn finish(
         &self,
         alloc: taskgate_engine::AllocHandle,
         problems: &mut Vec<String>,
     ) -> Option<AllocSummary> {
+        let idle = patience::step();
         let waited = self.runtime.block_on(async {
             let wait = alloc.wait();
             tokio::pin!(wait);
-            match tokio::time::timeout(FINISH_TIMEOUT, &mut wait).await {
-                Ok(summary) => Ok(summary),
-                Err(_) => {
-                    // Release anything parked and give the engine one more chance.
-                    taskgate_faults::reset();
-                    Err(tokio::time::timeout(FINISH_TIMEOUT, wait).await.ok())
-                }
+            if let Some(summary) = until_idle(&mut wait, idle).await {
+                return Ok(summary);
             }
+            taskgate_faults::release_all();
+            Err(until_idle(&mut wait, idle).await)
         });
         match waited {
             Ok(summary) => Some(summary),
             Err(late) => {
                 problems.push(format!(
-                    "allocation did not finish within {FINISH_TIMEOUT:?}"
+                    "allocation did not finish: no progress for {idle:?}{}",
+                    if late.is_some() {
+                        " until its parks were released"
+                    } else {
+                        ", even after its parks were released"
+                    }
                 ));
                 late
             }
@@ -350,7 +355,9 @@ impl<'a> Runner<'a> {
                 cmd.env(taskgate_faults::FAULTS_ENV, faults);
             }
             let mut child = cmd.spawn().map_err(io("running agent", &self.agent_bin))?;
-            wait_or_kill(&mut child, FINISH_TIMEOUT)
+            let log = log.to_path_buf();
+            let progress = move || std::fs::metadata(&log).map_or(0, |m| m.len());
+            wait_or_kill(&mut child, patience::step(), progress)
                 .map_err(io("waiting for agent", &self.agent_bin))
         };
         let kill = taskgate_faults::env_spec([(boundary, &Action::KillAgent)]);
@@ -364,7 +371,8 @@ impl<'a> Runner<'a> {
         )?;
         match first {
             None => problems.push(format!(
-                "agent hung (killed after {FINISH_TIMEOUT:?}) instead of dying at {boundary}"
+                "agent hung (killed after {:?} without progress) instead of dying at {boundary}",
+                patience::step()
             )),
             Some(status)
                 if std::os::unix::process::ExitStatusExt::signal(&status)
@@ -383,7 +391,8 @@ impl<'a> Runner<'a> {
             Some(status) if status.success() => {}
             Some(status) => problems.push(format!("restored agent failed: {status}")),
             None => problems.push(format!(
-                "restored agent did not finish within {FINISH_TIMEOUT:?}"
+                "restored agent hung (killed after {:?} without progress)",
+                patience::step()
             )),
         }
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
@@ -414,13 +423,14 @@ impl<'a> Runner<'a> {
     }
 }
 
-/// Waits for an agent, killing it if it takes longer than `timeout`
+/// Waits for an agent, killing it if it makes no progress for `idle`
 /// (`None`): a hung agent must fail its run, not the whole gate.
 fn wait_or_kill(
     child: &mut std::process::Child,
-    timeout: Duration,
+    idle: Duration,
+    progress: impl Fn() -> u64 + Send + 'static,
 ) -> std::io::Result<Option<std::process::ExitStatus>> {
-    let watchdog = crate::watchdog::Watchdog::arm(child.id(), timeout);
+    let watchdog = crate::watchdog::Watchdog::arm(child.id(), idle, progress);
     let status = child.wait();
     let killed = watchdog.disarm();
     Ok((!killed).then_some(status?))
@@ -539,4 +549,20 @@ fn merge(
         }));
     }
     history
+}
+
+/// Polls `wait` until it is ready, or until no fault point was reached for
+/// a whole `idle` window (`None`): the harness's hang detector for futures.
+pub async fn until_idle<F: std::future::Future + Unpin>(
+    wait: &mut F,
+    idle: Duration,
+) -> Option<F::Output> {
+    loop {
+        let before = taskgate_faults::progress();
+        match tokio::time::timeout(idle, &mut *wait).await {
+            Ok(out) => return Some(out),
+            Err(_) if taskgate_faults::progress() == before => return None,
+            Err(_) => {}
+        }
+    }
 }

@@ -1,0 +1,91 @@
+//! The engine's sense of time. Restart intervals and delays are measured on
+//! a [`Clock`], so a test can run them on virtual time: a verdict about
+//! restart windows must never depend on how fast the host happens to be.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Time since the clock's epoch; never goes backwards.
+    fn now(&self) -> Duration;
+    /// Resolves once `duration` has passed on this clock.
+    fn sleep(&self, duration: Duration) -> Sleep;
+}
+
+/// The host's monotonic clock.
+#[derive(Debug)]
+pub struct SystemClock {
+    epoch: Instant,
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        SystemClock {
+            epoch: Instant::now(),
+        }
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
+    fn sleep(&self, duration: Duration) -> Sleep {
+        Box::pin(tokio::time::sleep(duration))
+    }
+}
+
+/// Virtual time for tests: it stands still except while a task sleeps, and
+/// a sleep moves it forward by exactly its duration and returns at once.
+/// Sleeps of concurrent tasks add up, so it suits one timeline at a time
+/// (one restarting task), which is what interval tests need.
+#[derive(Debug, Default)]
+pub struct VirtualClock {
+    now: Mutex<Duration>,
+}
+
+impl VirtualClock {
+    /// Moves time forward by `duration` without anybody sleeping.
+    pub fn advance(&self, duration: Duration) {
+        *self.now.lock().unwrap_or_else(|p| p.into_inner()) += duration;
+    }
+}
+
+impl Clock for VirtualClock {
+    fn now(&self) -> Duration {
+        *self.now.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn sleep(&self, duration: Duration) -> Sleep {
+        self.advance(duration);
+        Box::pin(tokio::task::yield_now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn virtual_time_moves_only_by_sleeps_and_advances() {
+        let clock = VirtualClock::default();
+        assert_eq!(clock.now(), Duration::ZERO);
+        clock.sleep(Duration::from_secs(90)).await;
+        assert_eq!(clock.now(), Duration::from_secs(90));
+        clock.advance(Duration::from_millis(5));
+        assert_eq!(clock.now(), Duration::from_millis(90_005));
+    }
+
+    #[tokio::test]
+    async fn system_time_never_goes_backwards() {
+        let clock = SystemClock::default();
+        let a = clock.now();
+        clock.sleep(Duration::from_millis(1)).await;
+        assert!(clock.now() > a);
+    }
+}
