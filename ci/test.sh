@@ -1,30 +1,51 @@
 #!/usr/bin/env bash
 # ci/test.sh: THE test command for taskgate (run as root: `sudo ci/test.sh`).
 #
-# Stages, each with a header and its duration; a failing stage does not stop
-# the later ones (except that the test stages need the build):
-#   1. build      cargo build of every target, with the failpoints feature
-#   2. test       the workspace tests on this host
-#   3. gate       the release gate (`taskgate gate`): the whole scenario
-#                 catalogue, full enumeration + random schedules, JUnit XML
-#                 at target/taskgate-gate.xml; zero violations required
-#   4. legacy     proof that the gate can fail: a `legacy-prestart-skip`
-#                 build (the report's original logic) must make
-#                 `taskgate explore sidecar-stop` find a violation
-#   5. qemu v2    the executor, engine and harness tests in a qemu guest
-#                 with pure cgroup v2
-#   6. qemu v1    the same with pure cgroup v1
-#   7. leftovers  this run left no taskgate cgroup, mount or process on this
-#                 host (ci/leftovers.sh; what was there before is only listed)
+# Usage: ci/test.sh [STAGE...]   (default: every stage, in this order)
+#
+# Stages, each with a header, its duration and its verdict; a failing stage
+# does not stop the later ones, except those that need what it built:
+#   build      cargo build of every target with the failpoints feature, and
+#              the legacy-prestart-skip binaries (same target dir, so the
+#              dependencies are built once) copied to target/legacy-bin/
+#   test       the workspace tests on this host
+#   gate       the release gate (`taskgate gate`): the whole catalogue, full
+#              enumeration + random schedules, JUnit XML at
+#              target/taskgate-gate.xml; zero violations required
+#   legacy     proof that the gate can fail: the legacy build (the report's
+#              original logic) must make `explore sidecar-stop` fail
+#   stress     ci/stress.sh: the same verdicts when the harness is starved of
+#              CPU (20% of one core, beside a busy load): replay tokens 100 of
+#              100 times, the explore's set of failing schedules
+#   lint       ci/lint.sh: the GitHub workflow (actionlint), the Vagrantfile
+#   qemu-v2    the executor, engine and harness tests in a qemu guest with
+#   qemu-v1    pure cgroup v2 / pure cgroup v1 (run side by side when both
+#              are asked for: each guest is mostly one busy core)
+#   leftovers  this run left no taskgate cgroup, mount or process on this
+#              host (ci/leftovers.sh; what was there before is only listed)
 # Ends with the line "N passed, N failed" (stages) and exits non-zero if any
 # stage failed or was skipped.
 #
 # Environment:
-#   TASKGATE_SKIP_QEMU=1   skip stages 3 and 4 (counted as skipped => exit 1)
-#   QEMU_MATRIX_TIMEOUT    per-guest hard limit in seconds (default 600)
+#   QEMU_MATRIX_TIMEOUT    per-guest hard limit in seconds (default 1500)
+#   STRESS_REPEAT          runs per replay token under stress (default 100)
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+
+ALL_STAGES=(build test gate legacy stress lint qemu-v2 qemu-v1 leftovers)
+if [ $# -eq 0 ]; then
+    stages=("${ALL_STAGES[@]}")
+else
+    stages=("$@")
+    for s in "${stages[@]}"; do
+        [[ " ${ALL_STAGES[*]} " == *" $s "* ]] || {
+            echo "ci/test.sh: error: unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2
+            exit 2
+        }
+    done
+fi
+wants() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 
 if [ "$(id -u)" != 0 ]; then
     echo "ci/test.sh: error: the taskgate tests need root: run as root, e.g. sudo ci/test.sh" >&2
@@ -42,19 +63,26 @@ command -v cargo >/dev/null 2>&1 || {
     exit 1
 }
 export PATH RUST_BACKTRACE=${RUST_BACKTRACE:-1}
+export QEMU_MATRIX_TIMEOUT=${QEMU_MATRIX_TIMEOUT:-1500}
 
 # ==========================================================================
 # THE TEST INVOCATION: change the build/test commands here, and only here.
 BUILD_CMD=(cargo build --workspace --all-targets --features failpoints)
+LEGACY_FEATURES=failpoints,legacy-prestart-skip
+LEGACY_DIR=target/legacy-bin
 TEST_CMD=(cargo test --workspace --features failpoints -- --test-threads=1)
 GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml)
-LEGACY_BUILD_CMD=(cargo build --bins --features failpoints,legacy-prestart-skip --target-dir target/legacy)
-LEGACY_EXPLORE_CMD=(target/legacy/debug/taskgate explore sidecar-stop --random 0 --expect-violation)
+LEGACY_EXPLORE_CMD=("$LEGACY_DIR/taskgate" explore sidecar-stop --random 0 --expect-violation)
+STRESS_CMD=(ci/stress.sh target/debug/taskgate "$LEGACY_DIR/taskgate" "${STRESS_REPEAT:-100}")
+LINT_CMD=(ci/lint.sh)
 # Integration tests (tests/NAME.rs) that also run in the qemu cgroup v2 / v1
 # guests, with the same features, and the arguments given to their binaries.
+# The guests are there for what depends on the cgroup version (the
+# executor's cgroups, the engine on them, the oracle's identity by cgroup):
+# the schedule search itself does not, and runs on the host (gate, stress).
 QEMU_CARGO_ARGS="--features failpoints"
 QEMU_TESTS=(executor engine harness)
-QEMU_TEST_ARGS=(--test-threads=1)
+QEMU_TEST_ARGS=(--test-threads=1 --skip explore_sidecar_stop_finds_no_failing_schedule)
 # ==========================================================================
 
 passed=0
@@ -62,29 +90,36 @@ failed=0
 skipped=0
 results=()
 
-# stage NAME COMMAND...: run one stage with a header, its duration and verdict.
-stage() {
-    local name=$1 t0 t1 rc secs
-    shift
+record() { # record NAME RC SECONDS
+    if [ "$2" = 0 ]; then
+        passed=$((passed + 1))
+        results+=("PASS  $1 (${3}s)")
+        echo "==== stage $1: PASS in ${3}s"
+    else
+        failed=$((failed + 1))
+        results+=("FAIL  $1 (exit $2, ${3}s)")
+        echo "==== stage $1: FAIL (exit $2) in ${3}s"
+    fi
+}
+header() { # header NAME COMMAND...
     echo
     echo "================================================================"
-    echo "==== stage: $name"
+    echo "==== stage: $1"
+    shift
     echo "==== \$ $(printf '%q ' "$@")"
     echo "================================================================"
+}
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# stage NAME COMMAND...: run one stage with a header, its duration and verdict.
+stage() {
+    local name=$1 t0 rc
+    shift
+    header "$name" "$@"
     t0=$(date +%s.%N)
     "$@"
     rc=$?
-    t1=$(date +%s.%N)
-    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-    if [ "$rc" = 0 ]; then
-        passed=$((passed + 1))
-        results+=("PASS  $name (${secs}s)")
-        echo "==== stage $name: PASS in ${secs}s"
-    else
-        failed=$((failed + 1))
-        results+=("FAIL  $name (exit $rc, ${secs}s)")
-        echo "==== stage $name: FAIL (exit $rc) in ${secs}s"
-    fi
+    record "$name" "$rc" "$(since "$t0")"
     return "$rc"
 }
 skip() { # skip NAME REASON
@@ -94,6 +129,22 @@ skip() { # skip NAME REASON
     echo "==== stage $1: SKIPPED ($2)"
 }
 
+build_all() {
+    "${BUILD_CMD[@]}" &&
+        cargo build --bins --features "$LEGACY_FEATURES" &&
+        mkdir -p "$LEGACY_DIR" &&
+        cp target/debug/taskgate target/debug/taskgate-executor "$LEGACY_DIR/" &&
+        # Back to the fixed binaries (cached: only copied into place again).
+        cargo build --bins --features failpoints
+}
+
+qemu_cmd() { # qemu_cmd MODE: the ci/qemu-matrix.sh invocation for one guest
+    local t
+    qemu=(ci/qemu-matrix.sh --mode "$1" --cargo-args "$QEMU_CARGO_ARGS")
+    for t in "${QEMU_TESTS[@]}"; do qemu+=(--cargo-test "$t"); done
+    qemu+=(-- "${QEMU_TEST_ARGS[@]}")
+}
+
 t_all=$(date +%s)
 # What earlier runs left on this host is reported, but only what this run
 # leaves fails the leftovers stage.
@@ -101,44 +152,48 @@ baseline=$(mktemp "${TMPDIR:-/tmp}/ci-leftovers.XXXXXX")
 trap 'rm -f "$baseline"' EXIT
 ci/leftovers.sh --save "$baseline"
 
-build_ok=1
-stage build "${BUILD_CMD[@]}" || build_ok=0
-
-if [ "$build_ok" = 1 ]; then
-    stage test "${TEST_CMD[@]}"
-    stage gate "${GATE_CMD[@]}"
-else
-    skip test "the build failed"
-    skip gate "the build failed"
+built=1
+if wants build; then
+    stage build build_all || built=0
+elif [ ! -x target/debug/taskgate ] || [ ! -x "$LEGACY_DIR/taskgate" ]; then
+    built=0
 fi
-if stage "legacy build" "${LEGACY_BUILD_CMD[@]}"; then
-    stage "legacy explore (must find the violation)" "${LEGACY_EXPLORE_CMD[@]}"
-else
-    skip "legacy explore (must find the violation)" "the legacy build failed"
+needs_build() { # needs_build NAME COMMAND...: a stage that runs what `build` built
+    if [ "$built" = 1 ]; then stage "$@"; else skip "$1" "nothing built (run the build stage)"; fi
+}
+wants test && needs_build test "${TEST_CMD[@]}"
+wants gate && needs_build gate "${GATE_CMD[@]}"
+wants legacy && needs_build "legacy (must find the violation)" "${LEGACY_EXPLORE_CMD[@]}"
+wants stress && needs_build stress "${STRESS_CMD[@]}"
+wants lint && stage lint "${LINT_CMD[@]}"
+
+modes=()
+wants qemu-v2 && modes+=(v2)
+wants qemu-v1 && modes+=(v1)
+if [ ${#modes[@]} -gt 0 ] && [ "$built" = 0 ]; then
+    for m in "${modes[@]}"; do skip "qemu cgroup $m" "nothing built (run the build stage)"; done
+elif [ ${#modes[@]} -gt 0 ]; then
+    logs=$(mktemp -d "${TMPDIR:-/tmp}/ci-qemu.XXXXXX")
+    pids=()
+    t0=$(date +%s.%N)
+    for m in "${modes[@]}"; do
+        qemu_cmd "$m"
+        header "qemu cgroup $m (log: $logs/$m.log, printed when it ends)" "${qemu[@]}"
+        "${qemu[@]}" >"$logs/$m.log" 2>&1 &
+        pids+=($!)
+    done
+    for i in "${!modes[@]}"; do
+        wait "${pids[$i]}"
+        rc=$?
+        echo
+        echo "==== qemu cgroup ${modes[$i]}: guest output"
+        cat "$logs/${modes[$i]}.log"
+        record "qemu cgroup ${modes[$i]}" "$rc" "$(since "$t0")"
+    done
+    rm -rf "$logs"
 fi
 
-qemu_targets=()
-for t in "${QEMU_TESTS[@]}"; do
-    if [ -f "tests/$t.rs" ] || [ -f "tests/$t/main.rs" ]; then
-        qemu_targets+=(--cargo-test "$t")
-    else
-        echo "ci/test.sh: note: tests/$t.rs does not exist: the qemu stages run the guest self-test only"
-    fi
-done
-for mode in v2 v1; do
-    if [ "${TASKGATE_SKIP_QEMU:-0}" = 1 ]; then
-        skip "qemu cgroup $mode" "TASKGATE_SKIP_QEMU=1"
-    elif [ ${#qemu_targets[@]} -eq 0 ]; then
-        stage "qemu cgroup $mode (self-test)" ci/qemu-matrix.sh --mode "$mode" --self-test
-    elif [ "$build_ok" = 0 ]; then
-        skip "qemu cgroup $mode" "the build failed"
-    else
-        stage "qemu cgroup $mode" ci/qemu-matrix.sh --mode "$mode" \
-            --cargo-args "$QEMU_CARGO_ARGS" "${qemu_targets[@]}" -- "${QEMU_TEST_ARGS[@]}"
-    fi
-done
-
-stage leftovers ci/leftovers.sh --baseline "$baseline"
+wants leftovers && stage leftovers ci/leftovers.sh --baseline "$baseline"
 
 echo
 echo "================================================================"

@@ -4,9 +4,6 @@
 //! each followed by the zero-leftovers check. Run as root:
 //! `cargo test --features failpoints --test harness -- --test-threads=1`.
 
-#[cfg(not(feature = "failpoints"))]
-compile_error!("tests/harness.rs runs `taskgate explore/replay/gate`: run with --features failpoints (see README)");
-
 mod common;
 
 use common::require_root;

@@ -18,11 +18,13 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (scenario, token) = Token::parse(&args.token)?;
     let session = Session::open()?;
-    let runner = session.runner();
+    let mut runner = session.runner();
     if args.repeat == 1 {
         let report = runner.run(&scenario, &token.case);
         return show(&report);
     }
+    // A hundred failing runs' data dirs would only bury the one that matters.
+    runner.keep_failures = false;
     // What a verdict is: pass, or which invariants broke and whether any
     // other problem did (problem texts carry pids and paths, which differ).
     let mut verdicts: BTreeMap<String, (u32, RunReport)> = BTreeMap::new();

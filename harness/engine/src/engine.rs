@@ -12,6 +12,7 @@ use crate::state::{AllocRecord, StateDb, StateError};
 use crate::task_runner::{SpecDefaults, TaskRunnerDeps};
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use taskgate_executor::ExecutorConfig;
@@ -66,7 +67,19 @@ impl Engine {
                 source,
             })?;
         }
-        let state = Arc::new(StateDb::open(&config.data_dir.join("state.db"))?);
+        let db_path = config.data_dir.join("state.db");
+        let state = Arc::new(StateDb::open(&db_path)?);
+        // Whoever reaches an executor's socket can stop or kill its task, and
+        // the state database holds every job's environment: root only.
+        for (path, mode) in [(run_dir(&config), 0o700), (db_path, 0o600)] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(
+                |source| EngineError::Io {
+                    what: "restricting",
+                    path,
+                    source,
+                },
+            )?;
+        }
         let driver = ExecDriver::new(ExecutorConfig {
             executor_bin: config.executor_bin.clone(),
             run_dir: run_dir(&config),
@@ -187,4 +200,28 @@ fn new_alloc_id() -> Result<String, EngineError> {
         &hex[16..20],
         &hex[20..32]
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+
+    #[test]
+    fn the_socket_dir_and_the_state_database_are_for_root_only() {
+        let home = tempfile::tempdir().unwrap();
+        let config = EngineConfig {
+            data_dir: home.path().join("data"),
+            executor_bin: PathBuf::from("/nonexistent/taskgate-executor"),
+            chroot_env: BTreeMap::new(),
+            default_user: "nobody".into(),
+            pids_max: 8,
+            clock: Arc::new(SystemClock::default()),
+        };
+        let engine = Engine::open(config.clone()).unwrap();
+        let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(run_dir(&config)), 0o700);
+        assert_eq!(mode(config.data_dir.join("state.db")), 0o600);
+        drop(engine);
+    }
 }

@@ -34,8 +34,11 @@ use taskgate_oracle::{
 
 const CHILD_ENV: &str = "TASKGATE_ORACLE_GATE_TEST";
 const HOST_NS_ENV: &str = "TASKGATE_ORACLE_HOST_MNT_NS";
-/// Safety net against a hung exec or gate; never a synchronisation device.
-const DEADLINE: Duration = Duration::from_secs(20);
+/// Safety net against a hung exec or gate, scaled to the machine's speed;
+/// never a synchronisation device.
+fn deadline() -> Duration {
+    taskgate_faults::patience::scaled(Duration::from_secs(60))
+}
 
 fn require_root() {
     if !nix::unistd::Uid::effective().is_root() {
@@ -158,15 +161,15 @@ fn judge(f: impl Fn(&PendingExec) -> Verdict + Send + Sync + 'static) -> Judge {
 fn within_deadline<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || tx.send(f()).unwrap());
-    rx.recv_timeout(DEADLINE)
-        .unwrap_or_else(|_| panic!("{what} did not finish within {DEADLINE:?}"))
+    rx.recv_timeout(deadline())
+        .unwrap_or_else(|_| panic!("{what} did not finish within {:?}", deadline()))
 }
 
 /// Spin-waits for a condition only the kernel can witness.
 fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
+    let until = Instant::now() + deadline();
     while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(Instant::now() < until, "timed out waiting for {what}");
         std::thread::yield_now();
     }
 }
@@ -475,7 +478,7 @@ fn stop_with_execs_in_flight_answers_every_one() {
         .unwrap();
 
         let first = fork_exec(&fx.busybox(), &["true"]);
-        assert_eq!(entered_rx.recv_timeout(DEADLINE).unwrap(), first.as_raw());
+        assert_eq!(entered_rx.recv_timeout(deadline()).unwrap(), first.as_raw());
 
         // Stop while the judge holds the first exec; the gate's thread cannot
         // finish yet. The stopper is past signalling once it blocks in join.

@@ -196,6 +196,9 @@ impl<'a> Runner<'a> {
             (Kind::StopRace { controlled }, Case::Schedule(schedule)) => {
                 if let Err(err) = control::drive(schedule, controlled, stop) {
                     problems.push(err.to_string());
+                    // Hung: let every parked actor go, so the run can end
+                    // and its report show what it got stuck on.
+                    taskgate_faults::release_all();
                 }
             }
             (Kind::Faults { then, .. }, Case::Fault(_)) => {
