@@ -562,3 +562,44 @@ fn injected_executor_faults_fail_cleanly(#[case] point: &str, #[case] action: &s
     }
     sb.assert_no_leftovers();
 }
+
+/// The device allow-list, read back from the kernel while the task runs: on
+/// v1 the task cgroup's `devices.list`, on v2 the eBPF program attached to
+/// it, decoded. Either way exactly `DEFAULT_DEVICES`, and nothing else.
+#[test]
+#[serial]
+fn the_kernel_holds_exactly_the_device_allow_list() {
+    use taskgate_executor::device_filter::{DeviceRule, DEFAULT_DEVICES};
+    let sb = Sandbox::new();
+    let spec = sb.spec("dev", "read x < /local/go");
+    let go = fifo(&sb, "dev", "go");
+    let exec = sb.launch(&spec).expect("launch");
+    let task = cgroups_of(&exec.reattach_info().task_pid.to_string());
+    let cg = PathBuf::from("/sys/fs/cgroup");
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        let programs =
+            taskgate_executor::device_filter::read_back(&cg.join(&task[""])).expect("read back");
+        assert_eq!(programs, [DEFAULT_DEVICES.to_vec()]);
+    } else {
+        let list = std::fs::read_to_string(
+            cg.join("devices")
+                .join(&task["devices"])
+                .join("devices.list"),
+        )
+        .expect("devices.list of the task cgroup");
+        let mut held: Vec<&str> = list.lines().collect();
+        let mut want: Vec<String> = DEFAULT_DEVICES.iter().map(DeviceRule::v1_entry).collect();
+        held.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(held, want);
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&go)
+        .unwrap()
+        .write_all(b"go\n")
+        .unwrap();
+    assert!(exec.wait().expect("wait").successful());
+    exec.shutdown().expect("shutdown");
+    sb.assert_no_leftovers();
+}

@@ -4,10 +4,11 @@
 //! leader first, and derives the alloc's client status from its tasks.
 
 use crate::alloc::{AllocStatus, AllocUpdate, ClientStatus};
+use crate::lifecycle::{kill_reason, may_start, KillReason, Member, Stage};
 use crate::start_gate::StartGate;
 use crate::state::{AllocRecord, StateDb, TaskRecord};
 use crate::task_runner::{TaskRunner, TaskRunnerDeps, TaskRunnerHandle};
-use crate::task_state::{Outcome, TaskEvent, TaskState};
+use crate::task_state::{TaskEvent, TaskState};
 use std::sync::{Arc, Mutex};
 use taskgate_faults::fault_point;
 use taskgate_faults::points;
@@ -246,17 +247,6 @@ async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool)
     }
 }
 
-/// Why the coordinator decided to kill tasks on its own (not for an update).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum KillReason {
-    /// The leader died: Nomad kills every other task.
-    LeaderDead,
-    /// A task failed for good: its siblings are killed.
-    SiblingFailed,
-    /// Every main task finished: sidecars have nothing left to serve.
-    MainTasksDone,
-}
-
 /// Opens start conditions as the lifecycle allows, reacts to task deaths,
 /// and finishes the alloc once every task runner is done.
 async fn coordinate(
@@ -272,15 +262,12 @@ async fn coordinate(
             break;
         }
         open_start_conditions(&states);
-        if let Some(reason) = kill_reason(&states).filter(|r| !kills_sent.contains(r)) {
+        if let Some(reason) = kill_reason(&members(&states)).filter(|r| !kills_sent.contains(r)) {
             kills_sent.push(reason);
             tracing::debug!(?reason, "killing tasks");
             let shared = shared.clone();
             tokio::spawn(async move {
-                kill_tasks(&shared, |r| {
-                    reason != KillReason::MainTasksDone || r.task.is_sidecar()
-                })
-                .await;
+                kill_tasks(&shared, |r| reason.targets(Stage::of(&r.task))).await;
             });
         }
         if changed.recv().await.is_none() {
@@ -315,75 +302,19 @@ async fn coordinate(
     }
 }
 
-fn started(state: &TaskState) -> bool {
-    match state {
-        TaskState::Running { .. } => true,
-        TaskState::Dead { outcome } => !matches!(
-            outcome,
-            Outcome::NeverStarted { .. } | Outcome::Failed { .. }
-        ),
-        TaskState::Pending => false,
-    }
-}
-
-fn succeeded(state: &TaskState) -> bool {
-    matches!(
-        state,
-        TaskState::Dead {
-            outcome: Outcome::Exited { failed: false, .. }
-        }
-    )
-}
-
-/// Nomad's task hook coordinator: prestart tasks first; main tasks once every
-/// ephemeral prestart task succeeded and every prestart sidecar runs;
-/// poststart tasks once every main task runs; poststop once all else is dead.
+/// Opens every start condition the lifecycle rules allow (see [`lifecycle`]).
 fn open_start_conditions(states: &[(&TaskRunnerHandle, TaskState)]) {
-    let of =
-        |pred: fn(&crate::jobspec::Task) -> bool| states.iter().filter(move |(r, _)| pred(&r.task));
-    let prestart_done = of(|t| t.is_prestart()).all(|(r, s)| {
-        if r.task.is_sidecar() {
-            started(s)
-        } else {
-            succeeded(s)
-        }
-    });
-    let main_started = of(|t| t.is_main()).all(|(_, s)| started(s));
-    let others_dead = of(|t| !t.is_poststop()).all(|(_, s)| s.is_dead());
+    let all = members(states);
     for (runner, _) in states {
-        let task = &runner.task;
-        let open = if task.is_prestart() {
-            true
-        } else if task.is_main() {
-            prestart_done
-        } else if task.is_poststart() {
-            prestart_done && main_started
-        } else {
-            others_dead
-        };
-        if open && !*runner.start.borrow() {
+        if may_start(Stage::of(&runner.task), &all) && !*runner.start.borrow() {
             runner.start.send_replace(true);
         }
     }
 }
 
-fn kill_reason(states: &[(&TaskRunnerHandle, TaskState)]) -> Option<KillReason> {
-    let dead_failed = |s: &TaskState| matches!(s, TaskState::Dead { outcome } if outcome.failed());
-    if states
+fn members(states: &[(&TaskRunnerHandle, TaskState)]) -> Vec<Member> {
+    states
         .iter()
-        .any(|(r, s)| !r.task.is_poststop() && dead_failed(s))
-    {
-        return Some(KillReason::SiblingFailed);
-    }
-    if states.iter().any(|(r, s)| r.task.leader && s.is_dead()) {
-        return Some(KillReason::LeaderDead);
-    }
-    let mains: Vec<_> = states
-        .iter()
-        .filter(|(r, _)| !r.task.is_sidecar() && !r.task.is_poststop() && !r.task.is_prestart())
-        .collect();
-    if !mains.is_empty() && mains.iter().all(|(_, s)| s.is_dead()) {
-        return Some(KillReason::MainTasksDone);
-    }
-    None
+        .map(|(r, s)| Member::of(&r.task, s.clone()))
+        .collect()
 }

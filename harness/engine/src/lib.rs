@@ -9,6 +9,7 @@ pub mod driver;
 pub mod engine;
 pub mod hooks;
 pub mod jobspec;
+pub mod lifecycle;
 pub mod restart;
 pub mod start_gate;
 pub mod state;

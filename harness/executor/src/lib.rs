@@ -17,5 +17,6 @@ mod validate;
 pub use client::{launch, Executor, ExecutorConfig, FAILPOINTS_ENV};
 pub use error::ExecutorError;
 pub use fixture::build_busybox_root;
+pub use isolation::device_filter;
 pub use protocol::socket_path;
 pub use spec::*;

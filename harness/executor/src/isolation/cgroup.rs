@@ -2,10 +2,12 @@
 //! hierarchy: on v1 per controller (from /proc/self/cgroup), on v2 under the
 //! executor's unified path. The leaf is `taskgate.<alloc_id>.<task_name>`.
 
+use super::device_filter;
 use crate::error::ExecutorError;
 use crate::spec::{Resources, TaskSpec};
 use cgroups_rs::cgroup::{get_cgroups_relative_paths, UNIFIED_MOUNTPOINT};
 use cgroups_rs::cpu::CpuController;
+use cgroups_rs::devices::DevicesController;
 use cgroups_rs::freezer::FreezerController;
 use cgroups_rs::memory::MemController;
 use cgroups_rs::pid::PidController;
@@ -32,6 +34,7 @@ impl TaskCgroup {
         if let Err(e) = tc
             .check_delegated()
             .and_then(|()| tc.apply(&spec.resources))
+            .and_then(|()| tc.restrict_devices())
         {
             // Best effort: the creation error is the one worth reporting.
             let _ = tc.delete();
@@ -62,6 +65,29 @@ impl TaskCgroup {
              (a cgroup v2 parent holding processes cannot delegate them)",
             dir.display()
         )))
+    }
+
+    /// Only the allow-list's devices may be opened: on v1 through the
+    /// devices controller (deny all, then allow each rule), on v2 through an
+    /// eBPF program on the cgroup, since v2 has no devices controller.
+    fn restrict_devices(&self) -> Result<(), ExecutorError> {
+        let rules = &device_filter::DEFAULT_DEVICES;
+        if self.cg.v2() {
+            let dir = Path::new(UNIFIED_MOUNTPOINT).join(self.cg.path());
+            return device_filter::attach(&dir, rules);
+        }
+        let devices: &DevicesController = self.controller("devices")?;
+        let write = |file: &str, entry: &str| {
+            let path = devices.path().join(file);
+            std::fs::write(&path, entry).map_err(ExecutorError::io(format!(
+                "write {entry:?} to {}",
+                path.display()
+            )))
+        };
+        write("devices.deny", "a")?;
+        rules
+            .iter()
+            .try_for_each(|r| write("devices.allow", &r.v1_entry()))
     }
 
     /// The task's cgroup if it exists: what a crashed executor left behind.

@@ -4,6 +4,7 @@
 
 mod caps;
 pub(crate) mod cgroup;
+pub mod device_filter;
 mod namespaces;
 mod rootfs;
 
