@@ -1411,3 +1411,31 @@ fn agent_killed_after_leader_launch_reattaches_the_leader() {
     let AgentRestart { home, alloc_id, .. } = run;
     home.finish(&[alloc_id]);
 }
+
+/// The task's own dirs belong to the user it runs as (here the default,
+/// nobody), as in Nomad: an unprivileged task can write all three.
+#[test]
+#[serial]
+fn an_unprivileged_task_writes_its_own_dirs() {
+    require_root();
+    let _faults = Faults::reset();
+    let bench = Bench::new();
+    let writer = script_task(
+        "writer",
+        "for d in /local /tmp /secrets; do echo hi > $d/f || exit 1; done; id -u",
+    );
+    assert_eq!(writer.user, None, "runs as the engine's default user");
+    let alloc = bench.submit(&job("dirs", vec![writer]));
+    let alloc_id = alloc.alloc_id.clone();
+    let summary = bench.wait(alloc);
+    let rec = task(&summary.tasks, "writer");
+    assert_exited_ok(rec);
+    let out = std::fs::read_to_string(
+        bench
+            .alloc_dir(&alloc_id)
+            .join("alloc/logs/writer.stdout.0"),
+    )
+    .unwrap();
+    assert_eq!(out.trim(), "65534", "ran as nobody");
+    bench.finish(&[alloc_id]);
+}

@@ -126,7 +126,7 @@ impl HookSet {
         HookSet {
             prestart: vec![
                 Box::new(ValidateHook::new(default_user)),
-                Box::new(TaskDirHook),
+                Box::new(TaskDirHook::new(default_user)),
                 Box::new(LogFilesHook),
                 Box::new(TaskEnvHook),
             ],
@@ -135,6 +135,22 @@ impl HookSet {
             stop: vec![Box::new(ForgetHandleHook)],
         }
     }
+}
+
+/// The host user `task` runs as (its own, or the engine's default).
+fn task_user(
+    hook: &'static str,
+    task: &Task,
+    default_user: &str,
+) -> Result<nix::unistd::User, HookError> {
+    let name = task.user.as_deref().unwrap_or(default_user);
+    nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .ok_or_else(|| HookError::Failed {
+            hook,
+            message: format!("user {name:?} does not exist on this host"),
+        })
 }
 
 fn io(hook: &'static str) -> impl FnOnce(std::io::Error) -> HookError {

@@ -1,6 +1,6 @@
 //! Prestart: reject a task the executor could not start, before touching disk.
 
-use super::{HookContext, HookError, PrestartHook, TaskSetup};
+use super::{task_user, HookContext, HookError, PrestartHook, TaskSetup};
 
 pub struct ValidateHook {
     default_user: String,
@@ -33,10 +33,6 @@ impl PrestartHook for ValidateHook {
                 task.command
             ));
         }
-        let user = task.user.as_deref().unwrap_or(&self.default_user);
-        if nix::unistd::User::from_name(user).ok().flatten().is_none() {
-            return fail(format!("user {user:?} does not exist on this host"));
-        }
-        Ok(())
+        task_user("validate", task, &self.default_user).map(drop)
     }
 }
