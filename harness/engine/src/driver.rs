@@ -1,19 +1,53 @@
-//! The exec driver: the engine's async face of the blocking executor client.
+//! The driver seam: how the engine starts a task's process, finds it again
+//! after an agent restart, waits for it and stops it. [`ExecDriver`] is the
+//! real one (an isolating executor process per task);
+//! [`crate::fake_driver::FakeDriver`] scripts exits and records every call,
+//! so the engine's lifecycle and restore logic can be tested without root.
+//!
+//! Contract, for any driver:
+//! - `start` resolves once the task's process was exec'd, or with why not
+//!   (a task dir that prestart never built is the driver's error to report);
+//!   it refuses a second start while the task's previous process is reachable.
+//! - `reattach` finds a running task from its [`ReattachInfo`], or fails;
+//!   it never starts anything.
+//! - `wait` resolves with the exit, at once if the task already exited.
+//! - `stop` sends the signal, waits up to the grace, then kills; it resolves
+//!   once the task has exited.
+//! - `shutdown` (blocking, for hooks) removes whatever reaches the task; a
+//!   later `reattach` fails.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_executor::{
     Executor, ExecutorConfig, ExecutorError, ExitResult, ReattachInfo, TaskSpec,
 };
 
-#[derive(Clone)]
+pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ExecutorError>> + Send + 'a>>;
+
+/// A started task, reachable from several places at once.
+pub type RunningTask = Arc<dyn TaskHandle>;
+
+pub trait Driver: Send + Sync {
+    fn start(&self, spec: TaskSpec) -> DriverFuture<'_, RunningTask>;
+    fn reattach(&self, info: ReattachInfo) -> DriverFuture<'_, RunningTask>;
+}
+
+pub trait TaskHandle: Send + Sync {
+    fn reattach_info(&self) -> ReattachInfo;
+    fn wait(&self) -> DriverFuture<'_, ExitResult>;
+    fn stop(&self, signal: String, grace: Duration) -> DriverFuture<'_, ()>;
+    fn shutdown(&self) -> Result<(), ExecutorError>;
+}
+
+/// The real driver: one `taskgate-executor` process per task.
 pub struct ExecDriver {
     config: Arc<ExecutorConfig>,
 }
 
-/// A started task: its executor, reachable from several places at once.
-#[derive(Clone)]
-pub struct RunningTask {
+/// A task started by an executor process.
+struct ExecTask {
     executor: Arc<Executor>,
 }
 
@@ -23,46 +57,52 @@ impl ExecDriver {
             config: Arc::new(config),
         }
     }
+}
 
-    /// Launches an executor for the task; returns once the task was exec'd.
-    pub async fn start(&self, spec: TaskSpec) -> Result<RunningTask, ExecutorError> {
+impl Driver for ExecDriver {
+    fn start(&self, spec: TaskSpec) -> DriverFuture<'_, RunningTask> {
         let config = self.config.clone();
-        let executor = blocking(move || taskgate_executor::launch(&config, &spec)).await?;
-        Ok(RunningTask {
-            executor: Arc::new(executor),
+        Box::pin(async move {
+            let executor = blocking(move || taskgate_executor::launch(&config, &spec)).await?;
+            Ok(exec_task(executor))
         })
     }
 
-    /// Finds a running executor again after an agent restart.
-    pub async fn reattach(&self, info: ReattachInfo) -> Result<RunningTask, ExecutorError> {
-        let executor = blocking(move || Executor::reattach(&info)).await?;
-        Ok(RunningTask {
-            executor: Arc::new(executor),
+    fn reattach(&self, info: ReattachInfo) -> DriverFuture<'_, RunningTask> {
+        Box::pin(async move {
+            let executor = blocking(move || Executor::reattach(&info)).await?;
+            Ok(exec_task(executor))
         })
     }
 }
 
-impl RunningTask {
-    pub fn reattach_info(&self) -> ReattachInfo {
+fn exec_task(executor: Executor) -> RunningTask {
+    Arc::new(ExecTask {
+        executor: Arc::new(executor),
+    })
+}
+
+impl TaskHandle for ExecTask {
+    fn reattach_info(&self) -> ReattachInfo {
         self.executor.reattach_info()
     }
 
-    pub async fn wait(&self) -> Result<ExitResult, ExecutorError> {
+    fn wait(&self) -> DriverFuture<'_, ExitResult> {
         let ex = self.executor.clone();
-        blocking(move || ex.wait()).await
+        Box::pin(blocking(move || ex.wait()))
     }
 
-    pub async fn stop(&self, signal: String, grace: Duration) -> Result<(), ExecutorError> {
+    fn stop(&self, signal: String, grace: Duration) -> DriverFuture<'_, ()> {
         let ex = self.executor.clone();
-        blocking(move || ex.stop(&signal, grace)).await
+        Box::pin(blocking(move || ex.stop(&signal, grace)))
     }
 
-    /// Blocking: used from hooks, which are synchronous.
-    pub fn shutdown(&self) -> Result<(), ExecutorError> {
+    fn shutdown(&self) -> Result<(), ExecutorError> {
         self.executor.shutdown()
     }
 }
 
+/// The executor client blocks; keep it off the async workers.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f)
         .await

@@ -5,7 +5,7 @@ use crate::alloc::{ClientStatus, DesiredStatus};
 use crate::alloc_dir::AllocDir;
 use crate::alloc_runner::{self, AllocHandle};
 use crate::clock::Clock;
-use crate::driver::ExecDriver;
+use crate::driver::{Driver, ExecDriver};
 use crate::hooks::HookSet;
 use crate::jobspec::Job;
 use crate::state::{AllocRecord, StateDb, StateError};
@@ -50,12 +50,22 @@ pub struct Engine {
     config: EngineConfig,
     state: Arc<StateDb>,
     hooks: Arc<HookSet>,
-    driver: ExecDriver,
+    driver: Arc<dyn Driver>,
     defaults: Arc<SpecDefaults>,
 }
 
 impl Engine {
+    /// Opens the engine with the real driver: an executor process per task.
     pub fn open(config: EngineConfig) -> Result<Engine, EngineError> {
+        let driver = Arc::new(ExecDriver::new(ExecutorConfig {
+            executor_bin: config.executor_bin.clone(),
+            run_dir: run_dir(&config),
+        }));
+        Engine::open_with(config, driver)
+    }
+
+    /// Opens the engine with `driver` (the fake one in tests).
+    pub fn open_with(config: EngineConfig, driver: Arc<dyn Driver>) -> Result<Engine, EngineError> {
         for dir in [
             config.data_dir.clone(),
             config.data_dir.join("allocs"),
@@ -80,10 +90,6 @@ impl Engine {
                 },
             )?;
         }
-        let driver = ExecDriver::new(ExecutorConfig {
-            executor_bin: config.executor_bin.clone(),
-            run_dir: run_dir(&config),
-        });
         let defaults = Arc::new(SpecDefaults {
             chroot_env: config.chroot_env.clone(),
             default_user: config.default_user.clone(),

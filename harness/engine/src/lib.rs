@@ -7,6 +7,7 @@ pub mod alloc_runner;
 pub mod clock;
 pub mod driver;
 pub mod engine;
+pub mod fake_driver;
 pub mod hooks;
 pub mod jobspec;
 pub mod lifecycle;

@@ -6,7 +6,7 @@
 use crate::alloc::AllocStatus;
 use crate::alloc_dir::AllocDir;
 use crate::clock::Clock;
-use crate::driver::{ExecDriver, RunningTask};
+use crate::driver::{Driver, RunningTask};
 use crate::hooks::{guarded, HookContext, HookError, HookSet, TaskSetup};
 use crate::jobspec::Task;
 use crate::restart::{RestartDecision, RestartTracker};
@@ -34,7 +34,7 @@ pub struct TaskRunnerDeps {
     pub alloc_id: String,
     pub alloc_dir: AllocDir,
     pub hooks: Arc<HookSet>,
-    pub driver: ExecDriver,
+    pub driver: Arc<dyn Driver>,
     pub gate: Arc<StartGate>,
     pub state: Arc<StateDb>,
     pub defaults: Arc<SpecDefaults>,
@@ -652,7 +652,7 @@ fn unknown_handle(socket_path: PathBuf) -> taskgate_executor::ReattachInfo {
 pub struct PanicCleanup {
     alloc_id: String,
     task: String,
-    driver: ExecDriver,
+    driver: Arc<dyn Driver>,
     state: Arc<StateDb>,
     state_tx: Arc<watch::Sender<TaskState>>,
     socket: PathBuf,

@@ -1,0 +1,269 @@
+//! A driver without processes, for testing the engine's own logic without
+//! root: each task's exits are scripted, and every start, stop, reattach and
+//! shutdown is recorded. Its "executors" live in a world that outlives any
+//! one engine, as real executors outlive their agent, so a test can drop an
+//! engine mid-run and restore a new one against the same world.
+//!
+//! It keeps the real driver's contract (see [`crate::driver`]), including
+//! the report's symptom: a start whose task dir prestart never built fails,
+//! as the real executor's does.
+
+use crate::driver::{Driver, DriverFuture, RunningTask, TaskHandle};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use taskgate_executor::{ExecutorError, ExitResult, ReattachInfo, TaskSpec};
+use tokio::sync::watch;
+
+/// How one start of a task ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Exits on its own, at once, with this code.
+    Code(i32),
+    /// Runs until it is stopped (then reports the stop signal).
+    UntilStopped,
+}
+
+/// One call the engine made, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    Start {
+        task: String,
+    },
+    /// A start the driver refused, and why.
+    StartFailed {
+        task: String,
+        error: String,
+    },
+    Stop {
+        task: String,
+        signal: String,
+    },
+    Reattach {
+        socket: PathBuf,
+        found: bool,
+    },
+    Shutdown {
+        task: String,
+    },
+}
+
+struct World {
+    /// Where the real executors' sockets would be: reattach looks there.
+    run_dir: PathBuf,
+    /// Per task: how its next starts end; once used up, [`Exit::UntilStopped`].
+    script: BTreeMap<String, VecDeque<Exit>>,
+    /// The reachable tasks, by their (fake) socket path.
+    live: BTreeMap<PathBuf, Arc<FakeTask>>,
+    calls: Vec<Call>,
+    next_pid: i32,
+}
+
+/// Cheap to clone: clones share one world.
+#[derive(Clone)]
+pub struct FakeDriver {
+    world: Arc<Mutex<World>>,
+}
+
+struct FakeTask {
+    task: String,
+    info: ReattachInfo,
+    exit: watch::Sender<Option<ExitResult>>,
+    world: Arc<Mutex<World>>,
+}
+
+impl FakeDriver {
+    /// A driver whose tasks answer at the socket paths real executors in
+    /// `run_dir` would have (the engine's `<data dir>/run`), so the engine's
+    /// own fallback to the deterministic path works as it does for real.
+    pub fn new(run_dir: PathBuf) -> FakeDriver {
+        FakeDriver {
+            world: Arc::new(Mutex::new(World {
+                run_dir,
+                script: BTreeMap::new(),
+                live: BTreeMap::new(),
+                calls: Vec::new(),
+                next_pid: 0,
+            })),
+        }
+    }
+
+    /// Scripts how the next starts of `task` end, in order.
+    pub fn script(&self, task: &str, exits: impl IntoIterator<Item = Exit>) {
+        self.lock()
+            .script
+            .entry(task.to_string())
+            .or_default()
+            .extend(exits);
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// How many times `task` was started.
+    pub fn starts(&self, task: &str) -> usize {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| matches!(c, Call::Start { task: t } if t == task))
+            .count()
+    }
+
+    /// Tasks still reachable (started and not shut down).
+    pub fn live(&self) -> Vec<String> {
+        self.lock().live.values().map(|t| t.task.clone()).collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, World> {
+        lock(&self.world)
+    }
+}
+
+fn lock(world: &Mutex<World>) -> MutexGuard<'_, World> {
+    world.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn result(exit_code: Option<i32>, signal: Option<i32>) -> ExitResult {
+    ExitResult {
+        exit_code,
+        signal,
+        oom_killed: false,
+        started_at_ms: 0,
+        exited_at_ms: 0,
+    }
+}
+
+impl Driver for FakeDriver {
+    fn start(&self, spec: TaskSpec) -> DriverFuture<'_, RunningTask> {
+        let world = self.world.clone();
+        Box::pin(async move {
+            let mut w = lock(&world);
+            let socket =
+                taskgate_executor::socket_path(&w.run_dir, &spec.alloc_id, &spec.task_name);
+            let refused = if !spec.task_dir.is_dir() {
+                Some(ExecutorError::TaskDirMissing {
+                    path: spec.task_dir.clone(),
+                })
+            } else if w.live.contains_key(&socket) {
+                Some(ExecutorError::AlreadyRunning {
+                    socket: socket.clone(),
+                })
+            } else {
+                None
+            };
+            if let Some(error) = refused {
+                w.calls.push(Call::StartFailed {
+                    task: spec.task_name.clone(),
+                    error: error.to_string(),
+                });
+                return Err(error);
+            }
+            let exit = w
+                .script
+                .get_mut(&spec.task_name)
+                .and_then(VecDeque::pop_front)
+                .unwrap_or(Exit::UntilStopped);
+            w.next_pid += 1;
+            let info = ReattachInfo {
+                socket_path: socket.clone(),
+                executor_pid: w.next_pid,
+                task_pid: w.next_pid,
+            };
+            let (tx, _) = watch::channel(match exit {
+                Exit::Code(code) => Some(result(Some(code), None)),
+                Exit::UntilStopped => None,
+            });
+            let task = Arc::new(FakeTask {
+                task: spec.task_name.clone(),
+                info,
+                exit: tx,
+                world: world.clone(),
+            });
+            w.live.insert(socket, task.clone());
+            w.calls.push(Call::Start {
+                task: spec.task_name,
+            });
+            Ok(task as RunningTask)
+        })
+    }
+
+    fn reattach(&self, info: ReattachInfo) -> DriverFuture<'_, RunningTask> {
+        let world = self.world.clone();
+        Box::pin(async move {
+            let mut w = lock(&world);
+            let found = w.live.get(&info.socket_path).cloned();
+            w.calls.push(Call::Reattach {
+                socket: info.socket_path.clone(),
+                found: found.is_some(),
+            });
+            found.map(|t| t as RunningTask).ok_or_else(|| {
+                ExecutorError::Protocol(format!("no executor at {}", info.socket_path.display()))
+            })
+        })
+    }
+}
+
+impl TaskHandle for FakeTask {
+    fn reattach_info(&self) -> ReattachInfo {
+        self.info.clone()
+    }
+
+    fn wait(&self) -> DriverFuture<'_, ExitResult> {
+        let mut exit = self.exit.subscribe();
+        Box::pin(async move {
+            let done = exit
+                .wait_for(Option::is_some)
+                .await
+                .map_err(|_| ExecutorError::Protocol("the fake executor vanished".into()))?;
+            Ok(done.clone().expect("waited for it"))
+        })
+    }
+
+    fn stop(&self, signal: String, _grace: Duration) -> DriverFuture<'_, ()> {
+        Box::pin(async move {
+            lock(&self.world).calls.push(Call::Stop {
+                task: self.task.clone(),
+                signal: signal.clone(),
+            });
+            let number = signal_number(&signal);
+            self.exit.send_if_modified(|exit| {
+                let running = exit.is_none();
+                if running {
+                    *exit = Some(result(None, Some(number)));
+                }
+                running
+            });
+            Ok(())
+        })
+    }
+
+    fn shutdown(&self) -> Result<(), ExecutorError> {
+        // Like the executor's teardown: kill what is left, then go away.
+        self.exit.send_if_modified(|exit| {
+            let running = exit.is_none();
+            if running {
+                *exit = Some(result(None, Some(libc::SIGKILL)));
+            }
+            running
+        });
+        let mut w = lock(&self.world);
+        w.live.remove(&self.info.socket_path);
+        w.calls.push(Call::Shutdown {
+            task: self.task.clone(),
+        });
+        Ok(())
+    }
+}
+
+fn signal_number(name: &str) -> i32 {
+    let full = if name.starts_with("SIG") {
+        name.to_string()
+    } else {
+        format!("SIG{name}")
+    };
+    full.parse::<nix::sys::signal::Signal>()
+        .map_or(libc::SIGKILL, |s| s as i32)
+}

@@ -1,0 +1,247 @@
+//! The engine's lifecycle, stop-race and restore logic against the fake
+//! driver: no root, no processes, orders forced through fault points.
+
+use serial_test::serial;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use taskgate_engine::clock::SystemClock;
+use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
+use taskgate_engine::jobspec::{Group, Job, Lifecycle, LifecycleHook, Task};
+use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
+use taskgate_engine::{AllocHandle, AllocSummary, ClientStatus, Engine, EngineConfig};
+use taskgate_faults::{points, Action, Await};
+
+fn idle() -> Duration {
+    taskgate_faults::patience::step()
+}
+
+/// An engine home in a temp dir, run as whoever runs the tests. Declared
+/// after the test's runtimes, it drops first: its reset releases any thread
+/// still parked, so a failing test cannot hang in the runtime's drop.
+struct Home {
+    dir: tempfile::TempDir,
+    driver: FakeDriver,
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        taskgate_faults::reset();
+    }
+}
+
+impl Home {
+    fn new() -> Home {
+        taskgate_faults::reset();
+        let dir = tempfile::tempdir().unwrap();
+        let driver = FakeDriver::new(dir.path().join("data/run"));
+        Home { dir, driver }
+    }
+
+    fn engine(&self) -> Engine {
+        let me = nix::unistd::User::from_uid(nix::unistd::getuid())
+            .unwrap()
+            .expect("the test's own user");
+        let config = EngineConfig {
+            data_dir: self.dir.path().join("data"),
+            executor_bin: "/nonexistent".into(),
+            chroot_env: BTreeMap::new(),
+            default_user: me.name,
+            pids_max: 8,
+            clock: Arc::new(SystemClock::default()),
+        };
+        Engine::open_with(config, Arc::new(self.driver.clone())).unwrap()
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn task(name: &str, hook: Option<LifecycleHook>, sidecar: bool) -> Task {
+    let mut t = Task::new(name, "/bin/true", vec![]);
+    t.lifecycle = hook.map(|hook| Lifecycle { hook, sidecar });
+    t.restart.attempts = 0;
+    t
+}
+
+fn job(tasks: Vec<Task>) -> Job {
+    Job {
+        name: "j".into(),
+        groups: vec![Group {
+            name: "g".into(),
+            tasks,
+        }],
+    }
+}
+
+/// The report's alloc: a leader and a poststart sidecar.
+fn report_job() -> Job {
+    let mut leader = task("leader", None, false);
+    leader.leader = true;
+    job(vec![
+        leader,
+        task("sidecar", Some(LifecycleHook::Poststart), true),
+    ])
+}
+
+fn wait(rt: &tokio::runtime::Runtime, alloc: AllocHandle) -> AllocSummary {
+    rt.block_on(async { tokio::time::timeout(idle(), alloc.wait()).await })
+        .expect("alloc hung")
+}
+
+fn wait_for(what: Await) {
+    taskgate_faults::wait_any(std::slice::from_ref(&what), idle())
+        .unwrap_or_else(|e| panic!("engine hung: {e}"));
+}
+
+fn starts_in_order(driver: &FakeDriver) -> Vec<String> {
+    driver
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Start { task } => Some(task),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+#[serial]
+fn tasks_start_in_lifecycle_order_and_a_stop_ends_them_all() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("init", [Exit::Code(0)]);
+    home.driver.script("cleanup", [Exit::Code(0)]);
+    let engine = home.engine();
+    let alloc = {
+        let _rt = rt.enter();
+        engine
+            .submit(
+                &job(vec![
+                    task("cleanup", Some(LifecycleHook::Poststop), false),
+                    task("sidecar", Some(LifecycleHook::Poststart), true),
+                    task("web", None, false),
+                    task("init", Some(LifecycleHook::Prestart), false),
+                ]),
+                None,
+            )
+            .unwrap()
+    };
+    wait_for(Await::Passed(taskgate_faults::scoped(
+        Some("sidecar"),
+        points::TR_AFTER_DRIVER_START,
+    )));
+    alloc.stop();
+    let summary = wait(&rt, alloc);
+    assert_eq!(
+        starts_in_order(&home.driver),
+        ["init", "web", "sidecar", "cleanup"]
+    );
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert!(summary.tasks.iter().all(|t| t.state.is_dead()));
+    assert!(home.driver.live().is_empty(), "{:?}", home.driver.live());
+}
+
+/// The report's race, forced: the sidecar is held before its prestart while
+/// the stop is applied; released, it must never reach the driver.
+#[test]
+#[serial]
+fn a_stop_before_the_sidecar_prestart_never_starts_it() {
+    let rt = runtime();
+    let home = Home::new();
+    taskgate_faults::configure(Some("sidecar"), points::TR_BEFORE_PRESTART, Action::Park);
+    let engine = home.engine();
+    let alloc = {
+        let _rt = rt.enter();
+        engine.submit(&report_job(), None).unwrap()
+    };
+    wait_for(Await::Parked(taskgate_faults::scoped(
+        Some("sidecar"),
+        points::TR_BEFORE_PRESTART,
+    )));
+    alloc.stop();
+    // The alloc is terminal and the runners were told; the kill path now
+    // waits for the held sidecar, which goes on from where it was held.
+    wait_for(Await::Passed(points::AR_TASK_RUNNERS_UPDATED.into()));
+    taskgate_faults::release(Some("sidecar"), points::TR_BEFORE_PRESTART);
+    let summary = wait(&rt, alloc);
+    assert_eq!(
+        home.driver.starts("sidecar"),
+        0,
+        "{:?}",
+        home.driver.calls()
+    );
+    let sidecar = summary.tasks.iter().find(|t| t.task == "sidecar").unwrap();
+    assert!(matches!(
+        &sidecar.state,
+        TaskState::Dead {
+            outcome: Outcome::NeverStarted { .. }
+        }
+    ));
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
+/// An agent that goes away while its tasks run (its runtime dropped, as a
+/// crash would leave them) is restored by a new engine: both tasks are
+/// re-attached, none started again, and a stop then ends them.
+#[test]
+#[serial]
+fn a_restored_engine_reattaches_instead_of_starting_again() {
+    let first = runtime();
+    let second = runtime();
+    let home = Home::new();
+    let engine = home.engine();
+    let alloc = {
+        let _rt = first.enter();
+        engine.submit(&report_job(), None).unwrap()
+    };
+    // Started events go out once the task's record (its handle) is persisted.
+    let (mut events, _waiter) = alloc.into_parts();
+    let mut started = Vec::new();
+    while started.len() < 2 {
+        let event = first
+            .block_on(async { tokio::time::timeout(idle(), events.recv()).await })
+            .expect("engine hung")
+            .expect("event stream open");
+        if event.kind == EventKind::Started {
+            started.push(event.task);
+        }
+    }
+    // The old agent is gone: its tasks dropped, its database closed.
+    first.shutdown_timeout(idle());
+    drop(engine);
+
+    let engine = home.engine();
+    let restored = {
+        let _rt = second.enter();
+        engine.restore().unwrap()
+    };
+    assert_eq!(restored.len(), 1);
+    let alloc = restored.into_iter().next().unwrap();
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    assert_eq!(home.driver.starts("leader"), 1, "{:?}", home.driver.calls());
+    assert_eq!(
+        home.driver.starts("sidecar"),
+        1,
+        "{:?}",
+        home.driver.calls()
+    );
+    let reattached: Vec<Call> = home
+        .driver
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, Call::Reattach { .. }))
+        .collect();
+    assert_eq!(reattached.len(), 2, "{reattached:?}");
+    assert!(reattached
+        .iter()
+        .all(|c| matches!(c, Call::Reattach { found: true, .. })));
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert!(home.driver.live().is_empty());
+}
