@@ -23,6 +23,8 @@
 #   --kernel PATH       guest kernel (default: newest /boot/vmlinuz-*)
 #   --memory SIZE       guest memory (default: 2G)
 #   --smp N             guest CPUs (default: 2)
+#   --accel kvm|tcg|auto  hardware virtualization, software emulation, or KVM
+#                       when /dev/kvm can be opened read-write (default: auto)
 #   --log-dir DIR       keep each guest's console log as DIR/qemu-MODE.log
 #   --no-strip          copy binaries with their debug info (bigger, slower boot)
 #   --keep              keep the work directory (printed) for debugging
@@ -63,6 +65,7 @@ timeout_s=${QEMU_MATRIX_TIMEOUT:-600}
 kernel=
 memory=2G
 smp=2
+accel=auto
 log_dir=
 strip_bins=1
 keep=0
@@ -95,6 +98,10 @@ while [ $# -gt 0 ]; do
         --kernel) [ $# -ge 2 ] || die "$1 needs an argument"; kernel=$2; shift 2 ;;
         --memory) [ $# -ge 2 ] || die "$1 needs an argument"; memory=$2; shift 2 ;;
         --smp) [ $# -ge 2 ] || die "$1 needs an argument"; smp=$2; shift 2 ;;
+        --accel)
+            [ $# -ge 2 ] || die "$1 needs an argument"
+            case $2 in kvm|tcg|auto) accel=$2 ;; *) die "--accel must be kvm, tcg or auto (got '$2')" ;; esac
+            shift 2 ;;
         --log-dir) [ $# -ge 2 ] || die "$1 needs an argument"; log_dir=$2; shift 2 ;;
         --no-strip) strip_bins=0; shift ;;
         --keep) keep=1; shift ;;
@@ -335,6 +342,15 @@ say "initramfs: $(du -h "$initrd" | cut -f1) compressed, $(du -sh "$root" | cut 
 say "kernel: $kernel"
 
 # -------------------------------------------------------------------- boot --
+if [ "$accel" = auto ]; then
+    # Opening it is the test that matters: the node may exist but be root's only.
+    if (exec 9<>/dev/kvm) 2>/dev/null; then accel=kvm; else accel=tcg; fi
+fi
+case $accel in
+    kvm) accel_args=(-accel kvm -cpu host) ;;
+    *) accel_args=(-accel tcg,thread=multi -cpu max) ;;
+esac
+say "accelerator: $accel"
 [ -n "$log_dir" ] && mkdir -p "$log_dir"
 final=0
 summary=()
@@ -352,7 +368,7 @@ for mode in "${modes[@]}"; do
         qemu_rc=0
         timeout --kill-after=10 "$timeout_s" \
             qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot \
-            -machine pc -accel tcg,thread=multi -cpu max -smp "$smp" -m "$memory" \
+            -machine pc "${accel_args[@]}" -smp "$smp" -m "$memory" \
             -kernel "$kernel" -initrd "$initrd" -append "$append" \
             -chardev stdio,id=con,signal=off -serial chardev:con -monitor none -nic none \
             -pidfile "$work/qemu.pid" </dev/null 2>&1 || qemu_rc=$?
