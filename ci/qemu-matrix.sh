@@ -24,7 +24,8 @@
 #   --memory SIZE       guest memory (default: 2G)
 #   --smp N             guest CPUs (default: 2)
 #   --accel kvm|tcg|auto  hardware virtualization, software emulation, or KVM
-#                       when /dev/kvm can be opened read-write (default: auto)
+#                       when the CPU has vmx/svm and /dev/kvm opens read-write
+#                       (default: auto)
 #   --log-dir DIR       keep each guest's console log as DIR/qemu-MODE.log
 #   --no-strip          copy binaries with their debug info (bigger, slower boot)
 #   --keep              keep the work directory (printed) for debugging
@@ -343,8 +344,14 @@ say "kernel: $kernel"
 
 # -------------------------------------------------------------------- boot --
 if [ "$accel" = auto ]; then
-    # Opening it is the test that matters: the node may exist but be root's only.
-    if (exec 9<>/dev/kvm) 2>/dev/null; then accel=kvm; else accel=tcg; fi
+    # Usable means: the CPU offers virtualization to this machine (a node
+    # can exist without it, and a guest then hangs), and the node opens
+    # read-write (it may be root's only).
+    if grep -qwE 'vmx|svm' /proc/cpuinfo && (exec 9<>/dev/kvm) 2>/dev/null; then
+        accel=kvm
+    else
+        accel=tcg
+    fi
 fi
 case $accel in
     kvm) accel_args=(-accel kvm -cpu host) ;;
