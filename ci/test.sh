@@ -81,7 +81,7 @@ LINT_CMD=(ci/lint.sh)
 # executor's cgroups, the engine on them, the oracle's identity by cgroup):
 # the schedule search itself does not, and runs on the host (gate, stress).
 QEMU_CARGO_ARGS="--features failpoints"
-QEMU_TESTS=(executor engine harness)
+QEMU_TESTS=(executor escapes engine harness)
 QEMU_TEST_ARGS=(--test-threads=1 --skip explore_sidecar_stop_finds_no_failing_schedule)
 # ==========================================================================
 

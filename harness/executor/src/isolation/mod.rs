@@ -116,7 +116,7 @@ fn child_main(
     // the task must not inherit either.
     reset_signals()?;
     nix::unistd::setsid().map_err(ExecutorError::io("setsid"))?;
-    rootfs::enter_root(launch.root_dir, spec)?;
+    rootfs::enter_root(launch.root_dir, spec, &launch.creds)?;
     taskgate_faults::fault_point!(points::EX_AFTER_MOUNTS, scope, |msg| Err(
         ExecutorError::Injected(msg)
     ));

@@ -6,13 +6,36 @@
 
 use crate::error::ExecutorError;
 use crate::spec::TaskSpec;
-use crate::validate::TASK_SUBDIRS;
+use crate::validate::{Credentials, SECRETS_DIR, TASK_SUBDIRS};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::statvfs::{statvfs, FsFlags};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 const DEV_NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// What of /proc a task may read but never write, as runc's default spec
+/// has it: the kernel's tunables (core_pattern: a program run as host root
+/// on the next crash), the sysrq trigger, interrupt and bus settings.
+const PROC_READ_ONLY: [&str; 5] = ["sys", "sysrq-trigger", "irq", "bus", "fs"];
+/// What of /proc a task may not see at all (runc's masked paths): kernel
+/// memory, the keyring, timer and scheduler internals that leak host
+/// activity, and hardware trees. Files are covered by /dev/null, directories
+/// by an empty read-only tmpfs.
+const PROC_MASKED: [&str; 9] = [
+    "kcore",
+    "keys",
+    "timer_list",
+    "timer_stats",
+    "sched_debug",
+    "latency_stats",
+    "acpi",
+    "scsi",
+    "asound",
+];
+
+/// `/secrets` is a tmpfs of the task's own: never on a disk, never executable.
+const SECRETS_TMPFS: &str = "mode=0700,size=1m";
 const DEV_LINKS: [(&str, &str); 5] = [
     ("fd", "/proc/self/fd"),
     ("stdin", "/proc/self/fd/0"),
@@ -22,7 +45,11 @@ const DEV_LINKS: [(&str, &str); 5] = [
 ];
 
 /// Builds the root on `root_dir` and pivots into it; afterwards `/` is the task root.
-pub(crate) fn enter_root(root_dir: &Path, spec: &TaskSpec) -> Result<(), ExecutorError> {
+pub(crate) fn enter_root(
+    root_dir: &Path,
+    spec: &TaskSpec,
+    creds: &Credentials,
+) -> Result<(), ExecutorError> {
     // Nothing below may propagate back to the host's mount namespace.
     mount_at(
         None,
@@ -43,14 +70,24 @@ pub(crate) fn enter_root(root_dir: &Path, spec: &TaskSpec) -> Result<(), Executo
     for (src, dst) in &spec.chroot_env {
         bind(src, &inside(root_dir, dst), true)?;
     }
-    for sub in TASK_SUBDIRS {
+    for sub in TASK_SUBDIRS.into_iter().filter(|s| *s != SECRETS_DIR) {
         bind(&spec.task_dir.join(sub), &root_dir.join(sub), false)?;
     }
+    let no_exec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    let secrets = format!("{SECRETS_TMPFS},uid={},gid={}", creds.uid, creds.gid);
+    let secrets_dir = mkdir(&root_dir.join(SECRETS_DIR))?;
+    mount_at(
+        Some("secrets"),
+        &secrets_dir,
+        Some("tmpfs"),
+        no_exec,
+        Some(&secrets),
+    )?;
     bind(&spec.shared_alloc_dir, &root_dir.join("alloc"), false)?;
 
     let proc_dir = mkdir(&root_dir.join("proc"))?;
-    let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount_at(Some("proc"), &proc_dir, Some("proc"), proc_flags, None)?;
+    mount_at(Some("proc"), &proc_dir, Some("proc"), no_exec, None)?;
+    harden_proc(&proc_dir)?;
     build_dev(&mkdir(&root_dir.join("dev"))?)?;
 
     pivot(root_dir)?;
@@ -58,6 +95,39 @@ pub(crate) fn enter_root(root_dir: &Path, spec: &TaskSpec) -> Result<(), Executo
     let ro = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | tmpfs_flags;
     mount_at(None, Path::new("/dev"), None, ro, None)?;
     mount_at(None, Path::new("/"), None, ro, None)
+}
+
+/// Makes [`PROC_READ_ONLY`] read-only and hides [`PROC_MASKED`] in the
+/// task's fresh /proc. Entries this kernel lacks are skipped.
+fn harden_proc(proc_dir: &Path) -> Result<(), ExecutorError> {
+    let no_exec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    for entry in PROC_READ_ONLY {
+        let path = proc_dir.join(entry);
+        if !path.exists() {
+            continue;
+        }
+        mount_at(
+            path.to_str(),
+            &path,
+            None,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None,
+        )?;
+        let ro = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | no_exec;
+        mount_at(None, &path, None, ro, None)?;
+    }
+    for entry in PROC_MASKED {
+        let path = proc_dir.join(entry);
+        match std::fs::metadata(&path) {
+            Err(_) => continue,
+            Ok(meta) if meta.is_dir() => {
+                let ro = MsFlags::MS_RDONLY | no_exec;
+                mount_at(Some("masked"), &path, Some("tmpfs"), ro, None)?
+            }
+            Ok(_) => mount_at(Some("/dev/null"), &path, None, MsFlags::MS_BIND, None)?,
+        }
+    }
+    Ok(())
 }
 
 fn build_dev(dev: &Path) -> Result<(), ExecutorError> {
