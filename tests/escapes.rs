@@ -245,3 +245,68 @@ fn cgroup_procs_of(pid: i32) -> Vec<String> {
         })
         .collect()
 }
+
+/// No new user namespace, where the task would hold every capability again
+/// (the seccomp filter answers EPERM, so a program can fall back).
+#[rstest]
+#[serial]
+fn user_namespaces_cannot_be_created(#[values("root", "nobody")] user: &str) {
+    let out = attempt(user, &script("try userns unshare -U true"));
+    assert!(out.contains("held: userns"), "{out}");
+    assert!(out.contains("Operation not permitted"), "{out}");
+}
+
+/// Ordinary programs still work under the filter: the shell, core tools,
+/// and a dynamically linked binary from the host's /usr (on the host, GNU
+/// coreutils; in the qemu guests, the dynamically linked tools shipped there).
+#[test]
+#[serial]
+fn ordinary_programs_work_under_the_filter() {
+    let dynamic = [
+        "/usr/bin/env",
+        "/usr/bin/ls",
+        "/usr/sbin/ip",
+        "/usr/bin/runc",
+        "/usr/sbin/runc",
+    ]
+    .into_iter()
+    .find(|p| is_dynamic_elf(Path::new(p)))
+    .expect("no dynamically linked program on this machine to run");
+    let sb = Sandbox::new();
+    let mut spec = sb.spec(
+        "t",
+        &format!(
+            "set -e; echo a b | sort -r | wc -w; ls / >/dev/null; sh -c 'exit 0'; \
+             sleep 0 & wait; {dynamic} --version >/dev/null 2>&1 || {dynamic} -V >/dev/null; echo done"
+        ),
+    );
+    // The host's tree, as the default chroot_env binds it.
+    spec.chroot_env = taskgate_executor::default_chroot_env()
+        .into_iter()
+        .filter(|(host, _)| host.exists())
+        .collect();
+    spec.user = "nobody".into();
+    let exec = sb.launch(&spec).expect("launch");
+    let result = exec.wait().expect("wait");
+    exec.shutdown().expect("shutdown");
+    let out = sb.read_log("t", "stdout");
+    assert!(
+        result.successful(),
+        "{result:?}\nstdout: {out}\nstderr: {}",
+        sb.read_log("t", "stderr")
+    );
+    assert_eq!(out, "2\ndone\n");
+    sb.assert_no_leftovers();
+}
+
+/// An ELF file with a program interpreter (`PT_INTERP`): dynamically linked.
+fn is_dynamic_elf(path: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(path) else {
+        return false;
+    };
+    bytes.starts_with(b"\x7fELF")
+        && bytes
+            .windows(b"ld-linux".len())
+            .take(4096)
+            .any(|w| w == b"ld-linux")
+}

@@ -7,6 +7,7 @@ pub(crate) mod cgroup;
 pub mod device_filter;
 mod namespaces;
 mod rootfs;
+mod seccomp;
 
 use crate::error::ExecutorError;
 use crate::spec::TaskSpec;
@@ -49,13 +50,14 @@ pub(crate) unsafe fn spawn_task(launch: TaskLaunch<'_>) -> Result<(Pid, OwnedFd)
         "argument",
     )?;
     let envp = cstrings(&task_env(launch.spec), "environment entry")?;
+    let filters = seccomp::default_filters()?;
     let (go_r, go_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     match clone_task(launch.spec.network_isolation)? {
         Forked::Child => {
             drop((go_w, err_r));
             // A panic must not unwind into the executor's code in this copy of its process.
-            let run = AssertUnwindSafe(|| child_main(&launch, go_r, &argv, &envp));
+            let run = AssertUnwindSafe(|| child_main(&launch, go_r, &argv, &envp, &filters));
             let err = match std::panic::catch_unwind(run) {
                 Ok(Err(e)) => e,
                 Ok(Ok(never)) => match never {},
@@ -103,6 +105,7 @@ fn child_main(
     go: OwnedFd,
     argv: &[CString],
     envp: &[CString],
+    filters: &[seccompiler::BpfProgram],
 ) -> Result<Infallible, ExecutorError> {
     let spec = launch.spec;
     let scope = spec.task_name.as_str();
@@ -141,6 +144,8 @@ fn child_main(
             libc::CLOSE_RANGE_CLOEXEC,
         )
     };
+    // Last: from here on the task's own restrictions apply to this process.
+    seccomp::install(filters)?;
     let e = nix::unistd::execve(&program, argv, envp).unwrap_err();
     Err(ExecutorError::Exec {
         command: spec.command.clone(),
