@@ -70,7 +70,8 @@ export QEMU_MATRIX_TIMEOUT=${QEMU_MATRIX_TIMEOUT:-1500}
 BUILD_CMD=(cargo build --workspace --all-targets --features failpoints)
 LEGACY_FEATURES=failpoints,legacy-prestart-skip
 LEGACY_DIR=target/legacy-bin
-TEST_CMD=(cargo test --workspace --features failpoints -- --test-threads=1)
+# PROPTEST_CASES: the jobspec fuzz target runs 10000 cases per property (~20 s).
+TEST_CMD=(env PROPTEST_CASES=10000 cargo test --workspace --features failpoints -- --test-threads=1)
 GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml)
 LEGACY_EXPLORE_CMD=("$LEGACY_DIR/taskgate" explore sidecar-stop --random 0 --expect-violation)
 STRESS_CMD=(ci/stress.sh target/debug/taskgate "$LEGACY_DIR/taskgate" "${STRESS_REPEAT:-100}")

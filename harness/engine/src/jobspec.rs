@@ -5,13 +5,13 @@
 //! each semantic error can point at `file:line:col` like a syntax error does.
 
 mod duration;
+pub mod limits;
 
 pub use duration::parse_duration;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 use hcl::edit::expr::{Expression, UnaryOperator};
@@ -186,17 +186,26 @@ type Result<T, E = JobspecError> = std::result::Result<T, E>;
 
 /// Parses and validates a jobspec; `file_name` only labels error messages.
 pub fn parse(source: &str, file_name: &str) -> Result<Job, JobspecError> {
+    let cx = Cx {
+        src: source,
+        file: file_name,
+    };
+    if let Some(at) = limits::too_deep(source) {
+        return Err(cx.error(
+            Some(at..at + 1),
+            format!(
+                "nested more than {} levels deep (blocks, lists, strings and templates count)",
+                limits::MAX_NESTING
+            ),
+        ));
+    }
     let body = hcl::edit::parser::parse_body(source).map_err(|e| JobspecError::Invalid {
         file: file_name.to_owned(),
         line: e.location().line(),
         col: e.location().column(),
         message: format!("syntax error: {}", e.message()),
     })?;
-    Cx {
-        src: source,
-        file: file_name,
-    }
-    .job(&body)
+    cx.job(&body)
 }
 
 pub fn parse_file(path: &Path) -> Result<Job, JobspecError> {
@@ -400,16 +409,7 @@ impl Cx<'_> {
     fn name(&self, block: &Block, kind: &str) -> Result<String> {
         let label = &block.labels[0];
         let name = label.as_str();
-        let problem = if name.is_empty() {
-            Some("must not be empty")
-        } else if name.contains('/') {
-            Some("must not contain `/`")
-        } else if name.contains("..") {
-            Some("must not contain `..`")
-        } else {
-            None
-        };
-        match problem {
+        match taskgate_executor::component_problem(name) {
             Some(problem) => {
                 Err(self.error(label.span(), format!("{kind} name {name:?} {problem}")))
             }
@@ -542,18 +542,28 @@ impl Cx<'_> {
                 format!("missing required attribute `command` in config of {within}"),
             )
         })?;
-        let command = self.string(command_attr)?;
+        let command = self.exec_string(command_attr, &self.string(command_attr)?)?;
         if command.is_empty() {
             return Err(self.error(command_attr.value.span(), "`command` must not be empty"));
+        }
+        if !command.starts_with('/') {
+            return Err(self.error(
+                command_attr.value.span(),
+                format!("command {command:?} must be an absolute path inside the task root"),
+            ));
         }
         let mut task = Task::new(name, command, Vec::new());
         if let Some(args) = config.body.get_attribute("args") {
             task.args = self.string_list(args)?;
+            for arg in &task.args {
+                self.exec_string(args, arg)?;
+            }
         }
 
         if let Some(env) = body.get_blocks("env").next() {
             task.env = self.env(env)?;
         }
+        self.check_exec_size(&task, block, config)?;
         if let Some(resources) = body.get_blocks("resources").next() {
             task.resources = self.resources(resources)?;
         }
@@ -568,15 +578,19 @@ impl Cx<'_> {
         }
         if let Some(attr) = body.get_attribute("kill_signal") {
             let signal = self.string(attr)?;
-            if nix::sys::signal::Signal::from_str(&signal).is_err() {
-                return Err(self.error(
-                    attr.value.span(),
-                    format!(
-                        "unknown kill_signal {signal:?}: expected a signal name like \"SIGTERM\""
-                    ),
-                ));
-            }
-            task.kill_signal = signal;
+            // The executor's rule, so both accept the same names; stored
+            // in its full form.
+            task.kill_signal = match taskgate_executor::parse_signal(&signal) {
+                Ok(parsed) => parsed.as_str().to_owned(),
+                Err(_) => {
+                    return Err(self.error(
+                        attr.value.span(),
+                        format!(
+                            "unknown kill_signal {signal:?}: expected a signal name like \"SIGTERM\" or \"TERM\""
+                        ),
+                    ))
+                }
+            };
         }
         if let Some(attr) = body.get_attribute("user") {
             let user = self.string(attr)?;
@@ -628,7 +642,14 @@ impl Cx<'_> {
                     ))
                 }
             };
-            env.insert(attr.key.as_str().to_owned(), value);
+            let key = attr.key.as_str();
+            if key.is_empty() || key.contains(['=', '\0']) {
+                return Err(self.error(
+                    attr.key.span(),
+                    format!("env name {key:?} cannot be exec'd: it must not be empty or hold `=` or NUL"),
+                ));
+            }
+            env.insert(key.to_owned(), self.exec_string(attr, &value)?);
         }
         Ok(env)
     }
@@ -711,6 +732,58 @@ impl Cx<'_> {
             logs.max_file_size_mb = self.at_least_one(attr, "MB")?;
         }
         Ok(logs)
+    }
+
+    /// `value` (of `attr`) as `execve` can take it: no NUL, at most
+    /// MAX_ARG_STRLEN bytes.
+    fn exec_string(&self, attr: &Attribute, value: &str) -> Result<String> {
+        let problem = if value.contains('\0') {
+            Some("contains a NUL byte".to_string())
+        } else if value.len() >= limits::MAX_ARG_STRLEN {
+            Some(format!(
+                "is {} bytes long; the kernel takes at most {} per string",
+                value.len(),
+                limits::MAX_ARG_STRLEN - 1
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => Err(self.error(
+                attr.value.span(),
+                format!("`{}` cannot be exec'd: it {problem}", attr.key.as_str()),
+            )),
+            None => Ok(value.to_owned()),
+        }
+    }
+
+    /// The task's command, arguments and environment must fit the kernel's
+    /// ARG_MAX, less what the engine adds to the environment.
+    fn check_exec_size(&self, task: &Task, block: &Block, config: &Block) -> Result<()> {
+        let env: Vec<String> = task.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let size = limits::exec_size(
+            std::iter::once(task.command.as_str())
+                .chain(task.args.iter().map(String::as_str))
+                .chain(env.iter().map(String::as_str)),
+        );
+        let allowed = limits::arg_max().saturating_sub(limits::ENGINE_ENV_RESERVE);
+        if size <= allowed {
+            return Ok(());
+        }
+        let span = config
+            .body
+            .get_attribute("args")
+            .and_then(|a| a.value.span())
+            .or_else(|| block.ident.span());
+        Err(self.error(
+            span,
+            format!(
+                "task {:?}: its command, args and env take {size} bytes; execve takes at most {allowed} here (ARG_MAX {} less {} for the engine's own variables)",
+                task.name,
+                limits::arg_max(),
+                limits::ENGINE_ENV_RESERVE
+            ),
+        ))
     }
 
     fn type_error(&self, attr: &Attribute, expected: &str) -> JobspecError {
@@ -1254,12 +1327,12 @@ mod tests {
     )]
     #[case::unclosed_block("job \"j\" {\n  group \"g\" {\n", 2, "syntax error")]
     #[case::driver_missing(
-        "job \"j\" {\n  group \"g\" {\n    task \"t\" {\n      config { command = \"x\" }\n    }\n  }\n}\n",
+        "job \"j\" {\n  group \"g\" {\n    task \"t\" {\n      config { command = \"/x\" }\n    }\n  }\n}\n",
         3,
         "task \"t\" is missing required attribute `driver`"
     )]
     #[case::driver_docker(
-        "job \"j\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"docker\"\n      config { command = \"x\" }\n    }\n  }\n}\n",
+        "job \"j\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"docker\"\n      config { command = \"/x\" }\n    }\n  }\n}\n",
         4,
         "unsupported driver \"docker\": only \"exec\" is supported"
     )]
@@ -1309,22 +1382,22 @@ mod tests {
         "task name \"\" must not be empty"
     )]
     #[case::duplicate_task(
-        "job \"j\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n      config { command = \"x\" }\n    }\n    task \"t\" {\n      driver = \"exec\"\n      config { command = \"x\" }\n    }\n  }\n}\n",
+        "job \"j\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n      config { command = \"/x\" }\n    }\n    task \"t\" {\n      driver = \"exec\"\n      config { command = \"/x\" }\n    }\n  }\n}\n",
         7,
         "duplicate task name \"t\" in group \"g\" (first defined on line 3)"
     )]
     #[case::duplicate_group(
-        "job \"j\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n      config { command = \"x\" }\n    }\n  }\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n      config { command = \"x\" }\n    }\n  }\n}\n",
+        "job \"j\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n      config { command = \"/x\" }\n    }\n  }\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n      config { command = \"/x\" }\n    }\n  }\n}\n",
         8,
         "duplicate group name \"g\" in job \"j\" (first defined on line 2)"
     )]
     #[case::two_leaders(
-        "job \"j\" {\n  group \"g\" {\n    task \"a\" {\n      driver = \"exec\"\n      leader = true\n      config { command = \"x\" }\n    }\n    task \"b\" {\n      driver = \"exec\"\n      config { command = \"x\" }\n      leader = true\n    }\n  }\n}\n",
+        "job \"j\" {\n  group \"g\" {\n    task \"a\" {\n      driver = \"exec\"\n      leader = true\n      config { command = \"/x\" }\n    }\n    task \"b\" {\n      driver = \"exec\"\n      config { command = \"/x\" }\n      leader = true\n    }\n  }\n}\n",
         11,
         "task \"b\" sets `leader = true` but task \"a\" is already the leader of group \"g\""
     )]
     #[case::group_restart_mode(
-        "job \"j\" {\n  group \"g\" {\n    restart {\n      mode = \"never\"\n    }\n    task \"t\" {\n      driver = \"exec\"\n      config { command = \"x\" }\n    }\n  }\n}\n",
+        "job \"j\" {\n  group \"g\" {\n    restart {\n      mode = \"never\"\n    }\n    task \"t\" {\n      driver = \"exec\"\n      config { command = \"/x\" }\n    }\n  }\n}\n",
         4,
         "invalid restart mode \"never\""
     )]
@@ -1361,5 +1434,106 @@ mod tests {
         #[case] expected: Option<&str>,
     ) {
         assert_eq!(closest(name, candidates), expected);
+    }
+}
+
+/// What the kernel and the executor refuse is refused here first, at its
+/// line, before anything runs.
+#[cfg(test)]
+mod exec_limits {
+    use super::*;
+    use rstest::rstest;
+
+    /// A job whose one task's config and task body lines are these.
+    fn with(config: &str, body: &str) -> String {
+        format!(
+            "job \"j\" {{\n  group \"g\" {{\n    task \"t\" {{\n      driver = \"exec\"\n      config {{\n{config}\n      }}\n{body}\n    }}\n  }}\n}}\n"
+        )
+    }
+
+    fn error_of(source: &str) -> (usize, String) {
+        match parse(source, "job.hcl") {
+            Err(JobspecError::Invalid { line, message, .. }) => (line, message),
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    #[rstest]
+    #[case::relative_command(with("command = \"sh\"", ""), 6, "must be an absolute path")]
+    #[case::nul_in_command(with("command = \"/bin/s\\u0000h\"", ""), 6, "contains a NUL byte")]
+    #[case::nul_in_an_arg(
+        with("command = \"/bin/sh\"\nargs = [\"a\\u0000\"]", ""),
+        7,
+        "contains a NUL byte"
+    )]
+    #[case::nul_in_env(
+        with("command = \"/bin/sh\"", "env {\n  A = \"x\\u0000\"\n}"),
+        9,
+        "contains a NUL byte"
+    )]
+    #[case::unknown_signal(
+        with("command = \"/bin/sh\"", "kill_signal = \"NOPE\""),
+        8,
+        "unknown kill_signal"
+    )]
+    fn refused_with_their_line(
+        #[case] source: String,
+        #[case] line: usize,
+        #[case] fragment: &str,
+    ) {
+        let (got, message) = error_of(&source);
+        assert!(message.contains(fragment), "{message}");
+        assert_eq!(got, line, "{message}");
+    }
+
+    #[test]
+    fn task_names_follow_the_executors_rule() {
+        let source = with("command = \"/bin/sh\"", "").replace("task \"t\"", "task \".\"");
+        let (line, message) = error_of(&source);
+        assert_eq!(line, 3);
+        assert!(message.contains("task name \".\""), "{message}");
+    }
+
+    #[test]
+    fn a_signal_is_named_with_or_without_its_prefix() {
+        let job = parse(
+            &with("command = \"/bin/sh\"", "kill_signal = \"TERM\""),
+            "j",
+        )
+        .unwrap();
+        assert_eq!(job.groups[0].tasks[0].kill_signal, "SIGTERM");
+    }
+
+    #[test]
+    fn a_megabyte_argument_is_refused_before_it_runs() {
+        let big = "x".repeat(1 << 20);
+        let (line, message) = error_of(&with(
+            &format!("command = \"/bin/sh\"\nargs = [\"{big}\"]"),
+            "",
+        ));
+        assert_eq!(line, 7);
+        assert!(message.contains("at most 131071 per string"), "{message}");
+    }
+
+    #[test]
+    fn argv_and_env_together_must_fit_arg_max() {
+        let chunk = "y".repeat(100_000);
+        let args: Vec<String> = (0..(limits::arg_max() / 100_000 + 1))
+            .map(|_| format!("\"{chunk}\""))
+            .collect();
+        let (line, message) = error_of(&with(
+            &format!("command = \"/bin/sh\"\nargs = [{}]", args.join(", ")),
+            "",
+        ));
+        assert_eq!(line, 7);
+        assert!(message.contains("execve takes at most"), "{message}");
+    }
+
+    #[test]
+    fn thousands_of_nested_blocks_are_an_error_not_a_crash() {
+        let source = format!("{}{}", "job \"j\" {\n".repeat(5000), "}\n".repeat(5000));
+        let (line, message) = error_of(&source);
+        assert_eq!(line, limits::MAX_NESTING + 1);
+        assert!(message.contains("nested more than 32 levels"), "{message}");
     }
 }

@@ -20,3 +20,4 @@ pub use fixture::build_busybox_root;
 pub use isolation::device_filter;
 pub use protocol::socket_path;
 pub use spec::*;
+pub use validate::{component_problem, parse_signal};

@@ -92,8 +92,9 @@ pub(crate) fn check_task_dir(spec: &TaskSpec) -> Result<(), ExecutorError> {
     Ok(())
 }
 
-/// Accepts "SIGTERM" and "TERM".
-pub(crate) fn parse_signal(name: &str) -> Result<Signal, ExecutorError> {
+/// Accepts "SIGTERM" and "TERM": the one rule for signal names, which the
+/// jobspec applies too.
+pub fn parse_signal(name: &str) -> Result<Signal, ExecutorError> {
     let full = if name.starts_with("SIG") {
         name.to_string()
     } else {
@@ -104,8 +105,9 @@ pub(crate) fn parse_signal(name: &str) -> Result<Signal, ExecutorError> {
     })
 }
 
-/// Why `name` cannot be one path component of the executor's file names, if it can't.
-fn component_problem(name: &str) -> Option<String> {
+/// Why `name` cannot be one path component of the executor's file names, if
+/// it can't: the one rule for task names, which the jobspec applies too.
+pub fn component_problem(name: &str) -> Option<String> {
     if name.is_empty() {
         Some("must not be empty".into())
     } else if name.contains('/') || name.contains('\0') {
