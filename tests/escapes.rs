@@ -218,8 +218,7 @@ fn a_block_device_cannot_be_opened_from_the_task_cgroup() {
         "the node was created: only opening it is refused"
     );
     std::fs::remove_file(&node).unwrap();
-    let mut w = std::fs::OpenOptions::new().write(true).open(&go).unwrap();
-    std::io::Write::write_all(&mut w, b"go\n").unwrap();
+    common::write_fifo(&go, "go\n");
     assert!(exec.wait().expect("wait").successful());
     exec.shutdown().expect("shutdown");
     sb.assert_no_leftovers();

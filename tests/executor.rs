@@ -8,7 +8,7 @@ use common::Sandbox;
 use nix::sys::stat::Mode;
 use rstest::rstest;
 use serial_test::serial;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use taskgate_executor::{Executor, ExecutorError, ExitResult, ReattachInfo, TaskSpec};
@@ -139,12 +139,7 @@ fn limits_apply_to_a_cgroup_nested_under_the_executors_own() {
         assert_eq!(read(dir("pids").join("pids.max")).trim(), "21");
         assert_eq!(read(dir("cpu").join("cpu.shares")).trim(), "512");
     }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&go)
-        .unwrap()
-        .write_all(b"go\n")
-        .unwrap();
+    common::write_fifo(&go, "go\n");
     assert!(exec.wait().expect("wait").successful());
     exec.shutdown().expect("shutdown");
     sb.assert_no_leftovers();
@@ -512,12 +507,7 @@ fn reattach_gets_the_exit_result() {
         let exec = exec.clone();
         move || exec.wait()
     });
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&go)
-        .unwrap()
-        .write_all(b"go\n")
-        .unwrap();
+    common::write_fifo(&go, "go\n");
     let result = waiter.join().unwrap().expect("wait");
     assert_eq!(result.exit_code, Some(7), "{result:?}");
     // An engine that lost the handle knows only the deterministic socket path.
@@ -594,12 +584,7 @@ fn the_kernel_holds_exactly_the_device_allow_list() {
         want.sort_unstable();
         assert_eq!(held, want);
     }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&go)
-        .unwrap()
-        .write_all(b"go\n")
-        .unwrap();
+    common::write_fifo(&go, "go\n");
     assert!(exec.wait().expect("wait").successful());
     exec.shutdown().expect("shutdown");
     sb.assert_no_leftovers();

@@ -10,6 +10,16 @@ use taskgate_executor::{
     Executor, ExecutorConfig, ExecutorError, LogConfig, ReattachInfo, Resources, Rlimits, TaskSpec,
 };
 
+/// Opens the FIFO at `path` (a task waits on it) and writes `line` to it.
+pub fn write_fifo(path: &Path, line: &str) {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
 /// Panics (never skips) when not root: these tests create namespaces, mounts and cgroups.
 pub fn require_root() {
     assert!(

@@ -25,6 +25,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(path) => jobspec::parse_file(path)?,
         None => jobspec::builtin_default(),
     };
+    let unknown = jobspec::unknown_users(&job, &args.agent.user);
+    anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
     let engine = args.agent.open_engine()?;
     let runtime = super::runtime()?;
     let summary = runtime.block_on(async {

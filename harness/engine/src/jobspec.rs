@@ -216,6 +216,26 @@ pub fn parse_file(path: &Path) -> Result<Job, JobspecError> {
     parse(&source, &path.display().to_string())
 }
 
+/// Tasks whose user does not exist on this host (under `default_user` for
+/// tasks that name none): decidable only on the host that will run them,
+/// so `taskgate run` asks before submitting, rather than failing at start.
+pub fn unknown_users(job: &Job, default_user: &str) -> Vec<String> {
+    job.groups
+        .iter()
+        .flat_map(|g| &g.tasks)
+        .filter_map(|t| {
+            let user = t.user.as_deref().unwrap_or(default_user);
+            let known = nix::unistd::User::from_name(user).ok().flatten().is_some();
+            (!known).then(|| {
+                format!(
+                    "task {:?}: user {user:?} does not exist on this host",
+                    t.name
+                )
+            })
+        })
+        .collect()
+}
+
 /// The job `taskgate run` uses without a file (identical to
 /// `examples/sidecar.hcl`): a leader that prints a few lines and exits after
 /// about a second, plus a poststart sidecar that runs until it is killed —
@@ -1492,6 +1512,21 @@ mod exec_limits {
         let (line, message) = error_of(&source);
         assert_eq!(line, 3);
         assert!(message.contains("task name \".\""), "{message}");
+    }
+
+    #[test]
+    fn unknown_users_are_named_before_the_job_runs() {
+        let mut job = parse(
+            &with("command = \"/bin/sh\"", "user = \"no-such-user-xyz\""),
+            "j",
+        )
+        .unwrap();
+        assert_eq!(
+            unknown_users(&job, "root"),
+            ["task \"t\": user \"no-such-user-xyz\" does not exist on this host"]
+        );
+        job.groups[0].tasks[0].user = None;
+        assert!(unknown_users(&job, "root").is_empty());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! A fuzz target for the jobspec parser, as property tests: any input,
 //! however broken, gives a job or an error with a position inside the
 //! source; never a panic and never a stack overflow. The seeds are the
-//! corpus in `fuzz-corpus/` (the examples and every tricky case found).
+//! repository's `examples/` and the corpus in `fuzz-corpus/` (every tricky
+//! case found).
 //! `PROPTEST_CASES` sets how many cases each property runs (CI raises it).
 
 use proptest::prelude::*;
@@ -9,18 +10,22 @@ use std::path::PathBuf;
 use taskgate_engine::jobspec::{parse, JobspecError};
 
 fn corpus() -> Vec<(PathBuf, String)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz-corpus");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "hcl"))
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).unwrap();
-            (p, text)
-        })
-        .collect();
+    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in [
+        crate_dir.join("../../examples"),
+        crate_dir.join("fuzz-corpus"),
+    ] {
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for path in entries.map(|e| e.unwrap().path()) {
+            if path.extension().is_some_and(|x| x == "hcl") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                files.push((path, text));
+            }
+        }
+    }
     files.sort();
-    assert!(files.len() >= 3, "the corpus is missing: {}", dir.display());
+    assert!(files.len() >= 3, "the corpus is missing");
     files
 }
 
