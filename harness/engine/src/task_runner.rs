@@ -662,7 +662,12 @@ pub struct PanicCleanup {
 impl PanicCleanup {
     pub async fn after_panic(self, panic: tokio::task::JoinError) -> TaskRecord {
         let reason = format!("task runner panicked: {panic}");
-        tracing::error!(task = %self.task, %reason);
+        // A panic a harness injected is its scenario's doing, not news.
+        if reason.contains(taskgate_faults::INJECTED) {
+            tracing::debug!(task = %self.task, %reason);
+        } else {
+            tracing::error!(task = %self.task, %reason);
+        }
         fault_point!(points::TR_MAIN_EXITED, self.task.as_str());
         let mut record = self
             .state

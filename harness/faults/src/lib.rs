@@ -119,5 +119,8 @@ macro_rules! fault_point {
     }};
 }
 
+/// The start of every injected error's and panic's message.
+pub const INJECTED: &str = "fault injected at";
+
 /// Whether this build carries fault points.
 pub const ENABLED: bool = cfg!(feature = "failpoints");

@@ -1,6 +1,6 @@
 //! The process-wide fault configuration and history (failpoints builds only).
 
-use crate::{scoped, Action, Hit};
+use crate::{scoped, Action, Hit, INJECTED};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
@@ -197,8 +197,6 @@ pub fn injected_message(point: &str) -> String {
     format!("{INJECTED} {point}")
 }
 
-/// The start of every injected error's and panic's message.
-pub const INJECTED: &str = "fault injected at";
 
 /// Keeps injected panics out of the output: they are the scenario's doing,
 /// expected, and recorded in its history and report; a 60-frame backtrace of
