@@ -81,7 +81,9 @@ fn kernel_memory_and_keys_are_masked(#[values("root", "nobody")] user: &str) {
     assert!(out.contains("held: /proc/keys masked"), "{out}");
 }
 
-/// Mounting, a cgroupfs to write, the host's root through /proc/1/root: none.
+/// Mounting, a cgroupfs to write, the host's root through /proc/1/root,
+/// joining pid 1's namespaces (pid 1 is the task itself; host pids, to
+/// signal or ptrace, have no number in its PID namespace): none.
 #[rstest]
 #[serial]
 fn mounts_cgroups_and_the_hosts_root_are_out_of_reach(#[values("root", "nobody")] user: &str) {
@@ -93,6 +95,7 @@ fn mounts_cgroups_and_the_hosts_root_are_out_of_reach(#[values("root", "nobody")
              try mount_cgroup2 mount -t cgroup2 none /tmp/m; \
              try cgroupfs test -e /sys/fs/cgroup; \
              try host_root_via_proc test -e /proc/1/root/var; \
+             try setns_pid1 nsenter -t 1 -m -u -i -n -p true; \
              try host_root_dotdot test -e /../../var",
         ),
     );
@@ -101,6 +104,7 @@ fn mounts_cgroups_and_the_hosts_root_are_out_of_reach(#[values("root", "nobody")
         "mount_cgroup2",
         "cgroupfs",
         "host_root_via_proc",
+        "setns_pid1",
         "host_root_dotdot",
     ] {
         assert!(out.contains(&format!("held: {what}")), "{out}");
@@ -308,4 +312,87 @@ fn is_dynamic_elf(path: &Path) -> bool {
             .windows(b"ld-linux".len())
             .take(4096)
             .any(|w| w == b"ld-linux")
+}
+
+/// Set in a task's environment: the test binary, run inside the task, acts
+/// as the syscall probe instead of running tests.
+const PROBE_ENV: &str = "TASKGATE_ESCAPE_PROBE";
+
+/// Every call the seccomp filter must refuse, made for real inside a task
+/// by this very test binary (bound into the task's root read-only), as root
+/// and as nobody: each fails with EPERM, so a program could fall back.
+#[rstest]
+#[serial]
+fn the_filter_refuses_each_denied_call(#[values("root", "nobody")] user: &str) {
+    let me = std::env::current_exe().expect("the test binary");
+    let sb = Sandbox::new();
+    let mut spec = sb.spec("t", "");
+    spec.command = "/probe/escapes".into();
+    spec.args = vec![
+        "--exact".into(),
+        "syscall_probe".into(),
+        "--nocapture".into(),
+    ];
+    spec.env = [(PROBE_ENV.to_string(), "1".to_string())].into();
+    spec.chroot_env = taskgate_executor::default_chroot_env()
+        .into_iter()
+        .filter(|(host, _)| host.exists())
+        .collect();
+    spec.chroot_env.insert(me.clone(), "/probe/escapes".into());
+    spec.user = user.to_string();
+    let exec = sb.launch(&spec).expect("launch");
+    let result = exec.wait().expect("wait");
+    exec.shutdown().expect("shutdown");
+    let out = sb.read_log("t", "stdout");
+    assert!(
+        result.successful(),
+        "{result:?}\nstdout: {out}\nstderr: {}",
+        sb.read_log("t", "stderr")
+    );
+    let probed: Vec<&str> = out.lines().filter(|l| l.starts_with("probe ")).collect();
+    assert_eq!(probed.len(), PROBES.len(), "{out}");
+    for line in probed {
+        assert!(line.ends_with(" EPERM"), "{line}\n{out}");
+    }
+    sb.assert_no_leftovers();
+}
+
+/// The denied calls, each with arguments that would do something harmless
+/// or fail on their own merits if the filter let them through.
+const PROBES: [(&str, libc::c_long, [libc::c_long; 3]); 10] = [
+    ("keyctl", libc::SYS_keyctl, [0, 0, 0]),
+    ("add_key", libc::SYS_add_key, [0, 0, 0]),
+    ("request_key", libc::SYS_request_key, [0, 0, 0]),
+    ("bpf", libc::SYS_bpf, [0, 0, 0]),
+    ("perf_event_open", libc::SYS_perf_event_open, [0, 0, -1]),
+    ("kexec_load", libc::SYS_kexec_load, [0, 0, 0]),
+    ("init_module", libc::SYS_init_module, [0, 0, 0]),
+    ("open_by_handle_at", libc::SYS_open_by_handle_at, [-1, 0, 0]),
+    ("userfaultfd", libc::SYS_userfaultfd, [0, 0, 0]),
+    (
+        "unshare(CLONE_NEWUSER)",
+        libc::SYS_unshare,
+        [libc::CLONE_NEWUSER as libc::c_long, 0, 0],
+    ),
+];
+
+/// Not a test of its own: the probe [`the_filter_refuses_each_denied_call`]
+/// runs inside a task. Outside one it does nothing.
+#[test]
+fn syscall_probe() {
+    if std::env::var_os(PROBE_ENV).is_none() {
+        return;
+    }
+    for (name, call, [a, b, c]) in PROBES {
+        // SAFETY: every argument is a null pointer, -1 or a flag word:
+        // nothing the kernel would write through.
+        let rc = unsafe { libc::syscall(call, a, b, c, 0, 0, 0) };
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        let verdict = match (rc, errno) {
+            (-1, Some(libc::EPERM)) => "EPERM".to_string(),
+            (-1, Some(e)) => format!("errno {e}"),
+            _ => format!("ALLOWED (returned {rc})"),
+        };
+        println!("probe {name} {verdict}");
+    }
 }

@@ -197,7 +197,6 @@ pub fn injected_message(point: &str) -> String {
     format!("{INJECTED} {point}")
 }
 
-
 /// Keeps injected panics out of the output: they are the scenario's doing,
 /// expected, and recorded in its history and report; a 60-frame backtrace of
 /// each would bury the verdicts of a release log. Every other panic still
