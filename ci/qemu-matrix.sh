@@ -20,7 +20,8 @@
 #                       guest before the tests; repeatable
 #   --env NAME=VALUE    set NAME in the tests' environment; repeatable
 #   --timeout SECONDS   hard limit for one guest boot (default: 600)
-#   --kernel PATH       guest kernel (default: newest /boot/vmlinuz-*)
+#   --kernel PATH       guest kernel (default: $QEMU_MATRIX_KERNEL, else the
+#                       newest /boot/vmlinuz-*)
 #   --memory SIZE       guest memory (default: 2G)
 #   --smp N             guest CPUs (default: 2)
 #   --accel kvm|tcg|auto  hardware virtualization, software emulation, or KVM
@@ -63,7 +64,7 @@ envs=()
 test_args=()
 self_test=0
 timeout_s=${QEMU_MATRIX_TIMEOUT:-600}
-kernel=
+kernel=${QEMU_MATRIX_KERNEL:-}
 memory=2G
 smp=2
 accel=auto
@@ -130,7 +131,7 @@ fi
 
 if [ -z "$kernel" ]; then
     kernel=$(find /boot -maxdepth 1 -name 'vmlinuz-*' 2>/dev/null | sort -V | tail -n 1)
-    [ -n "$kernel" ] || die "no /boot/vmlinuz-* (apt-get install linux-image-amd64) and no --kernel"
+    [ -n "$kernel" ] || die "no /boot/vmlinuz-*, no QEMU_MATRIX_KERNEL and no --kernel (.ci/run unpacks Debian's)"
 fi
 [ -r "$kernel" ] || die "cannot read kernel $kernel (Debian's vmlinuz is root-only: run as root)"
 kver=$(basename "$kernel"); kver=${kver#vmlinuz-}
@@ -253,7 +254,9 @@ done
 # Kernel modules (with dependencies, in load order) from modules.dep.
 : >"$root/ci/modules"
 if [ ${#modules[@]} -gt 0 ]; then
-    moddir=/lib/modules/$kver
+    # Beside an unpacked kernel package, or the host's own.
+    moddir=$(dirname "$(dirname "$kernel")")/lib/modules/$kver
+    [ -d "$moddir" ] || moddir=/lib/modules/$kver
     [ -f "$moddir/modules.dep" ] || die "no $moddir/modules.dep for kernel $kver (install its linux-image package)"
     declare -A mod_done=()
     add_module() { # add_module RELPATH: dependencies first
