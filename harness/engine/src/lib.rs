@@ -9,6 +9,7 @@ pub mod driver;
 pub mod engine;
 pub mod fake_driver;
 pub mod hooks;
+pub mod job;
 pub mod jobspec;
 pub mod lifecycle;
 pub mod restart;

@@ -1,0 +1,217 @@
+//! The job model: what a jobspec describes, as the engine runs it and as
+//! the state database keeps it. Parsing it from HCL is `jobspec`'s work.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub name: String,
+    pub groups: Vec<Group>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    pub name: String,
+    pub tasks: Vec<Task>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub resources: Resources,
+    pub leader: bool,
+    pub lifecycle: Option<Lifecycle>,
+    pub kill_timeout: Duration,
+    pub kill_signal: String,
+    pub restart: RestartPolicy,
+    pub logs: Logs,
+    pub user: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resources {
+    /// CPU share in MHz, as in Nomad.
+    pub cpu: u64,
+    pub memory_mb: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lifecycle {
+    pub hook: LifecycleHook,
+    pub sidecar: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LifecycleHook {
+    Prestart,
+    Poststart,
+    Poststop,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartPolicy {
+    pub attempts: u32,
+    pub interval: Duration,
+    pub delay: Duration,
+    pub mode: RestartMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RestartMode {
+    Fail,
+    Delay,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Logs {
+    pub max_files: u32,
+    pub max_file_size_mb: u64,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Resources {
+            cpu: 100,
+            memory_mb: 300,
+        }
+    }
+}
+
+/// Nomad's defaults for service jobs.
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            attempts: 2,
+            interval: Duration::from_secs(30 * 60),
+            delay: Duration::from_secs(15),
+            mode: RestartMode::Fail,
+        }
+    }
+}
+
+impl Default for Logs {
+    fn default() -> Self {
+        Logs {
+            max_files: 10,
+            max_file_size_mb: 10,
+        }
+    }
+}
+
+impl Task {
+    /// A main (non-lifecycle) task with every optional setting at its default.
+    pub fn new(name: impl Into<String>, command: impl Into<String>, args: Vec<String>) -> Task {
+        Task {
+            name: name.into(),
+            command: command.into(),
+            args,
+            env: BTreeMap::new(),
+            resources: Resources::default(),
+            leader: false,
+            lifecycle: None,
+            kill_timeout: Duration::from_secs(5),
+            kill_signal: "SIGINT".to_owned(),
+            restart: RestartPolicy::default(),
+            logs: Logs::default(),
+            user: None,
+        }
+    }
+
+    fn hook(&self) -> Option<LifecycleHook> {
+        self.lifecycle.as_ref().map(|l| l.hook)
+    }
+
+    pub fn is_prestart(&self) -> bool {
+        self.hook() == Some(LifecycleHook::Prestart)
+    }
+
+    pub fn is_poststart(&self) -> bool {
+        self.hook() == Some(LifecycleHook::Poststart)
+    }
+
+    pub fn is_poststop(&self) -> bool {
+        self.hook() == Some(LifecycleHook::Poststop)
+    }
+
+    pub fn is_sidecar(&self) -> bool {
+        self.lifecycle.as_ref().is_some_and(|l| l.sidecar)
+    }
+
+    /// Main tasks are the ones without a `lifecycle` block.
+    pub fn is_main(&self) -> bool {
+        self.lifecycle.is_none()
+    }
+}
+
+/// Tasks whose user does not exist on this host (under `default_user` for
+/// tasks that name none): decidable only on the host that will run them,
+/// so `taskgate run` asks before submitting, rather than failing at start.
+pub fn unknown_users(job: &Job, default_user: &str) -> Vec<String> {
+    job.groups
+        .iter()
+        .flat_map(|g| &g.tasks)
+        .filter_map(|t| {
+            let user = t.user.as_deref().unwrap_or(default_user);
+            let known = nix::unistd::User::from_name(user).ok().flatten().is_some();
+            (!known).then(|| {
+                format!(
+                    "task {:?}: user {user:?} does not exist on this host",
+                    t.name
+                )
+            })
+        })
+        .collect()
+}
+
+/// The job `taskgate run` uses without a file (identical to
+/// `examples/sidecar.hcl`): a leader that prints a few lines and exits after
+/// about a second, plus a poststart sidecar that runs until it is killed —
+/// the report's alloc, whose sidecar starts once the leader runs.
+pub fn builtin_default() -> Job {
+    let sh = |script: &str| vec!["-c".to_owned(), script.to_owned()];
+    let mut leader = Task::new(
+        "leader",
+        "/bin/sh",
+        sh(r#"echo "leader: $GREETING"; sleep 1; echo "leader: done""#),
+    );
+    leader.leader = true;
+    leader
+        .env
+        .insert("GREETING".to_owned(), "hello from taskgate".to_owned());
+    leader.resources = Resources {
+        cpu: 100,
+        memory_mb: 64,
+    };
+    // The task is PID 1 of its namespace, which ignores signals it has no
+    // handler for: the trap is what makes the stop signal end it promptly.
+    let mut sidecar = Task::new(
+        "sidecar",
+        "/bin/sh",
+        sh(
+            r#"trap 'echo "sidecar: stopping"; exit 0' INT TERM; echo "sidecar: up"; sleep 1000 & wait"#,
+        ),
+    );
+    sidecar.lifecycle = Some(Lifecycle {
+        hook: LifecycleHook::Poststart,
+        sidecar: true,
+    });
+    sidecar.resources = Resources {
+        cpu: 50,
+        memory_mb: 32,
+    };
+    sidecar.kill_timeout = Duration::from_secs(2);
+    Job {
+        name: "demo".to_owned(),
+        groups: vec![Group {
+            name: "app".to_owned(),
+            tasks: vec![leader, sidecar],
+        }],
+    }
+}
