@@ -1,0 +1,76 @@
+//! What happens when a task runner panics.
+
+use super::unknown_handle;
+use crate::driver::Driver;
+use crate::state::{StateDb, TaskRecord};
+use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
+use std::path::PathBuf;
+use std::sync::Arc;
+use taskgate_faults::fault_point;
+use taskgate_faults::points;
+use tokio::sync::{mpsc, watch};
+
+/// Cleans up after a task runner that panicked (a bug, or a panic injected
+/// at one of its boundaries): whatever it may have started is killed, and
+/// the task is recorded dead and failed, so the alloc runner's kill path and
+/// completion still work instead of waiting forever on a runner that is gone.
+pub struct PanicCleanup {
+    pub(super) alloc_id: String,
+    pub(super) task: String,
+    pub(super) driver: Arc<dyn Driver>,
+    pub(super) state: Arc<StateDb>,
+    pub(super) state_tx: Arc<watch::Sender<TaskState>>,
+    pub(super) socket: PathBuf,
+    pub(super) changed: mpsc::UnboundedSender<()>,
+}
+
+impl PanicCleanup {
+    pub async fn after_panic(self, panic: tokio::task::JoinError) -> TaskRecord {
+        let reason = format!("task runner panicked: {panic}");
+        // A panic a harness injected is its scenario's doing, not news.
+        if reason.contains(taskgate_faults::INJECTED) {
+            tracing::debug!(task = %self.task, %reason);
+        } else {
+            tracing::error!(task = %self.task, %reason);
+        }
+        fault_point!(points::TR_MAIN_EXITED, self.task.as_str());
+        let mut record = self
+            .state
+            .tasks(&self.alloc_id)
+            .ok()
+            .and_then(|all| all.into_iter().find(|r| r.task == self.task))
+            .unwrap_or_else(|| TaskRecord::new(&self.task));
+        if record.committed.is_some() {
+            let info = record
+                .handle
+                .clone()
+                .unwrap_or_else(|| unknown_handle(self.socket.clone()));
+            if let Ok(running) = self.driver.reattach(info).await {
+                let _ = running
+                    .stop("SIGKILL".into(), std::time::Duration::ZERO)
+                    .await;
+                let _ = running.wait().await;
+                let _ = tokio::task::spawn_blocking(move || running.shutdown()).await;
+            }
+        }
+        let attempt = record.committed.unwrap_or(0);
+        record.events.push(TaskEvent::new(
+            &self.task,
+            EventKind::NotRestarting,
+            attempt,
+            reason.clone(),
+        ));
+        record.handle = None;
+        if !record.state.is_dead() {
+            record.state = TaskState::Dead {
+                outcome: Outcome::Failed { reason },
+            };
+        }
+        if let Err(err) = self.state.put_task(&self.alloc_id, &record) {
+            tracing::error!(task = %self.task, error = %err, "persisting task state failed");
+        }
+        self.state_tx.send_replace(record.state.clone());
+        let _ = self.changed.send(());
+        record
+    }
+}
