@@ -96,7 +96,7 @@ impl Sandbox {
     /// A spec for `sh -c script` as root, with the task dir laid out.
     pub fn spec(&self, task: &str, script: &str) -> TaskSpec {
         let task_dir = self.task_dir(task);
-        for sub in ["local", "secrets", "tmp"] {
+        for sub in taskgate_executor::TASK_SUBDIRS {
             std::fs::create_dir_all(task_dir.join(sub)).unwrap();
         }
         TaskSpec {

@@ -18,8 +18,8 @@ pub(crate) struct Credentials {
 
 /// The task directory's subdirectories, each mounted at `/<name>` in the
 /// task root: `local/` and `tmp/` as binds, `secrets/` as a tmpfs of its own.
-pub(crate) const TASK_SUBDIRS: [&str; 3] = ["local", SECRETS_DIR, "tmp"];
-pub(crate) const SECRETS_DIR: &str = "secrets";
+pub const TASK_SUBDIRS: [&str; 3] = ["local", SECRETS_DIR, "tmp"];
+pub const SECRETS_DIR: &str = "secrets";
 
 const DEFAULT_USER: &str = "nobody";
 

@@ -8,7 +8,7 @@ use caps::{CapSet, Capability, CapsHashSet};
 use nix::sys::resource::{setrlimit, Resource};
 
 /// Nomad's exec-driver defaults (drivers/shared/capabilities).
-const DEFAULT_CAPS: [Capability; 13] = [
+pub const DEFAULT_CAPS: [Capability; 13] = [
     Capability::CAP_AUDIT_WRITE,
     Capability::CAP_CHOWN,
     Capability::CAP_DAC_OVERRIDE,

@@ -2,7 +2,7 @@
 //! the root, drop privileges, exec. The parent learns the outcome through a
 //! close-on-exec pipe: EOF means the exec happened, a JSON error means it did not.
 
-mod caps;
+pub(crate) mod caps;
 pub(crate) mod cgroup;
 pub mod device_filter;
 mod namespaces;

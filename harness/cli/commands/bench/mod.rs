@@ -20,38 +20,37 @@ use taskgate_executor::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+mod report;
+use report::*;
+
 /// The target: taskgate's median at most a fifth of runc's.
 const TARGET_RATIO: f64 = 0.2;
 const RSS_TARGET_KIB: u64 = 4 * 1024;
 const RUNC_PATHS: [&str; 2] = ["/usr/sbin/runc", "/usr/bin/runc"];
-/// Nomad's exec-driver capabilities, which the executor gives a root task.
-const CAPS: [&str; 13] = [
-    "CAP_AUDIT_WRITE",
-    "CAP_CHOWN",
-    "CAP_DAC_OVERRIDE",
-    "CAP_FOWNER",
-    "CAP_FSETID",
-    "CAP_KILL",
-    "CAP_MKNOD",
-    "CAP_NET_BIND_SERVICE",
-    "CAP_SETFCAP",
-    "CAP_SETGID",
-    "CAP_SETPCAP",
-    "CAP_SETUID",
-    "CAP_SYS_CHROOT",
-];
+/// The contenders of the start-to-exit race.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Contender {
+    Taskgate,
+    Runc,
+    /// A bare `unshare` + `chroot`: the floor any isolating start stands on.
+    Floor,
+}
+
 /// Every order of the three contenders in turn, so each follows each other
 /// equally often: a run inherits kernel state from the one before (a cgroup
 /// attach soon after another is cheap; the first after a quiet spell waits
 /// for an RCU grace period), and a fixed rotation would hand that to one.
-const ORDERS: [[usize; 3]; 6] = [
-    [0, 1, 2],
-    [1, 2, 0],
-    [2, 0, 1],
-    [0, 2, 1],
-    [2, 1, 0],
-    [1, 0, 2],
-];
+const ORDERS: [[Contender; 3]; 6] = {
+    use Contender::{Floor, Runc, Taskgate};
+    [
+        [Taskgate, Runc, Floor],
+        [Runc, Floor, Taskgate],
+        [Floor, Taskgate, Runc],
+        [Taskgate, Floor, Runc],
+        [Floor, Runc, Taskgate],
+        [Runc, Taskgate, Floor],
+    ]
+};
 const MEMORY_MB: u64 = 64;
 const PIDS_MAX: u64 = 64;
 const CPU_SHARES: u64 = 100;
@@ -220,7 +219,7 @@ impl Bench {
     /// A root task spec with the task dir laid out, limits as in the runc bundle.
     fn spec(&self, task: &str, command: &str, args: &[&str]) -> anyhow::Result<TaskSpec> {
         let task_dir = self.alloc_dir.join(task);
-        for sub in ["local", "secrets", "tmp"] {
+        for sub in taskgate_executor::TASK_SUBDIRS {
             std::fs::create_dir_all(task_dir.join(sub))?;
         }
         Ok(TaskSpec {
@@ -249,8 +248,8 @@ impl Bench {
         })
     }
 
-    /// Interleaves the three contenders (0 taskgate, 1 runc, 2 floor) so
-    /// machine noise hits each alike; one untimed warm-up each.
+    /// Interleaves the three contenders so machine noise hits each alike;
+    /// one untimed warm-up each.
     fn latency(
         &self,
         scratch: &mut Scratch,
@@ -259,40 +258,41 @@ impl Bench {
     ) -> anyhow::Result<Latency> {
         let spec = self.spec("true", "/bin/true", &[])?;
         let mut lat = Latency::default();
-        let mut record = |lat: &mut Latency, round: usize, which: usize| -> anyhow::Result<()> {
-            match which {
-                0 => {
-                    let phases = taskgate_once(scratch, &self.executor, &spec)?;
-                    if round > 0 {
-                        lat.taskgate.push(phases.iter().sum());
-                        for (all, one) in lat.phases.iter_mut().zip(phases) {
-                            all.push(one);
+        let mut record =
+            |lat: &mut Latency, round: usize, which: Contender| -> anyhow::Result<()> {
+                match which {
+                    Contender::Taskgate => {
+                        let phases = taskgate_once(scratch, &self.executor, &spec)?;
+                        if round > 0 {
+                            lat.taskgate.push(phases.iter().sum());
+                            for (all, one) in lat.phases.iter_mut().zip(phases) {
+                                all.push(one);
+                            }
+                        }
+                    }
+                    Contender::Runc => {
+                        let id = format!("taskgate-bench-{}-{round}", std::process::id());
+                        let mut cmd = scratch.runc();
+                        cmd.args(["run", "--bundle"]).arg(&self.bundle).arg(id);
+                        let took = timed(&mut cmd, "runc run")?;
+                        if round > 0 {
+                            lat.runc.push(took);
+                        }
+                    }
+                    Contender::Floor => {
+                        let mut cmd = Command::new(&self.unshare);
+                        cmd.args(["--mount", "--pid", "--fork", "--uts", "--ipc", "--net"])
+                            .arg(&self.chroot)
+                            .arg(&self.rootfs)
+                            .arg("/bin/true");
+                        let took = timed(&mut cmd, "unshare (util-linux) + chroot")?;
+                        if round > 0 {
+                            lat.floor.push(took);
                         }
                     }
                 }
-                1 => {
-                    let id = format!("taskgate-bench-{}-{round}", std::process::id());
-                    let mut cmd = scratch.runc();
-                    cmd.args(["run", "--bundle"]).arg(&self.bundle).arg(id);
-                    let took = timed(&mut cmd, "runc run")?;
-                    if round > 0 {
-                        lat.runc.push(took);
-                    }
-                }
-                _ => {
-                    let mut cmd = Command::new(&self.unshare);
-                    cmd.args(["--mount", "--pid", "--fork", "--uts", "--ipc", "--net"])
-                        .arg(&self.chroot)
-                        .arg(&self.rootfs)
-                        .arg("/bin/true");
-                    let took = timed(&mut cmd, "unshare (util-linux) + chroot")?;
-                    if round > 0 {
-                        lat.floor.push(took);
-                    }
-                }
-            }
-            Ok(())
-        };
+                Ok(())
+            };
         // Round 0 is the warm-up.
         for round in 0..=runs {
             for which in ORDERS[round % ORDERS.len()] {
@@ -445,7 +445,10 @@ fn timed(cmd: &mut Command, what: &str) -> anyhow::Result<Duration> {
 /// own /proc and /dev (with pts and shm, as the executor mounts), the
 /// executor's cgroup limits, capabilities and nofile limit.
 fn oci_config(rootfs: &Path) -> serde_json::Value {
-    let caps: Vec<&str> = CAPS.to_vec();
+    let caps: Vec<String> = taskgate_executor::DEFAULT_CAPS
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
     let ns = |t: &str| json!({ "type": t });
     json!({
         "ociVersion": "1.0.2-dev",
@@ -545,282 +548,4 @@ async fn start_and_stop(
     let took =
         to_exec.with_context(|| format!("alloc {alloc_id} ended without its task starting"))?;
     Ok((took, killed))
-}
-
-#[derive(Default)]
-struct Latency {
-    taskgate: Vec<Duration>,
-    /// launch, wait, shutdown.
-    phases: [Vec<Duration>; 3],
-    runc: Vec<Duration>,
-    floor: Vec<Duration>,
-}
-
-/// One executor's memory, in KiB, from /proc.
-#[derive(Serialize)]
-struct Memory {
-    pid: i32,
-    vm_rss_kib: u64,
-    rss_anon_kib: u64,
-    rss_file_kib: u64,
-    /// Proportional share: the binary's pages count once across executors.
-    pss_kib: u64,
-    threads: u64,
-}
-
-impl Memory {
-    fn of(pid: i32) -> anyhow::Result<Memory> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .with_context(|| format!("reading /proc/{pid}/status"))?;
-        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-            .with_context(|| format!("reading /proc/{pid}/smaps_rollup"))?;
-        let field = |text: &str, name: &str| -> anyhow::Result<u64> {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .with_context(|| format!("no {name} for pid {pid}"))
-        };
-        Ok(Memory {
-            pid,
-            vm_rss_kib: field(&status, "VmRSS")?,
-            rss_anon_kib: field(&status, "RssAnon")?,
-            rss_file_kib: field(&status, "RssFile")?,
-            pss_kib: field(&rollup, "Pss")?,
-            threads: field(&status, "Threads")?,
-        })
-    }
-}
-
-struct EngineRun {
-    allocs: usize,
-    concurrency: usize,
-    elapsed: Duration,
-    to_exec: Vec<Duration>,
-    /// Stops that outlived the kill timeout and were SIGKILLed.
-    escalated: usize,
-}
-
-/// Nearest-rank summary of samples, in milliseconds.
-#[derive(Serialize, Clone, Copy)]
-struct Stats {
-    min: f64,
-    median: f64,
-    p90: f64,
-    p99: f64,
-    max: f64,
-}
-
-impl Stats {
-    fn of(samples: &[Duration]) -> Stats {
-        // Microsecond resolution is all a wall clock around process starts can claim.
-        let mut ms: Vec<f64> = samples
-            .iter()
-            .map(|d| (d.as_secs_f64() * 1e6).round() / 1e3)
-            .collect();
-        ms.sort_by(f64::total_cmp);
-        let rank = |p: f64| ms[((p * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1];
-        Stats {
-            min: ms[0],
-            median: rank(0.5),
-            p90: rank(0.9),
-            p99: rank(0.99),
-            max: ms[ms.len() - 1],
-        }
-    }
-}
-
-struct Report {
-    binary: PathBuf,
-    build: &'static str,
-    runs: usize,
-    pause: Duration,
-    taskgate: Stats,
-    phases: [Stats; 3],
-    runc: Stats,
-    floor: Stats,
-    memory: Vec<Memory>,
-    engine: EngineRun,
-    engine_to_exec: Stats,
-}
-
-impl Report {
-    fn new(
-        bench: &Bench,
-        pause: Duration,
-        lat: Latency,
-        memory: Vec<Memory>,
-        engine: EngineRun,
-    ) -> Report {
-        Report {
-            binary: bench.executor.executor_bin.clone(),
-            build: if cfg!(debug_assertions) {
-                "debug"
-            } else {
-                "release"
-            },
-            runs: lat.taskgate.len(),
-            pause,
-            taskgate: Stats::of(&lat.taskgate),
-            phases: lat.phases.each_ref().map(|p| Stats::of(p)),
-            runc: Stats::of(&lat.runc),
-            floor: Stats::of(&lat.floor),
-            memory,
-            engine_to_exec: Stats::of(&engine.to_exec),
-            engine,
-        }
-    }
-
-    fn ratio(&self) -> f64 {
-        self.taskgate.median / self.runc.median
-    }
-
-    fn mean_rss_kib(&self) -> f64 {
-        self.memory.iter().map(|m| m.vm_rss_kib as f64).sum::<f64>() / self.memory.len() as f64
-    }
-
-    fn max_rss_kib(&self) -> u64 {
-        self.memory.iter().map(|m| m.vm_rss_kib).max().unwrap_or(0)
-    }
-
-    fn allocs_per_sec(&self) -> f64 {
-        self.engine.allocs as f64 / self.engine.elapsed.as_secs_f64()
-    }
-
-    fn print_table(&self) {
-        let met = |ok: bool| if ok { "met" } else { "NOT met" };
-        println!(
-            "taskgate bench: {} build ({}), /bin/true under full isolation",
-            self.build,
-            self.binary.display(),
-        );
-        println!(
-            "  {} interleaved runs each, {} ms pause before each",
-            self.runs,
-            self.pause.as_millis()
-        );
-        if self.build == "debug" {
-            println!("  (debug build: for real numbers use cargo build --release, target/release/taskgate)");
-        }
-        println!();
-        println!(
-            "start-to-exit wall time, ms        {:>8} {:>8} {:>8} {:>8}",
-            "min", "median", "p90", "max"
-        );
-        let row = |name: &str, s: &Stats| {
-            println!(
-                "  {name:<32} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
-                s.min, s.median, s.p90, s.max
-            )
-        };
-        row("taskgate launch+wait+shutdown", &self.taskgate);
-        for (name, s) in [
-            "launch (to exec'd)",
-            "wait (to exit seen)",
-            "shutdown (cleaned up)",
-        ]
-        .iter()
-        .zip(&self.phases)
-        {
-            row(&format!("  {name}"), s);
-        }
-        row("runc run", &self.runc);
-        row("unshare+chroot floor", &self.floor);
-        println!(
-            "  taskgate/runc: median ratio {:.3} (target <= {TARGET_RATIO}: {}), min ratio {:.3}",
-            self.ratio(),
-            met(self.ratio() <= TARGET_RATIO),
-            self.taskgate.min / self.runc.min
-        );
-        println!(
-            "  taskgate/floor median ratio {:.2}; floor/runc {:.3}",
-            self.taskgate.median / self.floor.median,
-            self.floor.median / self.runc.median
-        );
-        println!();
-        let mean = self.mean_rss_kib();
-        let n = self.memory.len() as f64;
-        let avg = |f: fn(&Memory) -> u64| self.memory.iter().map(|m| f(m) as f64).sum::<f64>() / n;
-        println!(
-            "executor resident memory, {} running tasks (per executor process)",
-            self.memory.len()
-        );
-        println!(
-            "  VmRSS mean {:.0} KiB ({:.2} MiB), max {} KiB (target < 4 MiB: {})",
-            mean,
-            mean / 1024.0,
-            self.max_rss_kib(),
-            met(self.max_rss_kib() < RSS_TARGET_KIB)
-        );
-        println!(
-            "  of which anon {:.0} KiB, file {:.0} KiB; PSS {:.0} KiB; {:.0} threads",
-            avg(|m| m.rss_anon_kib),
-            avg(|m| m.rss_file_kib),
-            avg(|m| m.pss_kib),
-            avg(|m| m.threads)
-        );
-        println!();
-        let e = &self.engine_to_exec;
-        println!(
-            "engine: {} allocs, at most {} in flight, each stopped at Started",
-            self.engine.allocs, self.engine.concurrency
-        );
-        println!(
-            "  {:.1} allocs started-and-stopped per second ({:.0} ms each, {:.2} s total)",
-            self.allocs_per_sec(),
-            1e3 / self.allocs_per_sec(),
-            self.engine.elapsed.as_secs_f64()
-        );
-        println!(
-            "  submit-to-exec ms: p50 {:.2}, p99 {:.2} (min {:.2}, max {:.2})",
-            e.median, e.p99, e.min, e.max
-        );
-        println!(
-            "  {} of {} stops came before the task's SIGINT trap and waited out the {} ms kill_timeout",
-            self.engine.escalated,
-            self.engine.allocs,
-            KILL_TIMEOUT.as_millis()
-        );
-    }
-
-    fn to_json(&self) -> serde_json::Value {
-        json!({
-            "build": self.build,
-            "binary": self.binary,
-            "latency_ms": {
-                "runs": self.runs,
-                "pause_ms": self.pause.as_millis() as u64,
-                "taskgate": self.taskgate,
-                "taskgate_launch": self.phases[0],
-                "taskgate_wait": self.phases[1],
-                "taskgate_shutdown": self.phases[2],
-                "runc": self.runc,
-                "unshare_chroot_floor": self.floor,
-                "median_ratio_taskgate_runc": round3(self.ratio()),
-                "min_ratio_taskgate_runc": round3(self.taskgate.min / self.runc.min),
-                "median_ratio_floor_runc": round3(self.floor.median / self.runc.median),
-                "target_ratio": TARGET_RATIO,
-                "target_met": self.ratio() <= TARGET_RATIO,
-            },
-            "executor_memory": {
-                "tasks": self.memory,
-                "vm_rss_mean_kib": round3(self.mean_rss_kib()),
-                "vm_rss_max_kib": self.max_rss_kib(),
-                "target_kib": RSS_TARGET_KIB,
-                "target_met": self.max_rss_kib() < RSS_TARGET_KIB,
-            },
-            "engine": {
-                "allocs": self.engine.allocs,
-                "concurrency": self.engine.concurrency,
-                "elapsed_s": round3(self.engine.elapsed.as_secs_f64()),
-                "allocs_per_sec": round3(self.allocs_per_sec()),
-                "submit_to_exec_ms": self.engine_to_exec,
-                "stops_escalated_to_sigkill": self.engine.escalated,
-                "kill_timeout_ms": KILL_TIMEOUT.as_millis() as u64,
-            },
-        })
-    }
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1e3).round() / 1e3
 }
