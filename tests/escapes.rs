@@ -37,6 +37,13 @@ fn attempt(user: &str, script: &str) -> String {
 /// else `held: WHAT: <its error>`.
 const TRY: &str = r#"try() { what=$1; shift; if out=$("$@" 2>&1); then echo "ESCAPED: $what"; else echo "held: $what: $out"; fi; }; "#;
 
+/// Each of `attempts` was tried and held.
+fn assert_held(out: &str, attempts: &[&str]) {
+    for what in attempts {
+        assert!(out.contains(&format!("held: {what}")), "{what}: {out}");
+    }
+}
+
 fn script(body: &str) -> String {
     format!("{TRY}{body}")
 }
@@ -54,9 +61,7 @@ fn kernel_tunables_cannot_be_opened_for_writing(#[values("root", "nobody")] user
              try sysrq sh -c 'exec 3>>/proc/sysrq-trigger'",
         ),
     );
-    for what in ["core_pattern", "drop_caches", "sysrq"] {
-        assert!(out.contains(&format!("held: {what}")), "{out}");
-    }
+    assert_held(&out, &["core_pattern", "drop_caches", "sysrq"]);
     if user == "root" {
         // Root passes the permission check: the read-only mount stops it.
         assert!(out.contains("Read-only file system"), "{out}");
@@ -77,8 +82,7 @@ fn kernel_memory_and_keys_are_masked(#[values("root", "nobody")] user: &str) {
         ),
     );
     // This kernel may have no /proc/kcore; the keyring is always there.
-    assert!(out.contains("held: /proc/kcore"), "{out}");
-    assert!(out.contains("held: /proc/keys masked"), "{out}");
+    assert_held(&out, &["/proc/kcore", "/proc/keys masked"]);
 }
 
 /// Mounting, a cgroupfs to write, the host's root through /proc/1/root,
@@ -99,16 +103,17 @@ fn mounts_cgroups_and_the_hosts_root_are_out_of_reach(#[values("root", "nobody")
              try host_root_dotdot test -e /../../var",
         ),
     );
-    for what in [
-        "mount_tmpfs",
-        "mount_cgroup2",
-        "cgroupfs",
-        "host_root_via_proc",
-        "setns_pid1",
-        "host_root_dotdot",
-    ] {
-        assert!(out.contains(&format!("held: {what}")), "{out}");
-    }
+    assert_held(
+        &out,
+        &[
+            "mount_tmpfs",
+            "mount_cgroup2",
+            "cgroupfs",
+            "host_root_via_proc",
+            "setns_pid1",
+            "host_root_dotdot",
+        ],
+    );
 }
 
 /// Hard limits cannot be raised (no CAP_SYS_RESOURCE, even for root).
@@ -116,7 +121,7 @@ fn mounts_cgroups_and_the_hosts_root_are_out_of_reach(#[values("root", "nobody")
 #[serial]
 fn hard_rlimits_cannot_be_raised(#[values("root", "nobody")] user: &str) {
     let out = attempt(user, &script("try nofile sh -c 'ulimit -Hn 4096'"));
-    assert!(out.contains("held: nofile"), "{out}");
+    assert_held(&out, &["nofile"]);
 }
 
 /// The task's own binary cannot be opened for writing through
@@ -132,8 +137,7 @@ fn the_binary_behind_proc_self_exe_cannot_be_overwritten(#[values("root", "nobod
              try other_exe sh -c 'for p in /proc/[0-9]*; do [ \"$(readlink $p/exe)\" = /bin/busybox ] || exit 0; done; exit 1'",
         ),
     );
-    assert!(out.contains("held: self_exe"), "{out}");
-    assert!(out.contains("held: other_exe"), "{out}");
+    assert_held(&out, &["self_exe", "other_exe"]);
 }
 
 /// A setuid-root copy of busybox in the task's own dir gives nobody nothing:
@@ -175,8 +179,7 @@ fn another_tasks_dirs_are_invisible(#[values("root", "nobody")] user: &str) {
     exec.shutdown().expect("shutdown");
     let out = sb.read_log("t", "stdout");
     assert!(!out.contains("ESCAPED"), "{out}");
-    assert!(out.contains("held: other_local"), "{out}");
-    assert!(out.contains("held: find_private"), "{out}");
+    assert_held(&out, &["other_local", "find_private"]);
     sb.assert_no_leftovers();
 }
 
@@ -255,7 +258,7 @@ fn cgroup_procs_of(pid: i32) -> Vec<String> {
 #[serial]
 fn user_namespaces_cannot_be_created(#[values("root", "nobody")] user: &str) {
     let out = attempt(user, &script("try userns unshare -U true"));
-    assert!(out.contains("held: userns"), "{out}");
+    assert_held(&out, &["userns"]);
     assert!(out.contains("Operation not permitted"), "{out}");
 }
 
