@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 /// The executor reads its spec from this fd (the oracle relies on it too).
-pub(crate) const SPEC_FD: RawFd = 3;
+pub const SPEC_FD: RawFd = 3;
 /// The executor writes its one [`Ready`] line to this fd.
 pub(crate) const READY_FD: RawFd = 4;
 
@@ -53,7 +53,7 @@ impl RunPaths {
     pub fn new(run_dir: &Path, spec: &TaskSpec) -> Result<RunPaths, ExecutorError> {
         let stem = format!("{}.{}", spec.alloc_id, spec.task_name);
         let paths = RunPaths {
-            spec: run_dir.join(format!("{stem}.spec.json")),
+            spec: run_dir.join(spec_file_name(&spec.alloc_id, &spec.task_name)),
             socket: socket_path(run_dir, &spec.alloc_id, &spec.task_name),
             root: run_dir.join(format!("{stem}.root")),
         };
@@ -72,6 +72,12 @@ impl RunPaths {
             Err(_) => Ok(()),
         }
     }
+}
+
+/// The name of the spec file an executor holds open on [`SPEC_FD`] for its
+/// whole life: `<alloc_id>.<task_name>.spec.json` (the oracle reads it).
+pub fn spec_file_name(alloc_id: &str, task_name: &str) -> String {
+    format!("{alloc_id}.{task_name}.spec.json")
 }
 
 /// Where the executor of `task_name` in `alloc_id` listens: deterministic, so

@@ -162,3 +162,30 @@ mod tests {
         assert_eq!(ExecIdentity::of_pid(i32::MAX), ExecIdentity::Unknown);
     }
 }
+
+/// The oracle restates the executor's names on purpose: it must not take
+/// the word of the code it judges. These tests hold each restatement to the
+/// executor's own definition, so the two cannot drift apart unnoticed.
+#[cfg(test)]
+mod contract {
+    use super::*;
+
+    #[test]
+    fn the_spec_fd_and_file_name_are_the_executors() {
+        assert_eq!(SPEC_FD, taskgate_executor::SPEC_FD);
+        let name = taskgate_executor::spec_file_name("a1b2", "web.front");
+        assert_eq!(
+            parse_spec_fd_target(&Path::new("/run/tg").join(name)),
+            Some(("a1b2".to_string(), "web.front".to_string()))
+        );
+    }
+
+    #[test]
+    fn the_task_cgroup_name_is_the_executors() {
+        let leaf = taskgate_executor::task_cgroup_name("a1b2", "web");
+        assert_eq!(
+            parse_cgroup(&format!("0::/agent/{leaf}\n")),
+            Some(("a1b2".to_string(), "web".to_string()))
+        );
+    }
+}

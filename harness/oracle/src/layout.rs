@@ -147,6 +147,24 @@ mod tests {
         );
     }
 
+    /// The layout restates the executor's task subdirectories on purpose
+    /// (see `identity::contract`): held to them here.
+    #[test]
+    fn the_task_subdirs_are_the_executors() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = check_task_layout(dir.path(), "web").unwrap_err();
+        let mut subdirs: Vec<String> = missing
+            .iter()
+            .filter_map(|p| p.strip_prefix(dir.path().join("web")).ok())
+            .filter(|rel| !rel.as_os_str().is_empty())
+            .map(|rel| rel.display().to_string())
+            .collect();
+        subdirs.sort();
+        let mut want: Vec<String> = taskgate_executor::TASK_SUBDIRS.map(String::from).to_vec();
+        want.sort();
+        assert_eq!(subdirs, want);
+    }
+
     #[test]
     fn task_names_escaping_the_alloc_dir_fail() {
         let dir = tempfile::tempdir().unwrap();

@@ -185,10 +185,16 @@ impl TaskCgroup {
     }
 }
 
-/// A handle on `taskgate.<alloc_id>.<task_name>` below this process's own cgroups.
+/// The leaf name of a task's cgroup: `taskgate.<alloc_id>.<task_name>`
+/// (the oracle and the leftover checks find tasks by it).
+pub fn task_cgroup_name(alloc_id: &str, task_name: &str) -> String {
+    format!("taskgate.{alloc_id}.{task_name}")
+}
+
+/// A handle on the task's cgroup below this process's own cgroups.
 fn load(spec: &TaskSpec) -> Result<Cgroup, ExecutorError> {
     let hier = hierarchies::auto();
-    let leaf = format!("taskgate.{}.{}", spec.alloc_id, spec.task_name);
+    let leaf = task_cgroup_name(&spec.alloc_id, &spec.task_name);
     if hier.v2() {
         let path = own_v2_path()?.join(&leaf);
         let controllers = V2_CONTROLLERS.iter().map(|c| c.to_string()).collect();
