@@ -75,7 +75,12 @@ fn kill_and_restore(kill_at: &str) -> AgentRestart {
     let job_path = home.path().join("job.json");
     std::fs::write(&job_path, serde_json::to_vec(&report_alloc()).unwrap()).unwrap();
     let log = home.path().join("faults.jsonl");
-    let faults = taskgate_faults::env_spec([(kill_at, &Action::KillAgent)]);
+    let kill = taskgate_faults::Fault {
+        point: kill_at.parse().unwrap(),
+        action: Action::KillAgent,
+        nth: 1,
+    };
+    let faults = taskgate_faults::env_spec([&kill]);
 
     let first = agent(
         &home,

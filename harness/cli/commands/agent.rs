@@ -7,6 +7,7 @@ use super::agent_config::AgentArgs;
 use anyhow::Context;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use taskgate_engine::jobspec::Job;
 use taskgate_engine::task_state::EventKind;
 use taskgate_engine::AllocUpdate;
@@ -19,8 +20,9 @@ pub struct Args {
     /// Submit this job (JSON, as the harness writes it).
     #[arg(long, conflicts_with = "restore")]
     pub job_json: Option<PathBuf>,
-    /// Deliver a stop update once every task that can start has started.
-    #[arg(long, requires = "job_json")]
+    /// Deliver a stop update once every task that can start has started
+    /// (for a submitted job, or each restored one).
+    #[arg(long)]
     pub stop_when_running: bool,
     /// Restore the allocations a previous agent left in the state database.
     #[arg(long)]
@@ -36,6 +38,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let engine = args.agent.open_engine()?;
     let runtime = super::runtime()?;
     let _guard = runtime.enter();
+    // The harness's interventions (kill an executor, stop the alloc) act
+    // from inside this process, at the points its faults name.
+    let updaters: Arc<Mutex<Vec<Updater>>> = Arc::default();
+    let stoppers = updaters.clone();
+    taskgate_scenarios::interventions::install(args.agent.data_dir.clone(), move || {
+        for updater in stoppers.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            stop(updater);
+        }
+    });
     let handles = match &args.job_json {
         Some(path) => {
             let text =
@@ -50,6 +61,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     runtime.block_on(async {
         for handle in handles {
             let updater = handle.updater();
+            updaters
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(updater.clone());
             let alloc_id = handle.alloc_id.clone();
             let (mut events, waiter) = handle.into_parts();
             if args.stop {
@@ -60,23 +75,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     .state()
                     .alloc(&alloc_id)?
                     .context("alloc vanished from the state database")?;
+                // A restored task that is dead already will report nothing.
+                let dead: BTreeSet<String> = engine
+                    .state()
+                    .tasks(&alloc_id)?
+                    .into_iter()
+                    .filter(|t| t.state.is_dead())
+                    .map(|t| t.task)
+                    .collect();
                 let mut waiting: BTreeSet<String> = record
                     .tasks()
                     .into_iter()
-                    .filter(|t| !t.is_poststop())
+                    .filter(|t| !t.is_poststop() && !dead.contains(&t.name))
                     .map(|t| t.name)
                     .collect();
-                while let Some(event) = events.recv().await {
+                while !waiting.is_empty() {
+                    let Some(event) = events.recv().await else {
+                        break;
+                    };
                     if matches!(
                         event.kind,
-                        EventKind::Started | EventKind::NotStarted | EventKind::NotRestarting
+                        EventKind::Started
+                            | EventKind::Restored
+                            | EventKind::NotStarted
+                            | EventKind::NotRestarting
                     ) {
                         waiting.remove(&event.task);
                     }
-                    if waiting.is_empty() {
-                        stop(&updater);
-                        break;
-                    }
+                }
+                if waiting.is_empty() {
+                    stop(&updater);
                 }
             }
             let summary = waiter.wait().await;
@@ -89,7 +117,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })
 }
 
-fn stop(updater: &tokio::sync::mpsc::UnboundedSender<AllocUpdate>) {
+type Updater = tokio::sync::mpsc::UnboundedSender<AllocUpdate>;
+
+fn stop(updater: &Updater) {
     taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
     let _ = updater.send(AllocUpdate::stop());
 }

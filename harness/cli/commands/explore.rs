@@ -37,7 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut runner = session.runner();
     runner.keep_failures = !args.expect_violation;
     let all = cases(&scenario, args.random, args.seed);
-    let mut progress = Progress::new(scenario.name, all.len())?;
+    let mut progress = Progress::new(&scenario.name, all.len())?;
     let started = Instant::now();
     let mut reports = Vec::new();
     let mut first_failure = None;
@@ -66,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     let unit = match scenario.kind {
-        taskgate_scenarios::catalogue::Kind::StopRace { .. } => "schedule",
+        taskgate_scenarios::model::Kind::StopRace { .. } => "schedule",
         _ => "case",
     };
     println!(

@@ -109,6 +109,8 @@ struct State {
 }
 
 struct Supervisor {
+    /// The task's name: the scope of this executor's fault points.
+    task_name: String,
     info: ReattachInfo,
     pidfd: OwnedFd,
     leftovers: Mutex<Leftovers>,
@@ -144,6 +146,7 @@ impl Supervisor {
                     task_pid: task_pid.as_raw(),
                 };
                 let sup = Arc::new(Supervisor {
+                    task_name: spec.task_name.clone(),
                     info,
                     pidfd,
                     leftovers: Mutex::new(made),
@@ -245,6 +248,14 @@ impl Supervisor {
             }
         };
         let exited_at_ms = now_ms();
+        taskgate_faults::record_point!(
+            points::EX_TASK_EXITED,
+            self.task_name.as_str(),
+            taskgate_faults::Detail::Exit {
+                code: exit_code,
+                signal,
+            }
+        );
         // The task's PID namespace is gone, so every writer of the pipes has exited.
         for pump in pumps {
             let _ = pump.join();

@@ -31,6 +31,48 @@ pub enum Action {
     Panic,
     /// SIGKILL the whole process (the agent), as a crash would.
     KillAgent,
+    /// Act on the point's task from outside the engine, through the handler
+    /// the process installed with `set_intervention_handler`.
+    Intervene(Intervention),
+    /// Hold here until the shared fault log shows `point` reached `nth`
+    /// times, by any process: a park another process releases just by
+    /// getting somewhere (an executor held until a restored agent acts).
+    AwaitHit { point: PointName, nth: u32 },
+}
+
+/// What a harness does to a task's processes behind the engine's back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Intervention {
+    /// SIGKILL the task's executor, as an OOM kill or a crash would.
+    KillExecutor,
+    /// SIGKILL every process in the task's cgroup (its whole tree).
+    KillTaskTree,
+    /// SIGSTOP the task's executor: it stays alive but answers nothing.
+    StopExecutor,
+    /// SIGCONT the task's executor.
+    ContinueExecutor,
+    /// Deliver the alloc's stop update.
+    StopAlloc,
+}
+
+impl Intervention {
+    pub const ALL: [Intervention; 5] = [
+        Intervention::KillExecutor,
+        Intervention::KillTaskTree,
+        Intervention::StopExecutor,
+        Intervention::ContinueExecutor,
+        Intervention::StopAlloc,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Intervention::KillExecutor => "kill-executor",
+            Intervention::KillTaskTree => "kill-task-tree",
+            Intervention::StopExecutor => "sigstop-executor",
+            Intervention::ContinueExecutor => "sigcont-executor",
+            Intervention::StopAlloc => "stop-alloc",
+        }
+    }
 }
 
 impl std::str::FromStr for Action {
@@ -41,13 +83,25 @@ impl std::str::FromStr for Action {
             "error" => Ok(Action::Error),
             "panic" => Ok(Action::Panic),
             "kill" => Ok(Action::KillAgent),
+            _ if s.starts_with("await(") && s.ends_with(')') => {
+                let inner = &s["await(".len()..s.len() - 1];
+                let (point, nth) = split_nth(inner)?;
+                Ok(Action::AwaitHit {
+                    point: point.parse()?,
+                    nth,
+                })
+            }
+            _ if Intervention::ALL.iter().any(|i| i.as_str() == s) => Ok(Action::Intervene(
+                *Intervention::ALL.iter().find(|i| i.as_str() == s).expect("checked"),
+            )),
             _ => match s.strip_prefix("delay(").and_then(|r| r.strip_suffix(")")) {
                 Some(ms) => ms
                     .parse()
                     .map(Action::Delay)
                     .map_err(|_| format!("bad delay in fault action {s:?}")),
                 None => Err(format!(
-                    "unknown fault action {s:?} (expected park, delay(MS), error, panic or kill)"
+                    "unknown fault action {s:?} (expected park, delay(MS), error, panic, kill, {})",
+                    Intervention::ALL.map(Intervention::as_str).join(", ")
                 )),
             },
         }
@@ -62,6 +116,8 @@ impl std::fmt::Display for Action {
             Action::Error => f.write_str("error"),
             Action::Panic => f.write_str("panic"),
             Action::KillAgent => f.write_str("kill"),
+            Action::Intervene(i) => f.write_str(i.as_str()),
+            Action::AwaitHit { point, nth } => write!(f, "await({point}@{nth})"),
         }
     }
 }
@@ -75,6 +131,19 @@ pub struct Hit {
     pub name: String,
     /// The action that was applied, if the point was configured.
     pub action: Option<Action>,
+    /// What a record-only point reports about the moment it marks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Detail>,
+}
+
+/// Facts a process records at a point for the harness's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Detail {
+    /// An executor's task exited with this code, or was killed by this signal.
+    Exit {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
 }
 
 /// Builds the full name of a point reached within a scope (a task name).
@@ -82,6 +151,94 @@ pub fn scoped(scope: Option<&str>, point: &str) -> String {
     match scope {
         Some(s) => format!("{s}:{point}"),
         None => point.to_string(),
+    }
+}
+
+/// A point as configured: the task it is scoped to, if any, and the point.
+/// Written `scope:point` (task names cannot hold `:`), or bare `point`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PointName {
+    pub scope: Option<String>,
+    pub point: String,
+}
+
+impl PointName {
+    pub fn new(scope: Option<&str>, point: &str) -> PointName {
+        PointName {
+            scope: scope.map(str::to_string),
+            point: point.to_string(),
+        }
+    }
+
+    pub fn scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+}
+
+impl std::fmt::Display for PointName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&scoped(self.scope(), &self.point))
+    }
+}
+
+impl std::str::FromStr for PointName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (scope, point) = match s.split_once(':') {
+            Some((scope, point)) => (Some(scope), point),
+            None => (None, s),
+        };
+        if point.is_empty() || scope.is_some_and(str::is_empty) || point.contains(':') {
+            return Err(format!("bad point name {s:?} (expected `task:point` or `point`)"));
+        }
+        Ok(PointName::new(scope, point))
+    }
+}
+
+/// Splits `name@N` (N a hit number from 1; `name` alone is hit 1).
+fn split_nth(name: &str) -> Result<(&str, u32), String> {
+    match name.rsplit_once('@') {
+        Some((point, n)) => n
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(|n| (point, n))
+            .ok_or_else(|| format!("@{n} is not a hit number from 1")),
+        None => Ok((name, 1)),
+    }
+}
+
+/// A configured fault: `action` on the `nth` time (1-based) `point` is reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fault {
+    pub point: PointName,
+    pub action: Action,
+    pub nth: u32,
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.point)?;
+        if self.nth != 1 {
+            write!(f, "@{}", self.nth)?;
+        }
+        write!(f, "={}", self.action)
+    }
+}
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+    /// `point[@N]=action`, as [`Fault`]'s `Display` writes it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, action) = s
+            .rsplit_once('=')
+            .ok_or_else(|| format!("fault {s:?} is not point[@N]=action"))?;
+        let (point, nth) = split_nth(name).map_err(|e| format!("fault {s:?}: {e}"))?;
+        Ok(Fault {
+            point: point.trim().parse()?,
+            action: action.trim().parse()?,
+            nth,
+        })
     }
 }
 
@@ -116,6 +273,23 @@ macro_rules! fault_point {
     }};
     ($point:expr, $scope:expr, $on_error:expr) => {{
         let _ = (&$point, &$scope);
+    }};
+}
+
+/// Records a record-only point with what it knows (no action applies).
+#[cfg(feature = "failpoints")]
+#[macro_export]
+macro_rules! record_point {
+    ($point:expr, $scope:expr, $detail:expr) => {{
+        $crate::record_detail(Some($scope), $point, $detail);
+    }};
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[macro_export]
+macro_rules! record_point {
+    ($point:expr, $scope:expr, $detail:expr) => {{
+        let _ = (&$point, &$scope, &$detail);
     }};
 }
 

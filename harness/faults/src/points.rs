@@ -40,6 +40,10 @@ pub const TR_OBSERVED_TERMINAL: &str = "tr.observed_terminal";
 /// Record-only: the task runner left its MAIN loop for good.
 pub const TR_MAIN_EXITED: &str = "tr.main_exited";
 
+/// The task runner was told to die (the coordinator's kill reached it),
+/// before it signals its task.
+pub const TR_KILLING: &str = "tr.killing";
+
 /// Task runner boundaries in the order one attempt passes them.
 pub const TASK_RUNNER_BOUNDARIES: [&str; 5] = [
     TR_START_CONDITION_MET,
@@ -55,6 +59,49 @@ pub const EX_AFTER_MOUNTS: &str = "ex.after_mounts";
 pub const EX_BEFORE_EXEC: &str = "ex.before_exec";
 
 pub const EXECUTOR_BOUNDARIES: [&str; 3] = [EX_AFTER_CGROUP, EX_AFTER_MOUNTS, EX_BEFORE_EXEC];
+
+/// In the engine's process (the executor client): the executor daemon was
+/// forked and the launch waits for its ready report; the socket may not
+/// be bound yet.
+pub const EX_SPAWNED: &str = "ex.spawned";
+/// Record-only, in the executor: its task's process exited (the hit
+/// carries the exit).
+pub const EX_TASK_EXITED: &str = "ex.task_exited";
+
+/// Every per-task point other than the hook points (which the engine's hook
+/// set names), for scenario files to name and check against.
+pub const TASK_POINTS: [&str; 14] = [
+    TR_START_CONDITION_MET,
+    TR_BEFORE_PRESTART,
+    TR_AFTER_PRESTART,
+    TR_BEFORE_DRIVER_START,
+    TR_START_COMMITTED,
+    EX_SPAWNED,
+    EX_AFTER_CGROUP,
+    EX_AFTER_MOUNTS,
+    EX_BEFORE_EXEC,
+    TR_AFTER_DRIVER_START,
+    EX_TASK_EXITED,
+    TR_KILLING,
+    TR_OBSERVED_TERMINAL,
+    TR_MAIN_EXITED,
+];
+
+/// Every alloc-wide point.
+pub const ALLOC_POINTS: [&str; 6] = [
+    AR_UPDATE_RECEIVED,
+    AR_ALLOC_STATE_SET,
+    AR_TASK_RUNNERS_UPDATED,
+    AR_KILL_STARTED,
+    AR_UPDATE_APPLIED,
+    HARNESS_STOP_DELIVERED,
+];
+
+/// Points reached in the executor process: configured through its
+/// environment, not the engine's.
+pub fn in_executor(point: &str) -> bool {
+    EXECUTOR_BOUNDARIES.contains(&point) || point == EX_TASK_EXITED
+}
 
 /// `hook.<kind>.<before|after>.<hook name>`, e.g. `hook.prestart.before.task_dir`.
 pub fn hook_point(kind: &str, edge: Edge, hook: &str) -> String {

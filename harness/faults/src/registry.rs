@@ -1,6 +1,6 @@
 //! The process-wide fault configuration and history (failpoints builds only).
 
-use crate::{scoped, Action, Hit, INJECTED};
+use crate::{scoped, Action, Detail, Fault, Hit, Intervention, INJECTED};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
@@ -12,13 +12,16 @@ struct State {
     generation: u64,
     seq: u64,
     history: Vec<Hit>,
-    configured: BTreeMap<String, Action>,
+    /// Point name -> (action, the 1-based hit it applies on).
+    configured: BTreeMap<String, (Action, u32)>,
+    /// How many times each configured point was reached.
+    reached: BTreeMap<String, u32>,
     /// Points with a thread parked at them right now (name -> count).
     parked: BTreeMap<String, usize>,
     /// Points released; a park at a released point falls through.
     released: BTreeSet<String>,
     /// Where hits are also appended, for a harness watching this process.
-    log: Option<std::fs::File>,
+    log: Option<(std::fs::File, std::path::PathBuf)>,
 }
 
 struct Registry {
@@ -43,7 +46,30 @@ fn lock() -> MutexGuard<'static, State> {
 /// Returns the injected message when the action is [`Action::Error`].
 pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
     let name = scoped(scope, point);
-    let action = lock().configured.get(&name).cloned();
+    let action = {
+        let mut st = lock();
+        match st.configured.get(&name).cloned() {
+            Some((action, nth)) => {
+                let count = st.reached.entry(name.clone()).or_default();
+                *count += 1;
+                (*count == nth).then_some(action)
+            }
+            None => None,
+        }
+    };
+    if let Some(Action::AwaitHit { point, nth }) = &action {
+        record(&name, &action);
+        await_hit(&point.to_string(), *nth);
+        record(&name, &None);
+        return None;
+    }
+    if let Some(Action::Intervene(what)) = action {
+        // Done before the pass is recorded, so the history shows the point
+        // passed only once its task's processes were acted on.
+        intervene(scope, what);
+        record(&name, &action);
+        return None;
+    }
     // A hit marks the moment a thread *passes* the point: after a park is
     // released or a delay slept, so the history orders it after whatever the
     // test let happen meanwhile. Panics and kills never pass, so they record
@@ -75,15 +101,43 @@ pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
     injected
 }
 
+/// Records a record-only point with a detail (see [`Detail`]).
+pub fn record_detail(scope: Option<&str>, point: &str, detail: Detail) {
+    append(&scoped(scope, point), &None, Some(detail));
+}
+
+/// Sends every later hit of this process to `path` too (appended, one JSON
+/// line each), as [`FAULT_LOG_ENV`] does for a child: one file then holds
+/// the hits of the engine and of every executor it starts, in one order.
+pub fn log_to(path: Option<&std::path::Path>) -> std::io::Result<()> {
+    let file = match path {
+        Some(path) => Some((
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?,
+            path.to_path_buf(),
+        )),
+        None => None,
+    };
+    lock().log = file;
+    Ok(())
+}
+
 fn record(name: &str, action: &Option<Action>) {
+    append(name, action, None)
+}
+
+fn append(name: &str, action: &Option<Action>, detail: Option<Detail>) {
     let mut st = lock();
     st.seq += 1;
     let hit = Hit {
         seq: st.seq,
         name: name.to_string(),
         action: action.clone(),
+        detail,
     };
-    if let Some(log) = &mut st.log {
+    if let Some((log, _)) = &mut st.log {
         // Line-buffered and written before the action, so a harness reading
         // the log of a process killed at this very point still sees the hit.
         let line = serde_json::to_string(&hit).expect("hits serialize");
@@ -120,34 +174,91 @@ pub fn configure_from_env() -> Result<(), EnvConfigError> {
             .create(true)
             .append(true)
             .open(&path)
-            .map_err(|source| EnvConfigError::Log { path, source })?;
-        lock().log = Some(file);
+            .map_err(|source| EnvConfigError::Log {
+                path: path.clone(),
+                source,
+            })?;
+        lock().log = Some((file, path.into()));
     }
     let Ok(spec) = std::env::var(FAULTS_ENV) else {
         return Ok(());
     };
     for entry in spec.split(';').filter(|e| !e.trim().is_empty()) {
-        let (name, action) = entry
-            .trim()
-            .rsplit_once('=')
-            .ok_or_else(|| EnvConfigError::Entry(entry.to_string()))?;
-        let action: Action = action.parse().map_err(EnvConfigError::Action)?;
-        let (scope, point) = match name.split_once(':') {
-            Some((scope, point)) => (Some(scope), point),
-            None => (None, name),
-        };
-        configure(scope, point, action);
+        let fault: Fault = entry.trim().parse().map_err(EnvConfigError::Entry)?;
+        configure_fault(&fault);
     }
     Ok(())
 }
 
 /// Renders a configuration for [`configure_from_env`] in a child process.
-pub fn env_spec<'a>(faults: impl IntoIterator<Item = (&'a str, &'a Action)>) -> String {
+pub fn env_spec<'a>(faults: impl IntoIterator<Item = &'a Fault>) -> String {
     faults
         .into_iter()
-        .map(|(name, action)| format!("{name}={action}"))
+        .map(Fault::to_string)
         .collect::<Vec<_>>()
         .join(";")
+}
+
+/// Blocks until the fault log holds `nth` hits of `name`. The log grows
+/// as any process sharing it moves on, so a wait that saw no growth for a
+/// whole patience window is hung: it gives up (and the run, whose history
+/// then lacks the awaited hit, fails on what follows).
+fn await_hit(name: &str, nth: u32) {
+    let Some(path) = lock().log.as_ref().map(|(_, p)| p.clone()) else {
+        panic!("await({name}) configured, but this process logs no hits to wait on");
+    };
+    let idle = crate::patience::step();
+    let mut size = 0;
+    let mut last_growth = Instant::now();
+    loop {
+        let hits = read_log(&path).unwrap_or_default();
+        if hits.iter().filter(|h| h.name == name).count() >= nth as usize {
+            return;
+        }
+        let now = std::fs::metadata(&path).map_or(0, |m| m.len());
+        if now != size {
+            size = now;
+            last_growth = Instant::now();
+        } else if last_growth.elapsed() > idle {
+            return;
+        }
+        // A poll of a file another process appends to: nothing to wake on.
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+type InterventionHandler = Box<dyn Fn(Option<&str>, Intervention) + Send + Sync>;
+
+fn intervention_handler() -> &'static Mutex<Option<InterventionHandler>> {
+    static HANDLER: Mutex<Option<InterventionHandler>> = Mutex::new(None);
+    &HANDLER
+}
+
+/// Installs what [`Action::Intervene`] does in this process: the harness
+/// (or an agent acting for it) knows how to find a task's processes; the
+/// fault layer does not.
+pub fn set_intervention_handler(
+    handler: impl Fn(Option<&str>, Intervention) + Send + Sync + 'static,
+) {
+    *intervention_handler()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(handler));
+}
+
+fn intervene(scope: Option<&str>, what: Intervention) {
+    let handler = intervention_handler()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    match handler.as_ref() {
+        Some(handler) => handler(scope, what),
+        // A configured fault that cannot act must not pass for one that did.
+        None => panic!("{what:?} configured at {scope:?}, but no intervention handler is installed"),
+    }
+}
+
+/// Configures one fault (see [`Fault`]): its action on its `nth` hit only.
+pub fn configure_fault(fault: &Fault) {
+    configure_nth(fault.point.scope(), &fault.point.point, fault.action.clone(), fault.nth);
 }
 
 /// Reads a fault log written by a child process configured with
@@ -166,6 +277,10 @@ pub fn read_log(path: &std::path::Path) -> std::io::Result<Vec<Hit>> {
 
 /// Configures `action` at `point` (optionally only for one task's scope).
 pub fn configure(scope: Option<&str>, point: &str, action: Action) {
+    configure_nth(scope, point, action, 1)
+}
+
+fn configure_nth(scope: Option<&str>, point: &str, action: Action, nth: u32) {
     let name = scoped(scope, point);
     let actions = match &action {
         Action::Park => {
@@ -180,6 +295,7 @@ pub fn configure(scope: Option<&str>, point: &str, action: Action) {
             .expect("callback cfg");
             None
         }
+        Action::Intervene(_) | Action::AwaitHit { .. } => None,
         Action::Delay(ms) => Some(format!("sleep({ms})")),
         Action::Error => Some(format!("return({})", injected_message(&name))),
         Action::Panic => Some(format!("panic({})", injected_message(&name))),
@@ -189,7 +305,8 @@ pub fn configure(scope: Option<&str>, point: &str, action: Action) {
     }
     let mut st = lock();
     st.released.remove(&name);
-    st.configured.insert(name, action);
+    st.reached.remove(&name);
+    st.configured.insert(name, (action, nth.max(1)));
 }
 
 /// What an injected error or panic says: `fault injected at <point>`.
@@ -328,14 +445,15 @@ pub fn history() -> Vec<Hit> {
     lock().history.clone()
 }
 
-/// Configured points that were never reached: a test that configured a fault
-/// which never fired proved nothing and must fail.
+/// Configured points that were never reached (as often as their fault's
+/// hit number): a test that configured a fault which never fired proved
+/// nothing and must fail.
 pub fn unfired() -> Vec<String> {
     let st = lock();
     st.configured
-        .keys()
-        .filter(|name| !st.history.iter().any(|h| &h.name == *name))
-        .cloned()
+        .iter()
+        .filter(|(name, (_, nth))| st.reached.get(*name).copied().unwrap_or(0) < *nth)
+        .map(|(name, _)| name.clone())
         .collect()
 }
 
@@ -365,6 +483,7 @@ pub fn reset() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PointName;
     use std::sync::{Mutex as StdMutex, MutexGuard as StdGuard};
 
     /// The registry is process-wide: these tests take turns.
@@ -467,29 +586,68 @@ mod tests {
     }
 
     #[test]
+    fn a_fault_applies_on_its_nth_hit_only() {
+        let _turn = serial();
+        configure_fault(&"web:p@3=error".parse().unwrap());
+        assert_eq!(reach(Some("web"), "p"), None);
+        assert_eq!(unfired(), ["web:p".to_string()], "not yet fired: 1 of 3 hits");
+        assert_eq!(reach(Some("web"), "p"), None);
+        assert!(reach(Some("web"), "p").is_some(), "the third hit fails");
+        assert_eq!(reach(Some("web"), "p"), None, "and only the third");
+        assert!(unfired().is_empty());
+        let actions: Vec<_> = history().into_iter().map(|h| h.action).collect();
+        assert_eq!(actions, [None, None, Some(Action::Error), None]);
+    }
+
+    #[test]
+    fn an_intervention_runs_the_installed_handler_before_the_pass() {
+        let _turn = serial();
+        let seen = std::sync::Arc::new(StdMutex::new(Vec::new()));
+        let log = seen.clone();
+        set_intervention_handler(move |scope, what| {
+            log.lock().unwrap().push((scope.map(str::to_string), what, history().len()));
+        });
+        configure(Some("web"), "p", Action::Intervene(Intervention::KillExecutor));
+        assert_eq!(reach(Some("web"), "p"), None);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [(Some("web".to_string()), Intervention::KillExecutor, 0)],
+            "acted on before the hit was recorded"
+        );
+        assert_eq!(history()[0].action, Some(Action::Intervene(Intervention::KillExecutor)));
+    }
+
+    #[test]
     fn env_spec_round_trips_and_the_log_survives_a_torn_line() {
         let _turn = serial();
-        let spec = env_spec([
-            ("web:tr.before_prestart", &Action::KillAgent),
-            ("ar.kill_started", &Action::Delay(5)),
-        ]);
-        assert_eq!(spec, "web:tr.before_prestart=kill;ar.kill_started=delay(5)");
-        for action in [
-            Action::Park,
-            Action::Delay(7),
-            Action::Error,
-            Action::Panic,
-            Action::KillAgent,
-        ] {
+        let faults = [
+            "web:tr.before_prestart@2=kill".parse::<Fault>().unwrap(),
+            "ar.kill_started=delay(5)".parse().unwrap(),
+        ];
+        assert_eq!(faults[0].nth, 2);
+        assert_eq!(faults[1].point, PointName::new(None, "ar.kill_started"));
+        let spec = env_spec(&faults);
+        assert_eq!(spec, "web:tr.before_prestart@2=kill;ar.kill_started=delay(5)");
+        for action in [Action::Park, Action::Delay(7), Action::Error, Action::Panic, Action::KillAgent]
+            .into_iter()
+            .chain(Intervention::ALL.map(Action::Intervene))
+        {
             assert_eq!(action.to_string().parse::<Action>(), Ok(action));
         }
         assert!("explode".parse::<Action>().is_err());
+        for bad in ["p@0=kill", "p@x=kill", "p", ":p=kill", "a:b:c=kill", "p=explode"] {
+            assert!(bad.parse::<Fault>().is_err(), "{bad}");
+        }
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("faults.jsonl");
         let hit = Hit {
             seq: 1,
             name: "a".into(),
             action: None,
+            detail: Some(Detail::Exit {
+                code: Some(1),
+                signal: None,
+            }),
         };
         std::fs::write(
             &log,

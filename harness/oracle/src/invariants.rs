@@ -10,20 +10,108 @@ use taskgate_faults::{points, scoped, Hit};
 /// One entry of the merged history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
+    /// A fault point passed, by the engine, an executor or the harness.
     FaultHit(Hit),
     Exec(ExecRecord),
     /// The harness delivered the alloc stop update to the engine.
     StopDelivered {
         seq: u64,
     },
-    /// A task event as the engine reported it (`kind` as Nomad names it: "Started", "Terminated", "Killed", ...).
+    /// A task event as the engine reported it (used only for liveness).
     TaskEvent {
         task: String,
-        kind: String,
+        kind: TaskEventKind,
         attempt: u32,
+        /// Nomad's `Failed` flag: the event ends the task in failure.
+        failed: bool,
     },
-    /// The agent was killed and started again (fault hits continue from the new process).
-    AgentRestarted,
+    /// The agent was killed and started again (fault hits continue from
+    /// the new process); `stop` when the new agent stopped the alloc at once.
+    AgentRestarted {
+        stop: bool,
+    },
+    /// An executor saw its task's process exit (the executor's own record,
+    /// not the engine's).
+    TaskExited {
+        task: String,
+        exit: TaskExit,
+    },
+    /// After the run: the processes still alive of a task, its executors
+    /// and everything in its cgroup, as the kernel lists them.
+    Survivors {
+        task: String,
+        pids: Vec<i32>,
+    },
+    /// A task's restart count as its state recorded it when an agent
+    /// process ended (the killed one, then the restored one).
+    RestartCount {
+        task: String,
+        restarts: u32,
+    },
+    /// The allocation's final client status as the engine reported it.
+    AllocStatus(AllocStatus),
+}
+
+/// How a task's process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskExit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl TaskExit {
+    pub fn successful(self) -> bool {
+        self == TaskExit::Code(0)
+    }
+}
+
+/// The task event kinds the oracle knows, one per engine kind: the harness
+/// maps the engine's with an exhaustive `match`, so a new kind is a compile
+/// error there, not a silently weaker invariant here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskEventKind {
+    Received,
+    TaskSetup,
+    Started,
+    Killing,
+    Killed,
+    Terminated,
+    Restarting,
+    NotRestarting,
+    DriverFailure,
+    SetupFailure,
+    HookFailed,
+    Restored,
+    NotStarted,
+    Lost,
+}
+
+/// Nomad's alloc client status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AllocStatus {
+    Pending,
+    Running,
+    Complete,
+    Failed,
+}
+
+/// A task's place in the alloc's lifecycle, which the kill-order and
+/// poststop invariants need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskRole {
+    Main { leader: bool },
+    Prestart { sidecar: bool },
+    Poststart { sidecar: bool },
+    Poststop,
+}
+
+/// A task of the run's alloc, as the invariants need to know it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskShape {
+    pub name: String,
+    pub role: TaskRole,
+    /// Restart attempts its policy allows (a failed attempt may be retried).
+    pub restart_attempts: u32,
 }
 
 /// The fault points the invariants anchor on, by name.
@@ -260,7 +348,7 @@ pub fn check_started_tasks_end(history: &[Event]) -> Vec<Violation> {
     let ends = |task: &str, from: usize| {
         history[from..].iter().any(|e| {
             matches!(e, Event::TaskEvent { task: t, kind, .. }
-                if t == task && (kind == "Terminated" || kind == "Killed"))
+                if t == task && matches!(kind, TaskEventKind::Terminated | TaskEventKind::Killed))
         })
     };
     history
@@ -271,7 +359,8 @@ pub fn check_started_tasks_end(history: &[Event]) -> Vec<Violation> {
                 task,
                 kind,
                 attempt,
-            } if kind == "Started" && !ends(task, i + 1) => Some(violation(
+                ..
+            } if *kind == TaskEventKind::Started && !ends(task, i + 1) => Some(violation(
                 STARTED_TASKS_END,
                 task,
                 format!("started at #{i} (attempt {attempt}) but never terminated or killed"),
@@ -294,6 +383,7 @@ mod tests {
         fn hit(mut self, name: &str) -> Self {
             let seq = self.0.len() as u64;
             self.0.push(Event::FaultHit(Hit {
+                detail: None,
                 seq,
                 name: name.into(),
                 action: None,
@@ -340,11 +430,12 @@ mod tests {
             self.0.push(Event::StopDelivered { seq: 1 });
             self
         }
-        fn task_event(mut self, task: &str, kind: &str, attempt: u32) -> Self {
+        fn task_event(mut self, task: &str, kind: TaskEventKind, attempt: u32) -> Self {
             self.0.push(Event::TaskEvent {
                 task: task.into(),
-                kind: kind.into(),
+                kind,
                 attempt,
+                failed: false,
             });
             self
         }
@@ -524,17 +615,17 @@ mod tests {
     #[test]
     fn started_task_that_never_ends_is_a_violation() {
         let h = H::default()
-            .task_event("web", "Started", 1)
-            .task_event("db", "Killed", 1);
+            .task_event("web", TaskEventKind::Started, 1)
+            .task_event("db", TaskEventKind::Killed, 1);
         assert_eq!(
             invariants(&check_started_tasks_end(&h.0)),
             [(STARTED_TASKS_END, Some("web"))]
         );
         // The restart's Started needs its own end.
         let h = H::default()
-            .task_event("web", "Started", 1)
-            .task_event("web", "Terminated", 1)
-            .task_event("web", "Started", 2);
+            .task_event("web", TaskEventKind::Started, 1)
+            .task_event("web", TaskEventKind::Terminated, 1)
+            .task_event("web", TaskEventKind::Started, 2);
         let v = check_started_tasks_end(&h.0);
         assert_eq!(invariants(&v), [(STARTED_TASKS_END, Some("web"))]);
         assert!(v[0].detail.contains("attempt 2"), "{}", v[0].detail);
@@ -543,13 +634,13 @@ mod tests {
     #[test]
     fn started_tasks_that_end_are_fine() {
         let h = H::default()
-            .task_event("web", "Started", 1)
-            .task_event("db", "Started", 1)
-            .task_event("web", "Terminated", 1)
-            .task_event("web", "Started", 2)
-            .task_event("web", "Killing", 2)
-            .task_event("web", "Killed", 2)
-            .task_event("db", "Terminated", 1);
+            .task_event("web", TaskEventKind::Started, 1)
+            .task_event("db", TaskEventKind::Started, 1)
+            .task_event("web", TaskEventKind::Terminated, 1)
+            .task_event("web", TaskEventKind::Started, 2)
+            .task_event("web", TaskEventKind::Killing, 2)
+            .task_event("web", TaskEventKind::Killed, 2)
+            .task_event("db", TaskEventKind::Terminated, 1);
         assert_eq!(check_started_tasks_end(&h.0), []);
     }
 
@@ -558,12 +649,12 @@ mod tests {
         let h = H::default()
             .hit("web:tr.before_driver_start")
             .executor("web")
-            .task_event("web", "Started", 1)
+            .task_event("web", TaskEventKind::Started, 1)
             .stop()
             .hit("ar.alloc_state_set")
             .hit("web:tr.observed_terminal")
             .task_exec("web")
-            .task_event("web", "Killed", 1);
+            .task_event("web", TaskEventKind::Killed, 1);
         assert_eq!(check_with(&h.0, &tasks(&["web"]), &[], &observed_cfg()), []);
     }
 
@@ -573,8 +664,8 @@ mod tests {
             .hit("web:tr.before_driver_start")
             .executor("web")
             .stop()
-            .task_event("web", "Started", 1);
-        h.0.push(Event::AgentRestarted);
+            .task_event("web", TaskEventKind::Started, 1);
+        h.0.push(Event::AgentRestarted { stop: true });
         let json = serde_json::to_string(&h.0).unwrap();
         assert_eq!(serde_json::from_str::<Vec<Event>>(&json).unwrap(), h.0);
     }

@@ -69,6 +69,7 @@ mod tests {
 
     fn hit(seq: u64, name: &str) -> Hit {
         Hit {
+            detail: None,
             seq,
             name: name.into(),
             action: None,

@@ -20,7 +20,10 @@ pub mod marked_fs;
 
 pub use gate::{Answer, ExecGate, ExecRecord, Judge, PendingExec, Verdict};
 pub use identity::ExecIdentity;
-pub use invariants::{check, check_with, Event, InvariantConfig, Violation};
+pub use invariants::{
+    check, check_with, AllocStatus, Event, InvariantConfig, TaskEventKind, TaskExit, TaskRole,
+    TaskShape, Violation,
+};
 pub use judge::{judge, RunFacts, DENY_LAYOUT, DENY_TERMINAL};
 pub use layout::check_task_layout;
 pub use marked_fs::{enter_private_mount_namespace, MarkedFs, MARKED_FS_SOURCE};

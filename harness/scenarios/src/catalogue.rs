@@ -1,50 +1,13 @@
 //! The scenarios the explorer and the gate run.
 
 use crate::jobs::{job, leader, lifecycle, oneshot, report_alloc, service};
-use taskgate_engine::jobspec::{Job, LifecycleHook, Task};
+use taskgate_engine::jobspec::LifecycleHook;
 use taskgate_faults::points::{
     self, hook_point, Edge, EXECUTOR_BOUNDARIES, TASK_RUNNER_BOUNDARIES, UPDATE_BOUNDARIES,
 };
-use taskgate_faults::Action;
-
-/// What kind of run a scenario is.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Kind {
-    /// A stop update raced against one task runner, driven by a schedule.
-    StopRace { controlled: &'static str },
-    /// One fault per run, in process: each listed (point, action) alone.
-    Faults {
-        faults: Vec<(String, Action)>,
-        then: Then,
-    },
-    /// The agent is SIGKILLed at a boundary, restarted, and stops the alloc.
-    AgentKill { boundaries: Vec<String> },
-}
-
-/// When a fault run delivers its stop, and how the alloc must end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Then {
-    /// The fault stops the task from starting: once its runner settled, stop;
-    /// the alloc must end failed and the task never exec'd.
-    StopWhenSettled,
-    /// The fault only slows things down: once every task runs, stop; the
-    /// alloc must end complete.
-    StopWhenRunning,
-}
-
-#[derive(Debug, Clone)]
-pub struct Scenario {
-    pub name: &'static str,
-    pub about: &'static str,
-    pub job: Job,
-    pub kind: Kind,
-}
-
-impl Scenario {
-    pub fn tasks(&self) -> &[Task] {
-        &self.job.groups[0].tasks
-    }
-}
+use crate::model::{Expect, FaultCase, FaultPlan, Host, Kind, Restore, Scenario, Then};
+use taskgate_engine::ClientStatus;
+use taskgate_faults::{Action, Fault, PointName};
 
 #[derive(Debug, thiserror::Error)]
 #[error("unknown scenario {0:?}; known: {1}")]
@@ -52,7 +15,7 @@ pub struct UnknownScenario(pub String, pub String);
 
 pub fn find(name: &str) -> Result<Scenario, UnknownScenario> {
     let all = catalogue();
-    let names = all.iter().map(|s| s.name).collect::<Vec<_>>().join(", ");
+    let names = all.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
     all.into_iter()
         .find(|s| s.name == name)
         .ok_or_else(|| UnknownScenario(name.to_string(), names))
@@ -60,11 +23,25 @@ pub fn find(name: &str) -> Result<Scenario, UnknownScenario> {
 
 pub fn catalogue() -> Vec<Scenario> {
     let prestart_hooks = ["validate", "task_dir", "log_files", "task_env"];
-    let hook_faults = |task: &str, action: Action| -> Vec<(String, Action)> {
+    let fault = |task: Option<&str>, point: &str, action: &Action| Fault {
+        point: PointName::new(task, point),
+        action: action.clone(),
+        nth: 1,
+    };
+    let single = |faults: Vec<Fault>| -> Vec<FaultCase> {
+        faults
+            .into_iter()
+            .map(|f| FaultCase {
+                faults: vec![f],
+                pair: None,
+            })
+            .collect()
+    };
+    let hook_faults = |task: &str, action: Action| -> Vec<Fault> {
         prestart_hooks
             .iter()
             .flat_map(|h| [Edge::Before, Edge::After].map(|e| hook_point("prestart", e, h)))
-            .map(|p| (taskgate_faults::scoped(Some(task), &p), action.clone()))
+            .map(|p| fault(Some(task), &p, &action))
             .collect()
     };
     // Every boundary a task runner passes on its way to running (the
@@ -83,85 +60,119 @@ pub fn catalogue() -> Vec<Scenario> {
                 [Edge::Before, Edge::After].map(|e| hook_point("poststart", e, "persist_handle")),
             )
     };
-    let kill_boundaries: Vec<String> = ["leader", "sidecar"]
+    let kill_boundaries: Vec<Fault> = ["leader", "sidecar"]
         .iter()
-        .flat_map(|task| runner_boundaries().map(move |p| taskgate_faults::scoped(Some(task), &p)))
-        .chain(UPDATE_BOUNDARIES.iter().map(|p| p.to_string()))
+        .flat_map(|task| {
+            runner_boundaries().map(move |p| fault(Some(task), &p, &Action::KillAgent))
+        })
+        .chain(UPDATE_BOUNDARIES.iter().map(|p| fault(None, p, &Action::KillAgent)))
         .collect();
+    let complete = Expect {
+        status: ClientStatus::Complete,
+        known_violation: None,
+    };
+    let failed = Expect {
+        status: ClientStatus::Failed,
+        known_violation: None,
+    };
+    let scenario = |name: &str, about: &str, job, kind, expect: &Expect| Scenario {
+        name: name.to_string(),
+        about: about.to_string(),
+        job,
+        kind,
+        expect: expect.clone(),
+    };
+    let in_process = |faults: Vec<Fault>, then| {
+        Kind::Faults(FaultPlan {
+            cases: single(faults),
+            host: Host::InProcess,
+            then,
+        })
+    };
+    let race = |task: &str| Kind::StopRace {
+        controlled: task.to_string(),
+    };
     vec![
-        Scenario {
-            name: "sidecar-stop",
-            about: "the report: stop while the sidecar is between its start condition and its start",
-            job: report_alloc(),
-            kind: Kind::StopRace { controlled: "sidecar" },
-        },
-        Scenario {
-            name: "single-task-stop",
-            about: "the report's race with a single task",
-            job: job("single", vec![service("web")]),
-            kind: Kind::StopRace { controlled: "web" },
-        },
-        Scenario {
-            name: "prestart-stop",
-            about: "stop while the main task waits behind a prestart task",
-            job: job("prestart", vec![lifecycle(oneshot("init"), LifecycleHook::Prestart, false), service("web")]),
-            kind: Kind::StopRace { controlled: "web" },
-        },
-        Scenario {
-            name: "poststop-after-stop",
-            about: "stop races the leader; the poststop task must still run after the alloc is terminal",
-            job: job(
+        scenario(
+            "sidecar-stop",
+            "the report: stop while the sidecar is between its start condition and its start",
+            report_alloc(),
+            race("sidecar"),
+            &complete,
+        ),
+        scenario(
+            "single-task-stop",
+            "the report's race with a single task",
+            job("single", vec![service("web")]),
+            race("web"),
+            &complete,
+        ),
+        scenario(
+            "prestart-stop",
+            "stop while the main task waits behind a prestart task",
+            job("prestart", vec![lifecycle(oneshot("init"), LifecycleHook::Prestart, false), service("web")]),
+            race("web"),
+            &complete,
+        ),
+        scenario(
+            "poststop-after-stop",
+            "stop races the leader; the poststop task must still run after the alloc is terminal",
+            job(
                 "poststop",
                 vec![leader(service("leader")), lifecycle(oneshot("cleanup"), LifecycleHook::Poststop, false)],
             ),
-            kind: Kind::StopRace { controlled: "leader" },
-        },
-        Scenario {
-            name: "prestart-hook-error",
-            about: "every prestart hook boundary returns an error: the task is never exec'd, the alloc fails",
-            job: job("hook-error", vec![service("web")]),
-            kind: Kind::Faults { faults: hook_faults("web", Action::Error), then: Then::StopWhenSettled },
-        },
-        Scenario {
-            name: "prestart-hook-panic",
-            about: "every prestart hook boundary panics: the runner survives, the task is never exec'd",
-            job: job("hook-panic", vec![service("web")]),
-            kind: Kind::Faults { faults: hook_faults("web", Action::Panic), then: Then::StopWhenSettled },
-        },
-        Scenario {
-            name: "slow-boundaries",
-            about: "a slow boundary (each sidecar hook, then each update boundary during the stop)",
-            job: report_alloc(),
-            kind: Kind::Faults {
-                faults: hook_faults("sidecar", Action::Delay(20))
+            race("leader"),
+            &complete,
+        ),
+        scenario(
+            "prestart-hook-error",
+            "every prestart hook boundary returns an error: the task is never exec'd, the alloc fails",
+            job("hook-error", vec![service("web")]),
+            in_process(hook_faults("web", Action::Error), Then::StopWhenSettled),
+            &failed,
+        ),
+        scenario(
+            "prestart-hook-panic",
+            "every prestart hook boundary panics: the runner survives, the task is never exec'd",
+            job("hook-panic", vec![service("web")]),
+            in_process(hook_faults("web", Action::Panic), Then::StopWhenSettled),
+            &failed,
+        ),
+        scenario(
+            "slow-boundaries",
+            "a slow boundary (each sidecar hook, then each update boundary during the stop)",
+            report_alloc(),
+            in_process(
+                hook_faults("sidecar", Action::Delay(20))
                     .into_iter()
-                    .chain(UPDATE_BOUNDARIES.iter().map(|p| (p.to_string(), Action::Delay(20))))
+                    .chain(UPDATE_BOUNDARIES.iter().map(|p| fault(None, p, &Action::Delay(20))))
                     .collect(),
+                Then::StopWhenRunning,
+            ),
+            &complete,
+        ),
+        scenario(
+            "executor-fault",
+            "the executor fails after its cgroup, after its mounts, before exec: nothing is leaked",
+            job("executor-fault", vec![service("web")]),
+            in_process(
+                EXECUTOR_BOUNDARIES.iter().map(|p| fault(Some("web"), p, &Action::Error)).collect(),
+                Then::StopWhenSettled,
+            ),
+            &failed,
+        ),
+        scenario(
+            "agent-kill",
+            "the agent is SIGKILLed at a boundary and restarted: no task lost, none started twice",
+            report_alloc(),
+            Kind::Faults(FaultPlan {
+                cases: single(kill_boundaries),
+                host: Host::Agent { restore: Restore::Stop },
                 then: Then::StopWhenRunning,
-            },
-        },
-        Scenario {
-            name: "executor-fault",
-            about: "the executor fails after its cgroup, after its mounts, before exec: nothing is leaked",
-            job: job("executor-fault", vec![service("web")]),
-            kind: Kind::Faults {
-                faults: EXECUTOR_BOUNDARIES.iter().map(|p| (taskgate_faults::scoped(Some("web"), p), Action::Error)).collect(),
-                then: Then::StopWhenSettled,
-            },
-        },
-        Scenario {
-            name: "agent-kill",
-            about: "the agent is SIGKILLed at a boundary and restarted: no task lost, none started twice",
-            job: report_alloc(),
-            kind: Kind::AgentKill { boundaries: kill_boundaries },
-        },
+            }),
+            &complete,
+        ),
     ]
-}
-
-/// Executor-side points are configured in the executor process, through the
-/// environment; everything else in the engine's own process.
-pub fn is_executor_point(name: &str) -> bool {
-    EXECUTOR_BOUNDARIES.iter().any(|p| name.ends_with(p)) && name.contains(":ex.")
 }
 
 #[cfg(test)]
@@ -172,7 +183,7 @@ mod tests {
     fn names_are_unique_and_findable() {
         let all = catalogue();
         for s in &all {
-            assert_eq!(find(s.name).unwrap().name, s.name);
+            assert_eq!(find(&s.name).unwrap().name, s.name);
             assert_eq!(all.iter().filter(|o| o.name == s.name).count(), 1);
         }
         assert!(find("nope")
@@ -184,18 +195,9 @@ mod tests {
     #[test]
     fn controlled_tasks_exist() {
         for s in catalogue() {
-            if let Kind::StopRace { controlled } = s.kind {
-                assert!(s.tasks().iter().any(|t| t.name == controlled), "{}", s.name);
+            if let Kind::StopRace { controlled } = &s.kind {
+                assert!(s.tasks().iter().any(|t| &t.name == controlled), "{}", s.name);
             }
         }
-    }
-
-    #[test]
-    fn executor_points_are_recognised() {
-        assert!(is_executor_point(&taskgate_faults::scoped(
-            Some("web"),
-            points::EX_BEFORE_EXEC
-        )));
-        assert!(!is_executor_point(points::AR_KILL_STARTED));
     }
 }

@@ -26,6 +26,8 @@ pub enum LabError {
     Executor(#[from] taskgate_executor::ExecutorError),
     #[error("engine: {0}")]
     Engine(String),
+    #[error("scenario {scenario}: {problem}")]
+    Case { scenario: String, problem: String },
     #[error(
         "the harness needs root (fanotify permission events, mounts, cgroups): run it as root"
     )]

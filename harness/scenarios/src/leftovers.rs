@@ -36,6 +36,25 @@ pub fn cgroups(needle: &str) -> Vec<String> {
     found
 }
 
+/// Removes the cgroup directories whose name contains `needle`, deepest
+/// first. Only for what a run's bug leaked: their processes are dead by now.
+pub fn remove_cgroups(needle: &str) {
+    let mut dirs = Vec::new();
+    for root in cgroup_mounts() {
+        walk(Path::new(&root), 0, &mut |p| {
+            if p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains(needle))
+            {
+                dirs.push(p.to_path_buf());
+            }
+        });
+    }
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for dir in dirs {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 fn cgroup_mounts() -> Vec<String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     info.lines()

@@ -11,16 +11,21 @@
 //! - [`shard`]: the gate split across machines, and merged back.
 //! - [`watchdog`]: the hang safety net for child processes.
 
+mod agent_run;
 pub mod catalogue;
 pub mod control;
+pub mod history;
+pub mod interventions;
 pub mod jobs;
 pub mod lab;
+pub mod model;
 pub mod leftovers;
 pub mod report;
 pub mod run;
 pub mod shard;
 pub mod watchdog;
 
-pub use catalogue::{catalogue, find, Scenario};
+pub use catalogue::{catalogue, find};
+pub use model::Scenario;
 pub use lab::Lab;
 pub use report::{RunReport, Token};

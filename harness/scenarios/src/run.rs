@@ -1,21 +1,28 @@
 //! Runs one case of a scenario against the real engine and executor, then
 //! judges the whole recorded history.
+//!
+//! Every run logs its fault hits to one file that the engine (in this
+//! process or an agent's) and every executor append to, so the history
+//! holds each process's hits in one order; the exec gate's records are
+//! placed in it by the log's length when each exec was judged.
 
-use crate::catalogue::{is_executor_point, Kind, Scenario, Then};
-use crate::control;
+use crate::agent_run;
+use crate::history::{self, Records};
+use crate::interventions;
 use crate::lab::{io, FaultSource, Lab, LabError};
 use crate::leftovers;
+use crate::model::{FaultCase, Host, Kind, Restore, Scenario, Then};
 use crate::report::{Case, RunReport, Token};
+use crate::control;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-use taskgate_engine::state::{StateDb, TaskRecord};
-use taskgate_engine::{AllocSummary, ClientStatus, Engine, EngineConfig};
-use taskgate_faults::patience;
+use taskgate_engine::state::TaskRecord;
+use taskgate_engine::{AllocSummary, Engine, EngineConfig};
 use taskgate_faults::points::{self, HARNESS_STOP_DELIVERED};
-use taskgate_faults::{Action, Await, Hit};
-use taskgate_oracle::{Event, ExecRecord};
+use taskgate_faults::schedule::Schedule;
+use taskgate_faults::{patience, Await, Fault, Hit};
+use taskgate_oracle::{ExecRecord, TaskRole, TaskShape};
 
 pub struct Runner<'a> {
     pub lab: &'a Lab,
@@ -28,15 +35,113 @@ pub struct Runner<'a> {
     runs: std::cell::Cell<u32>,
 }
 
+/// One case of a scenario, resolved to what it runs.
+pub(crate) enum Plan<'s> {
+    Race {
+        controlled: &'s str,
+        schedule: &'s Schedule,
+    },
+    Faults {
+        case: &'s FaultCase,
+        then: Then,
+    },
+    Agent {
+        case: &'s FaultCase,
+        then: Then,
+        restore: Restore,
+    },
+}
+
+impl<'s> Plan<'s> {
+    pub(crate) fn of(scenario: &'s Scenario, case: &'s Case) -> Result<Plan<'s>, LabError> {
+        let mismatch = |problem: String| LabError::Case {
+            scenario: scenario.name.clone(),
+            problem,
+        };
+        match (&scenario.kind, case) {
+            (Kind::StopRace { controlled }, Case::Schedule(schedule)) => Ok(Plan::Race {
+                controlled,
+                schedule,
+            }),
+            (Kind::Faults(plan), Case::Fault(i)) => {
+                let case = plan.cases.get(*i).ok_or_else(|| {
+                    mismatch(format!("has {} cases; #{i} is out of range", plan.cases.len()))
+                })?;
+                Ok(match plan.host {
+                    Host::InProcess => Plan::Faults {
+                        case,
+                        then: plan.then,
+                    },
+                    Host::Agent { restore } => Plan::Agent {
+                        case,
+                        then: plan.then,
+                        restore,
+                    },
+                })
+            }
+            (Kind::StopRace { .. }, Case::Fault(_)) => {
+                Err(mismatch("is a stop race: its cases are schedules".into()))
+            }
+            (Kind::Faults(_), Case::Schedule(_)) => {
+                Err(mismatch("is a fault scenario: its cases are numbered".into()))
+            }
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Plan::Race {
+                controlled,
+                schedule: s,
+            } => format!(
+                "park {controlled} at [{}], update at [{}], stop at park #{}, {:?} first, swaps {:?}",
+                s.task_park_points().collect::<Vec<_>>().join(", "),
+                s.update_park_points().collect::<Vec<_>>().join(", "),
+                s.stop_at,
+                s.first,
+                s.swaps
+            ),
+            Plan::Faults { case, then } => format!("{}, {}", faults(case), then_text(*then)),
+            Plan::Agent {
+                case,
+                then,
+                restore,
+            } => format!(
+                "agent with {}, {}; restored agent {}",
+                faults(case),
+                then_text(*then),
+                match restore {
+                    Restore::Stop => "stops the alloc",
+                    Restore::Run => "lets it run",
+                }
+            ),
+        }
+    }
+}
+
+fn faults(case: &FaultCase) -> String {
+    case.faults
+        .iter()
+        .map(Fault::to_string)
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+fn then_text(then: Then) -> &'static str {
+    match then {
+        Then::StopWhenSettled => "stop once the faulted task settled",
+        Then::StopWhenRunning => "stop once every task runs",
+        Then::RunToEnd => "no stop",
+    }
+}
+
 /// What one run produced, before judging.
-struct Outcome {
-    description: String,
-    hits: Vec<Hit>,
-    execs: Vec<(ExecRecord, u64)>,
-    tasks: Vec<TaskRecord>,
-    client: Option<ClientStatus>,
-    restarted_at: Option<u64>,
-    problems: Vec<String>,
+pub(crate) struct Outcome {
+    pub hits: Vec<Hit>,
+    pub execs: Vec<(ExecRecord, u64)>,
+    pub tasks: Vec<TaskRecord>,
+    pub records: Records,
+    pub problems: Vec<String>,
 }
 
 impl<'a> Runner<'a> {
@@ -59,17 +164,20 @@ impl<'a> Runner<'a> {
         let n = self.runs.get() + 1;
         self.runs.set(n);
         let data_dir = self.lab.work_dir().join(format!("run-{n}"));
-        let outcome = match std::fs::create_dir(&data_dir).map_err(io("creating", &data_dir)) {
-            Ok(()) => self.run_in(scenario, case, &data_dir),
-            Err(err) => Err(err),
-        };
+        let mut description = String::new();
+        let outcome = Plan::of(scenario, case).and_then(|plan| {
+            description = plan.describe();
+            std::fs::create_dir(&data_dir).map_err(io("creating", &data_dir))?;
+            self.run_in(scenario, &plan, &data_dir)
+        });
         let mut report = match outcome {
-            Ok(outcome) => judge(scenario, token, outcome),
+            Ok(outcome) => judge(scenario, token, description, outcome),
             Err(err) => RunReport {
                 token,
-                description: String::new(),
+                description,
                 violations: Vec::new(),
                 problems: vec![format!("harness error: {err}")],
+                expected: Vec::new(),
                 history: Vec::new(),
                 duration: Duration::ZERO,
             },
@@ -88,6 +196,17 @@ impl<'a> Runner<'a> {
                 .problems
                 .extend(leftovers::cgroups(&alloc.file_name().to_string_lossy()));
         }
+        if let Some(alloc) = std::fs::read_dir(data_dir.join("allocs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .next()
+        {
+            // What a bug leaked is reported above; sweep it so the next run
+            // (and the host) starts clean.
+            leftovers::remove_cgroups(&alloc.file_name().to_string_lossy());
+        }
+        expect_known(scenario, &mut report);
         if report.passed() || !self.keep_failures {
             let _ = std::fs::remove_dir_all(&data_dir);
         } else {
@@ -103,7 +222,7 @@ impl<'a> Runner<'a> {
     fn run_in(
         &self,
         scenario: &Scenario,
-        case: &Case,
+        plan: &Plan<'_>,
         data_dir: &Path,
     ) -> Result<Outcome, LabError> {
         let may_start_late: BTreeSet<String> = scenario
@@ -112,34 +231,28 @@ impl<'a> Runner<'a> {
             .filter(|t| t.is_poststop())
             .map(|t| t.name.clone())
             .collect();
-        let allocs = data_dir.join("allocs");
-        match (&scenario.kind, case) {
-            (Kind::AgentKill { boundaries }, Case::Fault(i)) => {
-                let log = data_dir.join("faults.jsonl");
-                let first =
-                    self.lab
-                        .begin_run(allocs, may_start_late, FaultSource::Log(log.clone()));
-                let mut outcome = self.agent_kill(scenario, &boundaries[*i], data_dir, &log)?;
-                outcome.execs = self.lab.end_run(first);
-                Ok(outcome)
-            }
-            _ => {
-                taskgate_faults::reset();
-                let first = self
-                    .lab
-                    .begin_run(allocs, may_start_late, FaultSource::InProcess);
-                let result = self.in_process(scenario, case, data_dir);
-                // Whatever happened, nothing may stay parked or configured.
-                taskgate_faults::reset();
-                std::env::remove_var(taskgate_executor::FAILPOINTS_ENV);
-                let mut outcome = result?;
-                outcome.execs = self.lab.end_run(first);
-                Ok(outcome)
-            }
-        }
+        let log = data_dir.join("faults.jsonl");
+        let first = self.lab.begin_run(
+            data_dir.join("allocs"),
+            may_start_late,
+            FaultSource::Log(log.clone()),
+        );
+        let result = match plan {
+            Plan::Agent {
+                case,
+                then,
+                restore,
+            } => agent_run::run(self, scenario, case, *then, *restore, data_dir, &log),
+            _ => self.in_process(scenario, plan, data_dir, &log),
+        };
+        let mut outcome = result?;
+        outcome.execs = self.lab.end_run(first);
+        let names: Vec<String> = scenario.tasks().iter().map(|t| t.name.clone()).collect();
+        outcome.records.survivors = interventions::sweep(data_dir, &names);
+        Ok(outcome)
     }
 
-    fn engine_config(&self, data_dir: &Path) -> EngineConfig {
+    pub(crate) fn engine_config(&self, data_dir: &Path) -> EngineConfig {
         EngineConfig {
             data_dir: data_dir.to_path_buf(),
             executor_bin: self.lab.executor_bin().to_path_buf(),
@@ -153,36 +266,55 @@ impl<'a> Runner<'a> {
     fn in_process(
         &self,
         scenario: &Scenario,
-        case: &Case,
+        plan: &Plan<'_>,
         data_dir: &Path,
+        log: &Path,
+    ) -> Result<Outcome, LabError> {
+        taskgate_faults::reset();
+        taskgate_faults::log_to(Some(log)).map_err(io("opening", log))?;
+        std::env::set_var(taskgate_faults::FAULT_LOG_ENV, log);
+        let result = self.in_process_logged(scenario, plan, data_dir, log);
+        // Whatever happened, nothing may stay parked, configured or logged.
+        taskgate_faults::reset();
+        let _ = taskgate_faults::log_to(None);
+        std::env::remove_var(taskgate_faults::FAULT_LOG_ENV);
+        std::env::remove_var(taskgate_executor::FAILPOINTS_ENV);
+        result
+    }
+
+    fn in_process_logged(
+        &self,
+        scenario: &Scenario,
+        plan: &Plan<'_>,
+        data_dir: &Path,
+        log: &Path,
     ) -> Result<Outcome, LabError> {
         let engine = Engine::open(self.engine_config(data_dir))
             .map_err(|e| LabError::Engine(e.to_string()))?;
         let mut problems = Vec::new();
-        let description = describe_case(scenario, case);
         // Configure before the alloc exists, so no boundary can be missed.
-        let mut fault = None;
-        match (&scenario.kind, case) {
-            (Kind::StopRace { controlled }, Case::Schedule(schedule)) => {
-                control::arm(schedule, controlled)
+        let faults: &[Fault] = match plan {
+            Plan::Race {
+                controlled,
+                schedule,
+            } => {
+                control::arm(schedule, controlled);
+                &[]
             }
-            (Kind::Faults { faults, .. }, Case::Fault(i)) => {
-                let (name, action) = &faults[*i];
-                if is_executor_point(name) {
-                    std::env::set_var(
-                        taskgate_executor::FAILPOINTS_ENV,
-                        taskgate_faults::env_spec([(name.as_str(), action)]),
-                    );
-                } else {
-                    let (scope, point) = name
-                        .split_once(':')
-                        .map_or((None, name.as_str()), |(s, p)| (Some(s), p));
-                    taskgate_faults::configure(scope, point, action.clone());
-                }
-                fault = Some((name.clone(), action.clone()));
+            Plan::Faults { case, .. } => {
+                configure(&case.faults);
+                &case.faults
             }
-            _ => unreachable!("cases are built per kind"),
-        }
+            Plan::Agent { .. } => unreachable!("agent plans run in agent_run"),
+        };
+        let stop_slot: std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>> =
+            Default::default();
+        let slot = stop_slot.clone();
+        interventions::install(data_dir.to_path_buf(), move || {
+            if let Some(stop) = slot.get() {
+                stop()
+            }
+        });
         let _guard = self.runtime.enter();
         let alloc = engine
             .submit(&scenario.job, None)
@@ -192,8 +324,12 @@ impl<'a> Runner<'a> {
             taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
             let _ = updater.send(taskgate_engine::AllocUpdate::stop());
         };
-        match (&scenario.kind, case) {
-            (Kind::StopRace { controlled }, Case::Schedule(schedule)) => {
+        let _ = stop_slot.set(Box::new(stop.clone()));
+        match plan {
+            Plan::Race {
+                controlled,
+                schedule,
+            } => {
                 if let Err(err) = control::drive(schedule, controlled, stop) {
                     problems.push(err.to_string());
                     // Hung: let every parked actor go, so the run can end
@@ -201,67 +337,21 @@ impl<'a> Runner<'a> {
                     taskgate_faults::release_all();
                 }
             }
-            (Kind::Faults { then, .. }, Case::Fault(_)) => {
-                let (name, _) = fault.as_ref().expect("set above");
-                // Stop only once the fault has done its work, so a fault that
-                // did not prevent the start cannot leave a task running.
-                let settled: Vec<Vec<Await>> = match then {
-                    Then::StopWhenSettled => {
-                        let task = name.split_once(':').map(|(t, _)| t).unwrap_or_default();
-                        vec![vec![
-                            Await::Passed(taskgate_faults::scoped(
-                                Some(task),
-                                points::TR_AFTER_DRIVER_START,
-                            )),
-                            Await::Passed(taskgate_faults::scoped(
-                                Some(task),
-                                points::TR_MAIN_EXITED,
-                            )),
-                        ]]
-                    }
-                    Then::StopWhenRunning => scenario
-                        .tasks()
-                        .iter()
-                        .filter(|t| !t.is_poststop())
-                        .map(|t| {
-                            vec![Await::Passed(taskgate_faults::scoped(
-                                Some(&t.name),
-                                points::TR_AFTER_DRIVER_START,
-                            ))]
-                        })
-                        .collect(),
-                };
-                for condition in &settled {
-                    if let Err(err) = taskgate_faults::wait_any(condition, patience::step()) {
-                        problems.push(format!("engine hung: {err}"));
-                        break;
-                    }
+            Plan::Faults { case, then } => {
+                if let Err(err) = drive_faults(scenario, case, *then, stop) {
+                    problems.push(format!("engine hung: {err}"));
+                    taskgate_faults::release_all();
                 }
-                stop();
             }
-            _ => unreachable!("cases are built per kind"),
+            Plan::Agent { .. } => unreachable!("agent plans run in agent_run"),
         }
         let summary = self.finish(alloc, &mut problems);
-        let hits = taskgate_faults::history();
-        if let Some((name, _)) = &fault {
-            let fired = if is_executor_point(name) {
-                let needle = taskgate_faults::injected_message(name);
-                summary
-                    .iter()
-                    .flat_map(|s| &s.tasks)
-                    .flat_map(|t| &t.events)
-                    .any(|e| e.message.contains(&needle))
-            } else {
-                hits.iter().any(|h| &h.name == name)
-            };
-            if !fired {
-                problems.push(format!("configured fault {name} never fired"));
-            }
-        }
-        for unfired in taskgate_faults::unfired() {
+        let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
+        problems.extend(unfired(faults, &hits));
+        if let Plan::Race { schedule, .. } = plan {
             // Later parks of a schedule legitimately go unreached when the
             // runner correctly bails out; the first park must always fire.
-            if let Case::Schedule(schedule) = case {
+            for unfired in taskgate_faults::unfired() {
                 if schedule
                     .task_park_points()
                     .next()
@@ -271,13 +361,16 @@ impl<'a> Runner<'a> {
                 }
             }
         }
+        let tasks = summary.as_ref().map(|s| s.tasks.clone()).unwrap_or_default();
         Ok(Outcome {
-            description,
             hits,
             execs: Vec::new(),
-            client: summary.as_ref().map(|s| s.status.client),
-            tasks: summary.map(|s| s.tasks).unwrap_or_default(),
-            restarted_at: None,
+            records: Records {
+                restart_counts: restart_counts(&tasks),
+                status: summary.map(|s| s.status.client),
+                ..Records::default()
+            },
+            tasks,
             problems,
         })
     }
@@ -315,173 +408,132 @@ impl<'a> Runner<'a> {
             }
         }
     }
+}
 
-    /// Kills a real agent process at `boundary`, restarts it, lets it stop
-    /// the alloc, and reads what happened from the state database.
-    fn agent_kill(
-        &self,
-        scenario: &Scenario,
-        boundary: &str,
-        data_dir: &Path,
-        log: &Path,
-    ) -> Result<Outcome, LabError> {
-        let job_path = data_dir.join("job.json");
-        let job = serde_json::to_vec(&scenario.job).expect("jobs serialize");
-        std::fs::write(&job_path, job).map_err(io("writing", &job_path))?;
-        let mut problems = Vec::new();
-        let agent = |extra: &[&str],
-                     faults: Option<&str>|
-         -> Result<Option<std::process::ExitStatus>, LabError> {
-            let mut cmd = Command::new(&self.agent_bin);
-            cmd.arg("agent")
-                .arg("--data-dir")
-                .arg(data_dir)
-                .arg("--executor-bin")
-                .arg(self.lab.executor_bin());
-            for (host, task) in self.lab.chroot_env() {
-                cmd.arg("--chroot-env")
-                    .arg(format!("{}:{}", host.display(), task.display()));
-            }
-            cmd.args(extra)
-                .env(taskgate_faults::FAULT_LOG_ENV, log)
-                .env_remove(taskgate_faults::FAULTS_ENV);
-            let agent_log = data_dir.join("agent.log");
-            let stderr = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&agent_log)
-                .map_err(io("opening", &agent_log))?;
-            cmd.stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(stderr);
-            if let Some(faults) = faults {
-                cmd.env(taskgate_faults::FAULTS_ENV, faults);
-            }
-            let mut child = cmd.spawn().map_err(io("running agent", &self.agent_bin))?;
-            let log = log.to_path_buf();
-            let progress = move || std::fs::metadata(&log).map_or(0, |m| m.len());
-            wait_or_kill(&mut child, patience::step(), progress)
-                .map_err(io("waiting for agent", &self.agent_bin))
-        };
-        let kill = taskgate_faults::env_spec([(boundary, &Action::KillAgent)]);
-        let first = agent(
-            &[
-                "--job-json",
-                &job_path.display().to_string(),
-                "--stop-when-running",
-            ],
-            Some(&kill),
-        )?;
-        match first {
-            None => problems.push(format!(
-                "agent hung (killed after {:?} without progress) instead of dying at {boundary}",
-                patience::step()
-            )),
-            Some(status)
-                if std::os::unix::process::ExitStatusExt::signal(&status)
-                    != Some(libc::SIGKILL) =>
-            {
-                problems.push(format!(
-                    "agent was not killed at {boundary} (exit: {status}); the fault never fired"
-                ))
-            }
-            Some(_) => {}
-        }
-        let restarted_at = taskgate_faults::read_log(log)
-            .map_err(io("reading", log))?
-            .len() as u64;
-        match agent(&["--restore", "--stop"], None)? {
-            Some(status) if status.success() => {}
-            Some(status) => problems.push(format!("restored agent failed: {status}")),
-            None => problems.push(format!(
-                "restored agent hung (killed after {:?} without progress)",
-                patience::step()
-            )),
-        }
-        let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
-        let state = StateDb::open(&data_dir.join("state.db"))
-            .map_err(|e| LabError::Engine(e.to_string()))?;
-        let allocs = state
-            .allocs()
-            .map_err(|e| LabError::Engine(e.to_string()))?;
-        let alloc = allocs.first();
-        let tasks = match alloc {
-            Some(a) => state
-                .tasks(&a.alloc_id)
-                .map_err(|e| LabError::Engine(e.to_string()))?,
-            None => Vec::new(),
-        };
-        if alloc.is_none() {
-            problems.push("no allocation in the state database".into());
-        }
-        Ok(Outcome {
-            description: format!("SIGKILL the agent at {boundary}, restart, stop"),
-            hits,
-            execs: Vec::new(),
-            client: alloc.map(|a| a.client),
-            tasks,
-            restarted_at: Some(restarted_at),
-            problems,
+/// Configures a case's faults: the engine's here, the executors' through
+/// the environment their launches inherit.
+fn configure(faults: &[Fault]) {
+    let (executor, engine): (Vec<&Fault>, Vec<&Fault>) = faults
+        .iter()
+        .partition(|f| points::in_executor(&f.point.point));
+    for fault in engine {
+        taskgate_faults::configure_fault(fault);
+    }
+    if !executor.is_empty() {
+        std::env::set_var(
+            taskgate_executor::FAILPOINTS_ENV,
+            taskgate_faults::env_spec(executor),
+        );
+    }
+}
+
+/// A configured fault that never fired proved nothing: its hit (the one
+/// that carries its action) must be in the log.
+pub(crate) fn unfired(faults: &[Fault], hits: &[Hit]) -> Vec<String> {
+    faults
+        .iter()
+        .filter(|f| {
+            let name = f.point.to_string();
+            !hits
+                .iter()
+                .any(|h| h.name == name && h.action.as_ref() == Some(&f.action))
         })
+        .map(|f| format!("configured fault {f} never fired"))
+        .collect()
+}
+
+/// Drives an in-process fault case: lets a depth-2 pair's parked actor go
+/// once its event happened, then delivers the stop as `then` says.
+fn drive_faults(
+    scenario: &Scenario,
+    case: &FaultCase,
+    then: Then,
+    stop: impl FnOnce(),
+) -> Result<(), taskgate_faults::WaitTimeout> {
+    let idle = patience::step();
+    if let Some((_, event)) = &case.pair {
+        taskgate_faults::wait_any(&[Await::Passed(event.to_string())], idle)?;
+        taskgate_faults::release_all();
     }
-}
-
-/// Waits for an agent, killing it if it makes no progress for `idle`
-/// (`None`): a hung agent must fail its run, not the whole gate.
-fn wait_or_kill(
-    child: &mut std::process::Child,
-    idle: Duration,
-    progress: impl Fn() -> u64 + Send + 'static,
-) -> std::io::Result<Option<std::process::ExitStatus>> {
-    let watchdog = crate::watchdog::Watchdog::arm(child.id(), idle, progress);
-    let status = child.wait();
-    let killed = watchdog.disarm();
-    Ok((!killed).then_some(status?))
-}
-
-fn describe_case(scenario: &Scenario, case: &Case) -> String {
-    match (&scenario.kind, case) {
-        (Kind::StopRace { controlled }, Case::Schedule(s)) => format!(
-            "park {controlled} at [{}], update at [{}], stop at park #{}, {:?} first, swaps {:?}",
-            s.task_park_points().collect::<Vec<_>>().join(", "),
-            s.update_park_points().collect::<Vec<_>>().join(", "),
-            s.stop_at,
-            s.first,
-            s.swaps
-        ),
-        (Kind::Faults { faults, then }, Case::Fault(i)) => {
-            let then = match then {
-                Then::StopWhenSettled => "stop once the task settled",
-                Then::StopWhenRunning => "stop once every task runs",
-            };
-            format!("{} at {}, {then}", faults[*i].1, faults[*i].0)
-        }
-        _ => String::new(),
+    let passed = |task: &str, point: &str| Await::Passed(taskgate_faults::scoped(Some(task), point));
+    let settled = |task: &str| {
+        vec![
+            passed(task, points::TR_AFTER_DRIVER_START),
+            passed(task, points::TR_MAIN_EXITED),
+        ]
+    };
+    let waits: Vec<Vec<Await>> = match then {
+        Then::RunToEnd => return Ok(()),
+        Then::StopWhenSettled => case
+            .faults
+            .iter()
+            .filter_map(|f| f.point.scope())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(settled)
+            .collect(),
+        Then::StopWhenRunning => scenario
+            .tasks()
+            .iter()
+            .filter(|t| !t.is_poststop())
+            .map(|t| settled(&t.name))
+            .collect(),
+    };
+    for condition in &waits {
+        taskgate_faults::wait_any(condition, idle)?;
     }
+    stop();
+    Ok(())
 }
 
-/// Builds the merged history and checks every invariant over it.
-fn judge(scenario: &Scenario, token: Token, outcome: Outcome) -> RunReport {
-    let mut problems = outcome.problems;
-    let history = merge(
-        &outcome.hits,
-        &outcome.execs,
-        &outcome.tasks,
-        outcome.restarted_at,
-    );
-    let names: Vec<String> = scenario.tasks().iter().map(|t| t.name.clone()).collect();
-    let late: Vec<String> = scenario
+/// Each task's restart count as its record holds it.
+pub(crate) fn restart_counts(tasks: &[TaskRecord]) -> Vec<(String, u32)> {
+    tasks.iter().map(|t| (t.task.clone(), t.restarts)).collect()
+}
+
+/// The alloc's tasks as the invariants need to know them.
+pub(crate) fn shapes(scenario: &Scenario) -> Vec<TaskShape> {
+    scenario
         .tasks()
         .iter()
-        .filter(|t| t.is_poststop())
+        .map(|t| {
+            let sidecar = t.is_sidecar();
+            let role = if t.is_poststop() {
+                TaskRole::Poststop
+            } else if t.is_prestart() {
+                TaskRole::Prestart { sidecar }
+            } else if t.is_poststart() {
+                TaskRole::Poststart { sidecar }
+            } else {
+                TaskRole::Main { leader: t.leader }
+            };
+            TaskShape {
+                name: t.name.clone(),
+                role,
+                restart_attempts: t.restart.attempts,
+            }
+        })
+        .collect()
+}
+
+/// Builds the merged history and checks every invariant over it, then the
+/// scenario's expectations, a known violation included.
+fn judge(scenario: &Scenario, token: Token, description: String, outcome: Outcome) -> RunReport {
+    let mut problems = outcome.problems;
+    let history = history::merge(&outcome.hits, &outcome.execs, &outcome.tasks, &outcome.records);
+    let shapes = shapes(scenario);
+    let names: Vec<String> = shapes.iter().map(|t| t.name.clone()).collect();
+    let late: Vec<String> = shapes
+        .iter()
+        .filter(|t| t.role == TaskRole::Poststop)
         .map(|t| t.name.clone())
         .collect();
     let violations = taskgate_oracle::check(&history, &names, &late);
-    let expected = expected_status(scenario);
-    if outcome.client != Some(expected) {
+    let expected = scenario.expect.status;
+    if outcome.records.status != Some(expected) {
         problems.push(format!(
             "alloc ended {:?}, expected {expected:?}",
-            outcome.client
+            outcome.records.status
         ));
     }
     for task in &outcome.tasks {
@@ -500,58 +552,39 @@ fn judge(scenario: &Scenario, token: Token, outcome: Outcome) -> RunReport {
     }
     RunReport {
         token,
-        description: outcome.description,
+        description,
         violations,
         problems,
+        expected: Vec::new(),
         history,
         duration: Duration::ZERO,
     }
 }
 
-fn expected_status(scenario: &Scenario) -> ClientStatus {
-    match &scenario.kind {
-        Kind::Faults {
-            then: Then::StopWhenSettled,
-            ..
-        } => ClientStatus::Failed,
-        _ => ClientStatus::Complete,
+/// A strict expected failure: while a scenario carries a known violation,
+/// its run passes only if that violation shows, and fails the day it
+/// quietly disappears. Whatever else the bug broke moves to the report's
+/// expected consequences, shown but not failing.
+fn expect_known(scenario: &Scenario, report: &mut RunReport) {
+    let Some(known) = &scenario.expect.known_violation else {
+        return;
+    };
+    if report.violations.iter().any(|v| v.invariant == known.invariant) {
+        report.expected.extend(
+            std::mem::take(&mut report.violations)
+                .into_iter()
+                .map(|v| format!("{}: {}", v.invariant, v.detail))
+                .chain(std::mem::take(&mut report.problems)),
+        );
+        report
+            .expected
+            .insert(0, format!("known violation, {}", known.bug));
+    } else {
+        report.problems.push(format!(
+            "known violation of \"{}\" ({}) did not happen: if the bug is fixed, remove the marker",
+            known.invariant, known.bug
+        ));
     }
-}
-
-/// One causal order: fault hits in sequence, each exec placed after the hits
-/// recorded before it was judged, task events (the engine's own reports,
-/// used only for liveness) at the end in their own order.
-fn merge(
-    hits: &[Hit],
-    execs: &[(ExecRecord, u64)],
-    tasks: &[TaskRecord],
-    restarted_at: Option<u64>,
-) -> Vec<Event> {
-    let mut keyed: Vec<(u64, u8, Event)> = Vec::new();
-    for (i, hit) in hits.iter().enumerate() {
-        let event = if hit.name == HARNESS_STOP_DELIVERED {
-            Event::StopDelivered { seq: hit.seq }
-        } else {
-            Event::FaultHit(hit.clone())
-        };
-        keyed.push((i as u64 + 1, 0, event));
-    }
-    if let Some(at) = restarted_at {
-        keyed.push((at, 1, Event::AgentRestarted));
-    }
-    for (record, at) in execs {
-        keyed.push((*at, 2, Event::Exec(record.clone())));
-    }
-    keyed.sort_by_key(|(at, order, _)| (*at, *order));
-    let mut history: Vec<Event> = keyed.into_iter().map(|(_, _, e)| e).collect();
-    for task in tasks {
-        history.extend(task.events.iter().map(|e| Event::TaskEvent {
-            task: e.task.clone(),
-            kind: e.kind.label().to_string(),
-            attempt: e.attempt,
-        }));
-    }
-    history
 }
 
 /// Polls `wait` until it is ready, or until no fault point was reached for

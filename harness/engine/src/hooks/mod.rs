@@ -137,6 +137,27 @@ impl HookSet {
     }
 }
 
+/// Every hook point of the standard hook set, `hook.<kind>.<edge>.<name>`,
+/// in the order an attempt passes them: what scenario files may name.
+pub fn hook_points() -> Vec<String> {
+    use taskgate_faults::points::{hook_point, Edge};
+    let set = HookSet::standard("nobody");
+    let phases: [(&str, Vec<&'static str>); 4] = [
+        ("prestart", set.prestart.iter().map(|h| h.name()).collect()),
+        ("poststart", set.poststart.iter().map(|h| h.name()).collect()),
+        ("exited", set.exited.iter().map(|h| h.name()).collect()),
+        ("stop", set.stop.iter().map(|h| h.name()).collect()),
+    ];
+    phases
+        .iter()
+        .flat_map(|(kind, names)| {
+            names.iter().flat_map(move |name| {
+                [Edge::Before, Edge::After].map(|edge| hook_point(kind, edge, name))
+            })
+        })
+        .collect()
+}
+
 /// The host user `task` runs as (its own, or the engine's default).
 fn task_user(
     hook: &'static str,

@@ -326,6 +326,7 @@ impl TaskRunner {
                 Err(err) => AttemptEnd::Lost(err.to_string()),
             },
         }
+        fault_point!(points::TR_KILLING, self.name());
         let attempt = self.current_attempt();
         let grace = self.task.kill_timeout;
         self.emit(

@@ -1,0 +1,148 @@
+//! A fault case run in `taskgate agent` processes: the first agent gets
+//! the case's faults (one of them SIGKILLs it), a second restores what the
+//! first left in the state database and goes on as the scenario says.
+//! What happened is read from the shared fault log and the state database.
+
+use crate::history::Records;
+use crate::lab::{io, LabError};
+use crate::model::{FaultCase, Restore, Scenario, Then};
+use crate::run::{restart_counts, unfired, Outcome, Runner};
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
+use taskgate_engine::state::{AllocRecord, StateDb, TaskRecord};
+use taskgate_faults::points;
+use taskgate_faults::{patience, Action, Fault};
+
+pub(crate) fn run(
+    runner: &Runner<'_>,
+    scenario: &Scenario,
+    case: &FaultCase,
+    then: Then,
+    restore: Restore,
+    data_dir: &Path,
+    log: &Path,
+) -> Result<Outcome, LabError> {
+    let job_path = data_dir.join("job.json");
+    let job = serde_json::to_vec(&scenario.job).expect("jobs serialize");
+    std::fs::write(&job_path, job).map_err(io("writing", &job_path))?;
+    let mut problems = Vec::new();
+    let agent = |extra: &[&str], faults: &[Fault]| -> Result<Option<ExitStatus>, LabError> {
+        let mut cmd = Command::new(&runner.agent_bin);
+        cmd.arg("agent")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--executor-bin")
+            .arg(runner.lab.executor_bin());
+        for (host, task) in runner.lab.chroot_env() {
+            cmd.arg("--chroot-env")
+                .arg(format!("{}:{}", host.display(), task.display()));
+        }
+        let (executor, engine): (Vec<&Fault>, Vec<&Fault>) = faults
+            .iter()
+            .partition(|f| points::in_executor(&f.point.point));
+        cmd.args(extra)
+            .env(taskgate_faults::FAULT_LOG_ENV, log)
+            .env(taskgate_faults::FAULTS_ENV, taskgate_faults::env_spec(engine))
+            .env(
+                taskgate_executor::FAILPOINTS_ENV,
+                taskgate_faults::env_spec(executor),
+            );
+        let agent_log = data_dir.join("agent.log");
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&agent_log)
+            .map_err(io("opening", &agent_log))?;
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr);
+        let mut child = cmd.spawn().map_err(io("running agent", &runner.agent_bin))?;
+        let log = log.to_path_buf();
+        let progress = move || std::fs::metadata(&log).map_or(0, |m| m.len());
+        wait_or_kill(&mut child, patience::step(), progress)
+            .map_err(io("waiting for agent", &runner.agent_bin))
+    };
+    let job_arg = job_path.display().to_string();
+    let mut first_args = vec!["--job-json", job_arg.as_str()];
+    if then != Then::RunToEnd {
+        first_args.push("--stop-when-running");
+    }
+    let kills = case.faults.iter().any(|f| f.action == Action::KillAgent);
+    let killed = match agent(&first_args, &case.faults)? {
+        None => {
+            problems.push(format!(
+                "agent hung (killed after {:?} without progress)",
+                patience::step()
+            ));
+            false
+        }
+        Some(status) => std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL),
+    };
+    let mut records = Records::default();
+    let (_, tasks) = read_state(data_dir)?;
+    records.restart_counts = restart_counts(&tasks);
+    if killed {
+        let restarted_at = taskgate_faults::read_log(log)
+            .map_err(io("reading", log))?
+            .len() as u64;
+        records.restarted_at = Some((restarted_at, restore == Restore::Stop));
+        let mut args = vec!["--restore"];
+        match restore {
+            Restore::Stop => args.push("--stop"),
+            Restore::Run if then != Then::RunToEnd => args.push("--stop-when-running"),
+            Restore::Run => {}
+        }
+        match agent(&args, &[])? {
+            Some(status) if status.success() => {}
+            Some(status) => problems.push(format!("restored agent failed: {status}")),
+            None => problems.push(format!(
+                "restored agent hung (killed after {:?} without progress)",
+                patience::step()
+            )),
+        }
+    } else if kills {
+        problems.push("the agent was not SIGKILLed: its kill fault never fired".into());
+    }
+    let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
+    problems.extend(unfired(&case.faults, &hits));
+    let (alloc, tasks) = read_state(data_dir)?;
+    if alloc.is_none() {
+        problems.push("no allocation in the state database".into());
+    }
+    if killed {
+        records.restart_counts.extend(restart_counts(&tasks));
+    }
+    records.status = alloc.map(|a| a.client);
+    Ok(Outcome {
+        hits,
+        execs: Vec::new(),
+        tasks,
+        records,
+        problems,
+    })
+}
+
+fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>), LabError> {
+    let engine = |e: taskgate_engine::state::StateError| LabError::Engine(e.to_string());
+    let state = StateDb::open(&data_dir.join("state.db")).map_err(engine)?;
+    let alloc = state.allocs().map_err(engine)?.into_iter().next();
+    let tasks = match &alloc {
+        Some(a) => state.tasks(&a.alloc_id).map_err(engine)?,
+        None => Vec::new(),
+    };
+    Ok((alloc, tasks))
+}
+
+/// Waits for an agent, killing it if it makes no progress for `idle`
+/// (`None`): a hung agent must fail its run, not the whole gate.
+fn wait_or_kill(
+    child: &mut std::process::Child,
+    idle: Duration,
+    progress: impl Fn() -> u64 + Send + 'static,
+) -> std::io::Result<Option<ExitStatus>> {
+    let watchdog = crate::watchdog::Watchdog::arm(child.id(), idle, progress);
+    let status = child.wait();
+    let killed = watchdog.disarm();
+    Ok((!killed).then_some(status?))
+}

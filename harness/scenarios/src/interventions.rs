@@ -1,0 +1,125 @@
+//! What the harness does to a task's processes behind the engine's back
+//! (`Action::Intervene`), and what it finds of them after a run. Processes
+//! are found the way the exec oracle finds them, from the kernel: an
+//! executor holds its `<alloc>.<task>.spec.json` on fd 3, a task's tree
+//! sits in its `taskgate.<alloc>.<task>` cgroup. The engine is not asked.
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::BTreeSet;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use taskgate_faults::{patience, Intervention};
+use taskgate_oracle::ExecIdentity;
+
+/// The live processes of one task of the allocations under a data dir.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TaskProcesses {
+    pub executors: Vec<i32>,
+    pub tree: Vec<i32>,
+}
+
+impl TaskProcesses {
+    pub fn all(&self) -> Vec<i32> {
+        self.executors.iter().chain(&self.tree).copied().collect()
+    }
+}
+
+/// The allocations a data dir holds (each has a directory under `allocs/`).
+fn alloc_ids(data_dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(data_dir.join("allocs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Every live process of `task` in the allocations under `data_dir`.
+pub fn task_processes(data_dir: &Path, task: &str) -> TaskProcesses {
+    let allocs = alloc_ids(data_dir);
+    let mut found = TaskProcesses::default();
+    let pids = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok());
+    for pid in pids {
+        match ExecIdentity::of_pid(pid) {
+            ExecIdentity::Executor { alloc_id, task: t } if t == task && allocs.contains(&alloc_id) => {
+                found.executors.push(pid)
+            }
+            ExecIdentity::Task { alloc_id, task: t } if t == task && allocs.contains(&alloc_id) => {
+                found.tree.push(pid)
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// Installs the handler for `Action::Intervene` in this process, acting on
+/// the tasks under `data_dir`; `stop` delivers the alloc's stop update.
+pub fn install(data_dir: PathBuf, stop: impl Fn() + Send + Sync + 'static) {
+    taskgate_faults::set_intervention_handler(move |scope, what| {
+        let task = scope.unwrap_or_else(|| panic!("{what:?} needs a task-scoped point"));
+        let procs = task_processes(&data_dir, task);
+        match what {
+            Intervention::KillExecutor => kill_and_reap(&procs.executors),
+            Intervention::KillTaskTree => kill_and_reap(&procs.tree),
+            Intervention::StopExecutor => signal_all(&procs.executors, Signal::SIGSTOP),
+            Intervention::ContinueExecutor => signal_all(&procs.executors, Signal::SIGCONT),
+            Intervention::StopAlloc => stop(),
+        }
+    });
+}
+
+fn signal_all(pids: &[i32], signal: Signal) {
+    for pid in pids {
+        let _ = kill(Pid::from_raw(*pid), signal);
+    }
+}
+
+/// SIGKILLs `pids` and returns once each has exited, so the engine goes on
+/// past the fault point only when the processes are really dead.
+pub fn kill_and_reap(pids: &[i32]) {
+    for &pid in pids {
+        // Opened before the kill: the pidfd then names this process, never a reuse.
+        let pidfd = pidfd_open(pid);
+        if kill(Pid::from_raw(pid), Signal::SIGKILL).is_err() {
+            continue;
+        }
+        if let Some(pidfd) = pidfd {
+            let mut fds = [nix::poll::PollFd::new(
+                pidfd.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            let wait = patience::step().as_millis().min(i32::MAX as u128) as i32;
+            let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(wait).unwrap_or(nix::poll::PollTimeout::MAX));
+        }
+    }
+}
+
+fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: the kernel just returned this fd; nothing else owns it.
+    (fd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
+}
+
+/// After a run: SIGKILL whatever of `tasks` is still alive (and let it go),
+/// returning what was found, so one run's leak never poisons the next.
+pub fn sweep(data_dir: &Path, tasks: &[String]) -> Vec<(String, Vec<i32>)> {
+    tasks
+        .iter()
+        .map(|task| {
+            let procs = task_processes(data_dir, task);
+            // Stopped executors would not die of SIGKILL any later than now,
+            // but a continued one could still clean up after itself.
+            signal_all(&procs.executors, Signal::SIGCONT);
+            let all = procs.all();
+            kill_and_reap(&all);
+            (task.clone(), all)
+        })
+        .collect()
+}
