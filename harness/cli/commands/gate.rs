@@ -96,18 +96,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     progress.finish();
     let mut xml = junit(&reports, "taskgate-gate");
+    let coverage = taskgate_scenarios::coverage::coverage(&selected, &reports);
+    if shard == Shard::WHOLE {
+        // Each scenario's suite carries its pairs: which ran, with what verdict.
+        for suite in &mut xml.test_suites {
+            let name = suite.name.to_string();
+            for (pair, tally) in coverage.pairs.iter().filter(|(p, _)| p.scenario == name) {
+                suite.add_property(quick_junit::Property::new(
+                    format!("coverage {} x {}", pair.held, pair.event),
+                    format!("{} runs, {} failed", tally.runs, tally.failed),
+                ));
+            }
+        }
+    }
     shard::stamp(&mut xml, shard, &plan_tokens);
     std::fs::write(&args.junit, xml.to_string()?)
         .with_context(|| format!("writing {}", args.junit.display()))?;
     print_failures(&reports, 5);
-    println!("scenario               runs  failed");
+    if shard == Shard::WHOLE {
+        print!("{}", taskgate_scenarios::coverage::render(&coverage));
+    }
+    println!("scenario                          runs  failed  known bug");
     for s in &selected {
         let runs: Vec<_> = reports
             .iter()
             .filter(|r| r.token.scenario == s.name)
             .collect();
         let failed = runs.iter().filter(|r| !r.passed()).count();
-        println!("{:<22} {:>4}  {:>6}", s.name, runs.len(), failed);
+        let known = s
+            .expect
+            .known_violation
+            .as_ref()
+            .map_or(String::new(), |k| format!("{} (fails as expected)", k.bug));
+        println!("{:<32} {:>5}  {:>6}  {known}", s.name, runs.len(), failed);
     }
     let failed = reports.iter().filter(|r| !r.passed()).count();
     println!(

@@ -92,7 +92,72 @@ pub fn catalogue() -> Vec<Scenario> {
     let race = |task: &str| Kind::StopRace {
         controlled: task.to_string(),
     };
+    let retried = |mut task: taskgate_engine::jobspec::Task, attempts: u32| {
+        task.restart.attempts = attempts;
+        task
+    };
+    let parsed = |faults: &[&str]| -> Vec<Fault> {
+        faults.iter().map(|f| f.parse().expect("valid fault")).collect()
+    };
+    let known = |status, bug: &str, invariant: &str| Expect {
+        status,
+        known_violation: Some(crate::model::KnownViolation {
+            bug: bug.to_string(),
+            invariant: invariant.to_string(),
+        }),
+    };
+    let together = |faults: Vec<Fault>| vec![FaultCase { faults, pair: None }];
     vec![
+        scenario(
+            "b1-stale-handle",
+            "an agent killed after attempt 2's executor started, before its handle was persisted",
+            job("b1", vec![retried(crate::jobs::script_task("web", "echo web fails; exit 1"), 2)]),
+            Kind::Faults(FaultPlan {
+                cases: together(parsed(&["web:hook.poststart.before.persist_handle@2=kill"])),
+                host: Host::Agent { restore: Restore::Run },
+                then: Then::RunToEnd,
+            }),
+            &known(ClientStatus::Failed, "B1: stale executor handle on attempt 2 or later", "no process of a task outlives its executor unobserved"),
+        ),
+        scenario(
+            "b2-finished-attempt-forgotten",
+            "an agent killed after a batch task completed, before its death was recorded",
+            job("b2", vec![retried(oneshot("web"), 1)]),
+            Kind::Faults(FaultPlan {
+                cases: together(parsed(&["web:tr.main_exited=kill"])),
+                host: Host::Agent { restore: Restore::Run },
+                then: Then::RunToEnd,
+            }),
+            &known(ClientStatus::Complete, "B2: a finished attempt is forgotten in a crash window", "no completed task or attempt is started again after a restore"),
+        ),
+        scenario(
+            "b3-executor-death",
+            "a running task's executor is SIGKILLed; the restart launches attempt 2, then the alloc stops",
+            job("b3", vec![retried(service("web"), 1)]),
+            Kind::Faults(FaultPlan {
+                cases: together(parsed(&[
+                    "web:hook.poststart.after.persist_handle=kill-executor",
+                    "web:tr.after_driver_start@2=stop-alloc",
+                ])),
+                host: Host::InProcess,
+                then: Then::RunToEnd,
+            }),
+            &known(ClientStatus::Complete, "B3: an executor that dies leaves its task running", "at most one live process tree per task"),
+        ),
+        scenario(
+            "b4-two-executors",
+            "an agent killed before its executor bound the socket; the restored agent launches another",
+            job("b4", vec![retried(service("web"), 1)]),
+            Kind::Faults(FaultPlan {
+                cases: together(parsed(&[
+                    "web:ex.spawned=kill",
+                    "web:ex.after_cgroup=await(web:tr.after_driver_start@1)",
+                ])),
+                host: Host::Agent { restore: Restore::Run },
+                then: Then::StopWhenRunning,
+            }),
+            &known(ClientStatus::Complete, "B4: two executors for one attempt", "no process of a task outlives its executor unobserved"),
+        ),
         scenario(
             "sidecar-stop",
             "the report: stop while the sidecar is between its start condition and its start",

@@ -14,6 +14,7 @@
 mod agent_run;
 pub mod catalogue;
 pub mod control;
+pub mod coverage;
 pub mod history;
 pub mod interventions;
 pub mod jobs;
