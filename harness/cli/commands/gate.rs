@@ -127,7 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .expect
             .known_violation
             .as_ref()
-            .map_or(String::new(), |k| format!("{} (fails as expected)", k.bug));
+            .map_or(String::new(), |k| k.bug.clone());
         println!("{:<32} {:>5}  {:>6}  {known}", s.name, runs.len(), failed);
     }
     let failed = reports.iter().filter(|r| !r.passed()).count();

@@ -2,11 +2,13 @@
 //! force an order of events (park until released), slow things down, make a
 //! step fail, panic, or kill the whole agent.
 //!
-//! The mechanism is the `fail` crate, compiled in only with the `failpoints`
-//! feature: a release build carries no fault points at all (the macro expands
-//! to nothing). On top of `fail` this crate keeps a history of every point
-//! reached, so a test can assert that each fault it configured really fired
-//! and an oracle can reason over the order of events.
+//! Compiled in only with the `failpoints` feature: a release build carries
+//! no fault points at all (the macro expands to nothing). Several faults may
+//! sit on one point, each on its own hit (`@N`), applied in the order they
+//! were configured (an await, then a kill). Every point reached goes into a
+//! history (and, when set, a log file shared with child processes), so a
+//! test can assert that each fault it configured really fired and an oracle
+//! can reason over the order of events across the agent and its executors.
 
 pub mod patience;
 pub mod points;

@@ -12,8 +12,9 @@ struct State {
     generation: u64,
     seq: u64,
     history: Vec<Hit>,
-    /// Point name -> (action, the 1-based hit it applies on).
-    configured: BTreeMap<String, (Action, u32)>,
+    /// Point name -> its faults: (action, the 1-based hit it applies on),
+    /// applied in this order when that hit comes.
+    configured: BTreeMap<String, Vec<(Action, u32)>>,
     /// How many times each configured point was reached.
     reached: BTreeMap<String, u32>,
     /// Points with a thread parked at them right now (name -> count).
@@ -42,63 +43,96 @@ fn lock() -> MutexGuard<'static, State> {
     registry().state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Records that `point` was reached and applies its configured action.
-/// Returns the injected message when the action is [`Action::Error`].
+/// Records that `point` was reached and applies the actions configured
+/// for this hit, in the order they were configured. Returns the injected
+/// message when one of them is [`Action::Error`].
 pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
     let name = scoped(scope, point);
-    let action = {
+    let actions: Vec<Action> = {
         let mut st = lock();
         match st.configured.get(&name).cloned() {
-            Some((action, nth)) => {
+            Some(faults) => {
                 let count = st.reached.entry(name.clone()).or_default();
                 *count += 1;
-                (*count == nth).then_some(action)
+                let count = *count;
+                faults
+                    .into_iter()
+                    .filter(|(_, nth)| *nth == count)
+                    .map(|(action, _)| action)
+                    .collect()
             }
-            None => None,
+            None => Vec::new(),
         }
     };
-    if let Some(Action::AwaitHit { point, nth }) = &action {
-        record(&name, &action);
-        await_hit(&point.to_string(), *nth);
+    if actions.is_empty() {
         record(&name, &None);
         return None;
     }
-    if let Some(Action::Intervene(what)) = action {
-        // Done before the pass is recorded, so the history shows the point
-        // passed only once its task's processes were acted on.
-        intervene(scope, what);
-        record(&name, &action);
-        return None;
-    }
-    // A hit marks the moment a thread *passes* the point: after a park is
-    // released or a delay slept, so the history orders it after whatever the
-    // test let happen meanwhile. Panics and kills never pass, so they record
-    // first; a park records its arrival too (with the action), because what
-    // the point names (e.g. "alloc state set") already happened then.
-    let passes = !matches!(action, Some(Action::Panic | Action::KillAgent));
-    if !passes || action == Some(Action::Park) {
-        record(&name, &action);
-    }
-    let injected = action.as_ref().and_then(|_| {
-        let run = || fail::eval(&name, |msg| msg.unwrap_or_else(|| injected_message(&name)));
-        // A parked or sleeping point must not starve a tokio worker of its other tasks.
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(run)
-            }
-            _ => run(),
-        }
-    });
-    if passes {
-        // The pass of a park was recorded as its arrival already, with the action.
-        let passed = if action == Some(Action::Park) {
-            None
-        } else {
-            action
-        };
-        record(&name, &passed);
+    let mut injected = None;
+    for action in actions {
+        injected = injected.or(apply(scope, &name, action));
     }
     injected
+}
+
+/// Applies one action at the point `name`, recording it in the history.
+///
+/// A hit marks the moment a thread *passes* the point: after a park is
+/// released or a delay slept, so the history orders it after whatever the
+/// test let happen meanwhile. Panics and kills never pass, so they record
+/// first; a park (or an await) records its arrival too, with the action,
+/// because what the point names (e.g. "alloc state set") already happened.
+fn apply(scope: Option<&str>, name: &str, action: Action) -> Option<String> {
+    let some = Some(action.clone());
+    match action {
+        Action::Park => {
+            record(name, &some);
+            blocking(|| park(name));
+            record(name, &None);
+            None
+        }
+        Action::AwaitHit { point, nth } => {
+            record(name, &some);
+            blocking(|| await_hit(&point.to_string(), nth));
+            record(name, &None);
+            None
+        }
+        Action::Delay(ms) => {
+            blocking(|| std::thread::sleep(Duration::from_millis(ms)));
+            record(name, &some);
+            None
+        }
+        Action::Intervene(what) => {
+            // Done before the pass is recorded, so the history shows the
+            // point passed only once the task's processes were acted on.
+            intervene(scope, what);
+            record(name, &some);
+            None
+        }
+        Action::Error => {
+            record(name, &some);
+            Some(injected_message(name))
+        }
+        Action::Panic => {
+            record(name, &some);
+            panic!("{}", injected_message(name))
+        }
+        Action::KillAgent => {
+            record(name, &some);
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            unreachable!("SIGKILL cannot be caught")
+        }
+    }
+}
+
+/// A parked or sleeping point must not starve a tokio worker of its other tasks.
+fn blocking(f: impl FnOnce()) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
 }
 
 /// Records a record-only point with a detail (see [`Detail`]).
@@ -282,31 +316,13 @@ pub fn configure(scope: Option<&str>, point: &str, action: Action) {
 
 fn configure_nth(scope: Option<&str>, point: &str, action: Action, nth: u32) {
     let name = scoped(scope, point);
-    let actions = match &action {
-        Action::Park => {
-            let park_name = name.clone();
-            fail::cfg_callback(name.clone(), move || park(&park_name)).expect("callback cfg");
-            None
-        }
-        Action::KillAgent => {
-            fail::cfg_callback(name.clone(), || {
-                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-            })
-            .expect("callback cfg");
-            None
-        }
-        Action::Intervene(_) | Action::AwaitHit { .. } => None,
-        Action::Delay(ms) => Some(format!("sleep({ms})")),
-        Action::Error => Some(format!("return({})", injected_message(&name))),
-        Action::Panic => Some(format!("panic({})", injected_message(&name))),
-    };
-    if let Some(actions) = actions {
-        fail::cfg(name.clone(), &actions).expect("valid fail action");
-    }
     let mut st = lock();
     st.released.remove(&name);
     st.reached.remove(&name);
-    st.configured.insert(name, (action, nth.max(1)));
+    st.configured
+        .entry(name)
+        .or_default()
+        .push((action, nth.max(1)));
 }
 
 /// What an injected error or panic says: `fault injected at <point>`.
@@ -452,23 +468,16 @@ pub fn unfired() -> Vec<String> {
     let st = lock();
     st.configured
         .iter()
-        .filter(|(name, (_, nth))| st.reached.get(*name).copied().unwrap_or(0) < *nth)
+        .filter(|(name, faults)| {
+            let reached = st.reached.get(*name).copied().unwrap_or(0);
+            faults.iter().any(|(_, nth)| reached < *nth)
+        })
         .map(|(name, _)| name.clone())
         .collect()
 }
 
 /// Removes every configuration (releasing parked threads) and clears the history.
 pub fn reset() {
-    let names: Vec<String> = {
-        let mut st = lock();
-        let names = st.configured.keys().cloned().collect::<Vec<_>>();
-        st.released.extend(names.iter().cloned());
-        registry().changed.notify_all();
-        names
-    };
-    for name in &names {
-        fail::remove(name);
-    }
     let mut st = lock();
     let generation = st.generation + 1;
     let log = st.log.take();
@@ -615,6 +624,44 @@ mod tests {
             "acted on before the hit was recorded"
         );
         assert_eq!(history()[0].action, Some(Action::Intervene(Intervention::KillExecutor)));
+    }
+
+    #[test]
+    fn several_faults_on_one_point_apply_in_order_on_their_hits() {
+        let _turn = serial();
+        set_intervention_handler(|_, _| {});
+        for fault in ["web:p=sigstop-executor", "web:p=error", "web:p@2=delay(1)"] {
+            configure_fault(&fault.parse().unwrap());
+        }
+        assert!(reach(Some("web"), "p").is_some(), "the first hit fails");
+        assert_eq!(reach(Some("web"), "p"), None, "the second only sleeps");
+        let actions: Vec<_> = history().into_iter().filter_map(|h| h.action).collect();
+        assert_eq!(
+            actions,
+            [
+                Action::Intervene(Intervention::StopExecutor),
+                Action::Error,
+                Action::Delay(1)
+            ]
+        );
+        assert!(unfired().is_empty());
+    }
+
+    #[test]
+    fn an_await_holds_until_the_shared_log_shows_the_hit() {
+        let _turn = serial();
+        let dir = tempfile::tempdir().unwrap();
+        log_to(Some(&dir.path().join("faults.jsonl"))).unwrap();
+        configure_fault(&"a:held=await(b:go@2)".parse().unwrap());
+        let worker = std::thread::spawn(|| reach(Some("a"), "held"));
+        wait_any(&[Await::Passed("a:held".into())], T).unwrap();
+        reach(Some("b"), "go");
+        assert!(!worker.is_finished(), "one hit of b:go is not two");
+        reach(Some("b"), "go");
+        assert_eq!(worker.join().unwrap(), None);
+        log_to(None).unwrap();
+        let names: Vec<_> = history().into_iter().map(|h| h.name).collect();
+        assert_eq!(names, ["a:held", "b:go", "b:go", "a:held"], "arrival, then the pass after b's second hit");
     }
 
     #[test]
