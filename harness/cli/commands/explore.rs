@@ -31,6 +31,17 @@ pub struct Args {
     pub failing_tokens: Option<PathBuf>,
 }
 
+/// What each random schedule is worth, as PCT proves it.
+pub fn pct_guarantee() -> String {
+    use taskgate_faults::schedule::Schedule;
+    let depth = Schedule::PCT_DEPTH;
+    format!(
+        "PCT depth {depth}: each random schedule finds any given depth-{depth} ordering bug \
+         with probability >= 1/{} (2 actors, every boundary they can park at)",
+        Schedule::pct_bound(depth)
+    )
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let scenario = taskgate_scenarios::find(&args.scenario)?;
     let session = Session::open()?;
@@ -69,12 +80,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         taskgate_scenarios::model::Kind::StopRace { .. } => "schedule",
         _ => "case",
     };
+    let elapsed = started.elapsed();
     println!(
-        "{}: {} {unit}s run in {:.2?}, {failed} failing",
+        "{}: {} {unit}s run in {elapsed:.2?} ({:.1} {unit}s/s), {failed} failing",
         scenario.name,
         reports.len(),
-        started.elapsed()
+        reports.len() as f64 / elapsed.as_secs_f64().max(1e-9),
     );
+    if args.random > 0 && unit == "schedule" {
+        println!("{}", pct_guarantee());
+    }
     if let Some((n, at)) = first_failure {
         println!(
             "first failure at {unit} {n} of {}, after {at:.2?}",

@@ -116,6 +116,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if shard == Shard::WHOLE {
         print!("{}", taskgate_scenarios::coverage::render(&coverage));
     }
+    if args.random > 0 {
+        println!("{}", super::explore::pct_guarantee());
+    }
     println!("scenario                          runs  failed  known bug");
     for s in &selected {
         let runs: Vec<_> = reports

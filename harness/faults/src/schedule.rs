@@ -99,6 +99,21 @@ impl Schedule {
         }
     }
 
+    /// PCT's guarantee for one random schedule of bug depth `depth` (the
+    /// number of ordering constraints a bug needs; `depth - 1` priority
+    /// change points): it finds any given bug of that depth with
+    /// probability at least 1 / (n * k^(depth-1)), for n actors and k
+    /// steps. Here n = 2 and k = every boundary both actors can park at.
+    /// Returns the denominator.
+    pub fn pct_bound(depth: u32) -> u64 {
+        let actors = 2u64;
+        let steps = (TASK_RUNNER_BOUNDARIES.len() + UPDATE_BOUNDARIES.len()) as u64;
+        actors * steps.pow(depth.saturating_sub(1))
+    }
+
+    /// The depth random schedules are drawn for.
+    pub const PCT_DEPTH: u32 = 3;
+
     pub fn task_park_points(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.task_parks.iter().map(|&i| TASK_RUNNER_BOUNDARIES[i])
     }
@@ -240,6 +255,12 @@ mod tests {
             .collect();
         pairs.dedup();
         assert_eq!(pairs.len(), all.len());
+    }
+
+    #[test]
+    fn the_pct_bound_is_one_over_n_times_k_to_the_depth_minus_one() {
+        assert_eq!(Schedule::pct_bound(1), 2);
+        assert_eq!(Schedule::pct_bound(3), 2 * 9 * 9);
     }
 
     #[test]
