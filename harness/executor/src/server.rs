@@ -198,6 +198,9 @@ impl Supervisor {
 
         let socket = &made.paths.socket;
         made.paths.ensure_not_running()?;
+        taskgate_faults::fault_point!(points::EX_BEFORE_BIND, spec.task_name.as_str(), |msg| Err(
+            ExecutorError::Injected(msg)
+        ));
         remove(socket, |p| std::fs::remove_file(p))?;
         let listener = UnixListener::bind(socket)
             .map_err(ExecutorError::io(format!("bind {}", socket.display())))?;

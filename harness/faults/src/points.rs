@@ -60,6 +60,10 @@ pub const EX_BEFORE_EXEC: &str = "ex.before_exec";
 
 pub const EXECUTOR_BOUNDARIES: [&str; 3] = [EX_AFTER_CGROUP, EX_AFTER_MOUNTS, EX_BEFORE_EXEC];
 
+/// In the executor: no executor answered on the task's socket path, and
+/// this one is about to claim it.
+pub const EX_BEFORE_BIND: &str = "ex.before_bind";
+
 /// In the engine's process (the executor client): the executor daemon was
 /// forked and the launch waits for its ready report; the socket may not
 /// be bound yet.
@@ -70,7 +74,7 @@ pub const EX_TASK_EXITED: &str = "ex.task_exited";
 
 /// Every per-task point other than the hook points (which the engine's hook
 /// set names), for scenario files to name and check against.
-pub const TASK_POINTS: [&str; 14] = [
+pub const TASK_POINTS: [&str; 15] = [
     TR_START_CONDITION_MET,
     TR_BEFORE_PRESTART,
     TR_AFTER_PRESTART,
@@ -78,6 +82,7 @@ pub const TASK_POINTS: [&str; 14] = [
     TR_START_COMMITTED,
     EX_SPAWNED,
     EX_AFTER_CGROUP,
+    EX_BEFORE_BIND,
     EX_AFTER_MOUNTS,
     EX_BEFORE_EXEC,
     TR_AFTER_DRIVER_START,
@@ -100,7 +105,7 @@ pub const ALLOC_POINTS: [&str; 6] = [
 /// Points reached in the executor process: configured through its
 /// environment, not the engine's.
 pub fn in_executor(point: &str) -> bool {
-    EXECUTOR_BOUNDARIES.contains(&point) || point == EX_TASK_EXITED
+    EXECUTOR_BOUNDARIES.contains(&point) || [EX_BEFORE_BIND, EX_TASK_EXITED].contains(&point)
 }
 
 /// `hook.<kind>.<before|after>.<hook name>`, e.g. `hook.prestart.before.task_dir`.

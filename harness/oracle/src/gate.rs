@@ -60,6 +60,10 @@ pub struct ExecRecord {
     pub reason: String,
     /// False for an exec allowed without asking the judge because the gate was stopping.
     pub judged: bool,
+    /// For a task's process: the other processes in its task cgroup while
+    /// the exec was held (from the kernel), so a second tree shows.
+    #[serde(default)]
+    pub cgroup_peers: Vec<i32>,
 }
 
 #[derive(Default)]
@@ -253,6 +257,10 @@ impl Worker {
             identity: ExecIdentity::of_pid(event.pid()),
             exe,
         };
+        let cgroup_peers = match pending.identity {
+            ExecIdentity::Task { .. } => crate::identity::cgroup_peers(pending.pid),
+            _ => Vec::new(),
+        };
         let verdict = if judge {
             catch_unwind(AssertUnwindSafe(|| (self.judge)(&pending))).unwrap_or_else(|panic| {
                 Verdict::Deny(format!("judge panicked: {}", panic_message(&*panic)))
@@ -283,6 +291,7 @@ impl Worker {
                 verdict: answer,
                 reason,
                 judged: judge,
+                cgroup_peers,
             });
         }
         if let Err(e) = self.fan.write_response(FanotifyResponse::new(fd, response)) {

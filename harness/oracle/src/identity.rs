@@ -98,12 +98,79 @@ pub fn parse_cgroup(contents: &str) -> Option<(String, String)> {
     })
 }
 
+/// The other processes in the task cgroup `pid` sits in, read from the
+/// kernel at this instant: on v2 the unified hierarchy, on v1 the `pids`
+/// controller's (every task cgroup has one). Empty when `pid` is in no task
+/// cgroup or the cgroup cannot be read.
+pub fn cgroup_peers(pid: i32) -> Vec<i32> {
+    let Ok(own) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        return Vec::new();
+    };
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    task_cgroup_dir(&own, &mounts)
+        .and_then(|dir| std::fs::read_to_string(dir.join("cgroup.procs")).ok())
+        .map(|procs| {
+            procs
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .filter(|p| *p != pid)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Where a process's task cgroup lives on this host: its `cgroup` file's
+/// path for the hierarchy (v2's, or v1's `pids`), under that hierarchy's
+/// mount point from `mountinfo`.
+fn task_cgroup_dir(cgroup: &str, mountinfo: &str) -> Option<std::path::PathBuf> {
+    let (controllers, path) = cgroup.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let last = path.rsplit('/').next()?;
+        let wanted = controllers.is_empty() || controllers.split(',').any(|c| c == "pids");
+        (wanted && last.starts_with(CGROUP_PREFIX)).then_some((controllers, path))
+    })?;
+    let mount = mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let mut right = right.split_whitespace();
+        let (fstype, _source, options) = (right.next()?, right.next()?, right.next()?);
+        let point = left.split_whitespace().nth(4)?;
+        let matches = if controllers.is_empty() {
+            fstype == "cgroup2"
+        } else {
+            fstype == "cgroup" && options.split(',').any(|o| o == "pids")
+        };
+        matches.then_some(point)
+    })?;
+    Some(Path::new(mount).join(path.trim_start_matches('/')))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn pair(a: &str, t: &str) -> Option<(String, String)> {
         Some((a.to_string(), t.to_string()))
+    }
+
+    #[test]
+    fn the_task_cgroup_dir_is_found_under_its_hierarchy_mount() {
+        let v1_cgroup = "12:pids:/agent/taskgate.a1.web\n4:memory:/agent/taskgate.a1.web\n";
+        let v1_mounts = "35 25 0:30 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+                         36 25 0:31 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n";
+        assert_eq!(
+            task_cgroup_dir(v1_cgroup, v1_mounts),
+            Some("/sys/fs/cgroup/pids/agent/taskgate.a1.web".into())
+        );
+        let v2_mounts = "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            task_cgroup_dir("0::/taskgate.a1.web\n", v2_mounts),
+            Some("/sys/fs/cgroup/taskgate.a1.web".into())
+        );
+        assert_eq!(task_cgroup_dir("0::/agent\n", v2_mounts), None, "not a task cgroup");
+        assert_eq!(task_cgroup_dir(v1_cgroup, v2_mounts), None, "no pids hierarchy mounted");
     }
 
     #[test]

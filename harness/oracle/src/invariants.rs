@@ -151,22 +151,22 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// Every invariant, with the engine's default point names. `may_start_late`
-/// names the tasks exempt from (b): poststop tasks start after terminal.
-pub fn check(history: &[Event], tasks: &[String], may_start_late: &[String]) -> Vec<Violation> {
-    check_with(history, tasks, may_start_late, &InvariantConfig::default())
+/// Every invariant, with the engine's default point names.
+pub fn check(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    check_with(history, tasks, &InvariantConfig::default())
 }
 
 pub fn check_with(
     history: &[Event],
-    tasks: &[String],
-    may_start_late: &[String],
+    shapes: &[TaskShape],
     config: &InvariantConfig,
 ) -> Vec<Violation> {
-    let must_not_start_late: Vec<String> = tasks
+    let tasks: Vec<String> = shapes.iter().map(|t| t.name.clone()).collect();
+    // Poststop tasks start after terminal, by design.
+    let must_not_start_late: Vec<String> = shapes
         .iter()
-        .filter(|t| !may_start_late.contains(t))
-        .cloned()
+        .filter(|t| t.role != TaskRole::Poststop)
+        .map(|t| t.name.clone())
         .collect();
     let mut v = check_layout_before_exec(history);
     v.extend(check_no_exec_after_terminal(
@@ -174,8 +174,9 @@ pub fn check_with(
         &must_not_start_late,
         config,
     ));
-    v.extend(check_one_exec_per_attempt(history, tasks, config));
+    v.extend(check_one_exec_per_attempt(history, &tasks, config));
     v.extend(check_started_tasks_end(history));
+    v.extend(crate::lifecycle::check(history, shapes));
     v
 }
 
@@ -405,6 +406,7 @@ mod tests {
                 verdict,
                 reason,
                 judged: true,
+                cgroup_peers: Vec::new(),
             }));
             self
         }
@@ -443,6 +445,17 @@ mod tests {
 
     fn tasks(names: &[&str]) -> Vec<String> {
         names.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn shapes(names: &[&str]) -> Vec<TaskShape> {
+        names
+            .iter()
+            .map(|name| TaskShape {
+                name: name.to_string(),
+                role: TaskRole::Main { leader: false },
+                restart_attempts: 0,
+            })
+            .collect()
     }
 
     fn observed_cfg() -> InvariantConfig {
@@ -500,7 +513,7 @@ mod tests {
         let v = check_no_exec_after_terminal(&h.0, &tasks(&["web"]), &InvariantConfig::default());
         assert_eq!(invariants(&v), [(NO_EXEC_AFTER_TERMINAL, Some("web"))]);
         assert_eq!(
-            invariants(&check(&h.0, &tasks(&["web"]), &[])),
+            invariants(&check(&h.0, &shapes(&["web"]))),
             [(NO_EXEC_AFTER_TERMINAL, Some("web"))]
         );
     }
@@ -655,7 +668,7 @@ mod tests {
             .hit("web:tr.observed_terminal")
             .task_exec("web")
             .task_event("web", TaskEventKind::Killed, 1);
-        assert_eq!(check_with(&h.0, &tasks(&["web"]), &[], &observed_cfg()), []);
+        assert_eq!(check_with(&h.0, &shapes(&["web"]), &observed_cfg()), []);
     }
 
     #[test]

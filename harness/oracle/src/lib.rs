@@ -14,6 +14,7 @@
 pub mod gate;
 pub mod identity;
 pub mod invariants;
+pub mod lifecycle;
 pub mod judge;
 pub mod layout;
 pub mod marked_fs;

@@ -151,7 +151,7 @@ pub fn catalogue() -> Vec<Scenario> {
             Kind::Faults(FaultPlan {
                 cases: together(parsed(&[
                     "web:ex.spawned=kill",
-                    "web:ex.after_cgroup=await(web:tr.after_driver_start@1)",
+                    "web:ex.before_bind=await(web:tr.after_driver_start@1)",
                 ])),
                 host: Host::Agent { restore: Restore::Run },
                 then: Then::StopWhenRunning,

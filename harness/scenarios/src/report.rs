@@ -126,9 +126,26 @@ impl RunReport {
         self.violations.is_empty() && self.problems.is_empty()
     }
 
+    /// `pass`, `FAIL`, or `known` for a pass that showed an open bug's violation.
+    pub fn verdict(&self) -> &'static str {
+        match (self.passed(), self.expected.is_empty()) {
+            (false, _) => "FAIL",
+            (true, true) => "pass",
+            (true, false) => "known",
+        }
+    }
+
     /// The failure as a user reads it: what broke, the history, and how to replay.
     pub fn explain(&self) -> String {
-        let mut out = format!("FAIL {}  ({})\n", self.token, self.description);
+        let mut out = format!(
+            "{} {}  ({})\n",
+            match self.verdict() {
+                "known" => "KNOWN BUG (fails as expected)",
+                other => other,
+            },
+            self.token,
+            self.description
+        );
         for v in &self.violations {
             out += &format!(
                 "  violation: {} [{}]: {}\n",

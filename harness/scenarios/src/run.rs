@@ -521,14 +521,7 @@ pub(crate) fn shapes(scenario: &Scenario) -> Vec<TaskShape> {
 fn judge(scenario: &Scenario, token: Token, description: String, outcome: Outcome) -> RunReport {
     let mut problems = outcome.problems;
     let history = history::merge(&outcome.hits, &outcome.execs, &outcome.tasks, &outcome.records);
-    let shapes = shapes(scenario);
-    let names: Vec<String> = shapes.iter().map(|t| t.name.clone()).collect();
-    let late: Vec<String> = shapes
-        .iter()
-        .filter(|t| t.role == TaskRole::Poststop)
-        .map(|t| t.name.clone())
-        .collect();
-    let violations = taskgate_oracle::check(&history, &names, &late);
+    let violations = taskgate_oracle::check(&history, &shapes(scenario));
     let expected = scenario.expect.status;
     if outcome.records.status != Some(expected) {
         problems.push(format!(

@@ -1,0 +1,392 @@
+//! Invariants over whole task lifecycles: restarts, restores, kills, exits
+//! and what outlives a run. They judge the kernel's and the harness's
+//! records (execs, the executors' exit records, fault hits, cgroup
+//! membership, what was alive after the run), never the engine's own
+//! account of itself; only the final status and the restart counters are
+//! the engine's, and those are what they check.
+
+use crate::identity::ExecIdentity;
+use crate::invariants::{Event, TaskExit, TaskRole, TaskShape, Violation};
+use taskgate_faults::points::TR_KILLING;
+use taskgate_faults::scoped;
+
+pub const NO_RESTART_AFTER_COMPLETION: &str =
+    "no completed task or attempt is started again after a restore";
+pub const NO_EXEC_AFTER_KILL: &str = "no task is started after its runner was told to die";
+pub const ONE_LIVE_TREE: &str = "at most one live process tree per task";
+pub const KILL_ORDER: &str =
+    "leader killed first, main tasks dead before sidecars are killed, poststop after all";
+pub const POSTSTOP_ONCE: &str = "a poststop task runs exactly once";
+pub const STATUS_MATCHES_EXITS: &str =
+    "the alloc's final status is the one its recorded exits give";
+pub const NO_SURVIVORS: &str = "no process of a task outlives its executor unobserved";
+pub const RESTARTS_MONOTONIC: &str = "a task's restart count never goes backwards";
+
+/// Every lifecycle invariant.
+pub fn check(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let mut v = check_no_restart_after_completion(history, tasks);
+    v.extend(check_no_exec_after_kill(history, tasks));
+    v.extend(check_one_live_tree(history, tasks));
+    v.extend(check_kill_order(history, tasks));
+    v.extend(check_poststop_once(history, tasks));
+    v.extend(check_status_matches_exits(history, tasks));
+    v.extend(check_no_survivors(history));
+    v.extend(check_restarts_monotonic(history));
+    v
+}
+
+fn violation(invariant: &'static str, task: &str, detail: String) -> Violation {
+    Violation {
+        invariant,
+        task: Some(task.to_string()),
+        detail,
+    }
+}
+
+/// Where an executor for `task` was exec'd: one per launch of an attempt.
+fn launches(history: &[Event], task: &str) -> Vec<usize> {
+    positions(history, |e| {
+        matches!(e, Event::Exec(r) if matches!(&r.identity, ExecIdentity::Executor { task: t, .. } if t == task))
+    })
+}
+
+/// Where each launch's task process was exec'd: the first exec in the
+/// task's cgroup after each launch (the tree's root).
+fn tree_roots(history: &[Event], task: &str) -> Vec<usize> {
+    let launched = launches(history, task);
+    launched
+        .iter()
+        .enumerate()
+        .filter_map(|(n, &at)| {
+            let end = launched.get(n + 1).copied().unwrap_or(history.len());
+            (at..end).find(|&i| is_task_exec(&history[i], task))
+        })
+        .collect()
+}
+
+fn is_task_exec(event: &Event, task: &str) -> bool {
+    matches!(event, Event::Exec(r) if matches!(&r.identity, ExecIdentity::Task { task: t, .. } if t == task))
+}
+
+fn exits(history: &[Event], task: &str) -> Vec<(usize, TaskExit)> {
+    history
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            Event::TaskExited { task: t, exit } if t == task => Some((i, *exit)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn kills(history: &[Event], task: &str) -> Vec<usize> {
+    let name = scoped(Some(task), TR_KILLING);
+    positions(history, |e| matches!(e, Event::FaultHit(h) if h.name == name))
+}
+
+fn positions(history: &[Event], f: impl Fn(&Event) -> bool) -> Vec<usize> {
+    history
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| f(e))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn is_sidecar(role: TaskRole) -> bool {
+    matches!(
+        role,
+        TaskRole::Prestart { sidecar: true } | TaskRole::Poststart { sidecar: true }
+    )
+}
+
+/// A task whose executor saw it exit successfully before the agent was
+/// restarted has completed; the restored agent must not start it again
+/// (Nomad #5883: a completed batch alloc re-run after an agent restart).
+pub fn check_no_restart_after_completion(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
+    let mut out = Vec::new();
+    for task in tasks.iter().filter(|t| !is_sidecar(t.role)) {
+        let launched = launches(history, &task.name);
+        for &restart in &restarts {
+            let Some(&(exited, exit)) = exits(history, &task.name)
+                .iter()
+                .rev()
+                .find(|(i, _)| *i < restart)
+            else {
+                continue;
+            };
+            let relaunched_before = launched.iter().any(|&l| l > exited && l < restart);
+            if !exit.successful() || relaunched_before {
+                continue;
+            }
+            if let Some(again) = launched.iter().find(|&&l| l > restart) {
+                out.push(violation(
+                    NO_RESTART_AFTER_COMPLETION,
+                    &task.name,
+                    format!(
+                        "completed (exit 0 at #{exited}) before the agent restart at #{restart}, \
+                         started again at #{again}"
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Once a task runner was told to die, its task is never launched again.
+pub fn check_no_exec_after_kill(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    tasks
+        .iter()
+        .filter_map(|task| {
+            let killed = *kills(history, &task.name).first()?;
+            let late = launches(history, &task.name)
+                .into_iter()
+                .find(|&l| l > killed)?;
+            Some(violation(
+                NO_EXEC_AFTER_KILL,
+                &task.name,
+                format!("told to die at #{killed}, launched at #{late}"),
+            ))
+        })
+        .collect()
+}
+
+/// When a task's process tree starts, its cgroup holds nothing else: a
+/// second tree beside a live one means two copies under one limit (an
+/// executor died and left its task behind, or two executors raced).
+pub fn check_one_live_tree(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    tasks
+        .iter()
+        .flat_map(|task| {
+            tree_roots(history, &task.name)
+                .into_iter()
+                .filter_map(|at| match &history[at] {
+                    Event::Exec(r) if !r.cgroup_peers.is_empty() => Some(violation(
+                        ONE_LIVE_TREE,
+                        &task.name,
+                        format!(
+                            "tree rooted at pid {} (#{at}) started while pids {:?} lived in its cgroup",
+                            r.pid, r.cgroup_peers
+                        ),
+                    )),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Nomad's kill order (since #13055), judged within each agent's lifetime:
+/// the leader is told to die before any other task; every killed main task
+/// has exited before a sidecar is told to die; a poststop task starts only
+/// once every task that ran has exited.
+pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
+    let mut bounds = vec![0];
+    bounds.extend(&restarts);
+    bounds.push(history.len());
+    let within = |v: Vec<usize>, lo: usize, hi: usize| -> Vec<usize> {
+        v.into_iter().filter(|&i| i >= lo && i < hi).collect()
+    };
+    for window in bounds.windows(2) {
+        let (lo, hi) = (window[0], window[1]);
+        let first_kill =
+            |t: &TaskShape| within(kills(history, &t.name), lo, hi).first().copied();
+        if let Some(leader) = tasks.iter().find(|t| t.role == TaskRole::Main { leader: true }) {
+            if let Some(leader_kill) = first_kill(leader) {
+                for other in tasks.iter().filter(|t| t.name != leader.name) {
+                    if let Some(k) = first_kill(other).filter(|&k| k < leader_kill) {
+                        out.push(violation(
+                            KILL_ORDER,
+                            &other.name,
+                            format!("told to die at #{k}, before the leader {} at #{leader_kill}", leader.name),
+                        ));
+                    }
+                }
+            }
+        }
+        for sidecar in tasks.iter().filter(|t| is_sidecar(t.role)) {
+            let Some(sidecar_kill) = first_kill(sidecar) else {
+                continue;
+            };
+            for main in tasks.iter().filter(|t| matches!(t.role, TaskRole::Main { .. })) {
+                let Some(main_kill) = first_kill(main) else {
+                    continue;
+                };
+                let died = exits(history, &main.name)
+                    .into_iter()
+                    .map(|(i, _)| i)
+                    .find(|&i| i > main_kill && i < hi);
+                if died.is_none_or(|d| d > sidecar_kill) {
+                    out.push(violation(
+                        KILL_ORDER,
+                        &sidecar.name,
+                        format!(
+                            "sidecar told to die at #{sidecar_kill} while main task {} (told at #{main_kill}) had not exited",
+                            main.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    for poststop in tasks.iter().filter(|t| t.role == TaskRole::Poststop) {
+        let Some(&start) = launches(history, &poststop.name).first() else {
+            continue;
+        };
+        for other in tasks.iter().filter(|t| t.role != TaskRole::Poststop) {
+            let ran = !tree_roots(history, &other.name).is_empty();
+            let exited = exits(history, &other.name).iter().any(|(i, _)| *i < start);
+            if ran && !exited {
+                out.push(violation(
+                    KILL_ORDER,
+                    &poststop.name,
+                    format!("poststop started at #{start} before {} exited", other.name),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// A poststop task runs once (or as often as its restart policy allows),
+/// and does run once the alloc finished after any task ran.
+pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let finished = history.iter().any(|e| {
+        matches!(
+            e,
+            Event::AllocStatus(crate::invariants::AllocStatus::Complete | crate::invariants::AllocStatus::Failed)
+        )
+    });
+    let any_ran = tasks
+        .iter()
+        .filter(|t| t.role != TaskRole::Poststop)
+        .any(|t| !tree_roots(history, &t.name).is_empty());
+    tasks
+        .iter()
+        .filter(|t| t.role == TaskRole::Poststop)
+        .filter_map(|task| {
+            let runs = tree_roots(history, &task.name).len();
+            let most = task.restart_attempts as usize + 1;
+            if runs > most {
+                Some(violation(
+                    POSTSTOP_ONCE,
+                    &task.name,
+                    format!("ran {runs} times; its restart policy allows {most}"),
+                ))
+            } else if runs == 0 && finished && any_ran {
+                Some(violation(
+                    POSTSTOP_ONCE,
+                    &task.name,
+                    "never ran, though the alloc finished after its tasks ran".into(),
+                ))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// The status the records give: failed if a task's last recorded exit was
+/// a failure it was not told to die for, or if a task never ran and its
+/// runner gave up before any stop; complete otherwise. (A task killed by
+/// the kill path exits by a signal, or 0 from its trap: neither fails it.)
+pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    use crate::invariants::AllocStatus;
+    let Some(reported) = history.iter().rev().find_map(|e| match e {
+        Event::AllocStatus(s @ (AllocStatus::Complete | AllocStatus::Failed)) => Some(*s),
+        _ => None,
+    }) else {
+        return Vec::new();
+    };
+    let stop = history.iter().position(|e| {
+        matches!(
+            e,
+            Event::StopDelivered { .. } | Event::AgentRestarted { stop: true }
+        )
+    });
+    let gave_up = |task: &str| {
+        let exited = scoped(Some(task), taskgate_faults::points::TR_MAIN_EXITED);
+        history
+            .iter()
+            .position(|e| matches!(e, Event::FaultHit(h) if h.name == exited))
+            .is_some_and(|at| stop.is_none_or(|s| at < s))
+    };
+    let mut why = None;
+    for task in tasks {
+        let killed = kills(history, &task.name);
+        match exits(history, &task.name).last() {
+            Some(&(at, exit)) if !exit.successful() && !killed.iter().any(|&k| k < at) => {
+                why = Some(format!("{} last exited {exit:?} (#{at}) without being told to die", task.name));
+            }
+            None if tree_roots(history, &task.name).is_empty()
+                && task.role != TaskRole::Poststop
+                && gave_up(&task.name) =>
+            {
+                why = Some(format!("{} never ran and its runner gave up before any stop", task.name));
+            }
+            _ => {}
+        }
+    }
+    let derived = if why.is_some() {
+        AllocStatus::Failed
+    } else {
+        AllocStatus::Complete
+    };
+    if derived == reported {
+        return Vec::new();
+    }
+    vec![Violation {
+        invariant: STATUS_MATCHES_EXITS,
+        task: None,
+        detail: format!(
+            "reported {reported:?}, the exits give {derived:?}{}",
+            why.map_or(String::new(), |w| format!(": {w}"))
+        ),
+    }]
+}
+
+/// Nothing of a task is alive once its alloc finished: not its executor,
+/// not its process tree.
+pub fn check_no_survivors(history: &[Event]) -> Vec<Violation> {
+    history
+        .iter()
+        .filter_map(|e| match e {
+            Event::Survivors { task, pids } if !pids.is_empty() => Some(violation(
+                NO_SURVIVORS,
+                task,
+                format!("pids {pids:?} still alive after the run"),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A restore must not forget restarts: each task's counter, read after
+/// each agent process ended, never decreases.
+pub fn check_restarts_monotonic(history: &[Event]) -> Vec<Violation> {
+    let mut last: std::collections::BTreeMap<&str, u32> = Default::default();
+    let mut out = Vec::new();
+    for e in history {
+        if let Event::RestartCount { task, restarts } = e {
+            if let Some(&before) = last.get(task.as_str()) {
+                if *restarts < before {
+                    out.push(violation(
+                        RESTARTS_MONOTONIC,
+                        task,
+                        format!("went from {before} to {restarts}"),
+                    ));
+                }
+            }
+            last.insert(task, *restarts);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "lifecycle_tests.rs"]
+mod tests;

@@ -1,0 +1,281 @@
+//! Each lifecycle invariant over recorded histories, holding and broken.
+
+use super::*;
+use crate::gate::{Answer, ExecRecord};
+use crate::invariants::AllocStatus;
+use rstest::rstest;
+use std::path::PathBuf;
+use taskgate_faults::points::TR_MAIN_EXITED;
+use taskgate_faults::Hit;
+
+/// Builds histories the way the harness merges them.
+#[derive(Default, Clone)]
+struct H(Vec<Event>);
+
+impl H {
+    fn exec(mut self, identity: ExecIdentity, peers: &[i32]) -> Self {
+        let seq = self.0.len() as u64 + 1;
+        self.0.push(Event::Exec(ExecRecord {
+            seq,
+            pid: 100 + seq as i32,
+            exe: PathBuf::from("/marked/bin/busybox"),
+            identity,
+            verdict: Answer::Allow,
+            reason: String::new(),
+            judged: true,
+            cgroup_peers: peers.to_vec(),
+        }));
+        self
+    }
+    /// An executor launched for `task`, then its task's tree root exec'd.
+    fn start(self, task: &str) -> Self {
+        self.start_beside(task, &[])
+    }
+    fn start_beside(self, task: &str, peers: &[i32]) -> Self {
+        let ids = |task: &str| {
+            (
+                ExecIdentity::Executor {
+                    alloc_id: "a".into(),
+                    task: task.into(),
+                },
+                ExecIdentity::Task {
+                    alloc_id: "a".into(),
+                    task: task.into(),
+                },
+            )
+        };
+        let (executor, tree) = ids(task);
+        self.exec(executor, &[]).exec(tree, peers)
+    }
+    fn hit(mut self, name: String) -> Self {
+        self.0.push(Event::FaultHit(Hit {
+            seq: 0,
+            name,
+            action: None,
+            detail: None,
+        }));
+        self
+    }
+    fn kill(self, task: &str) -> Self {
+        self.hit(scoped(Some(task), TR_KILLING))
+    }
+    fn gave_up(self, task: &str) -> Self {
+        self.hit(scoped(Some(task), TR_MAIN_EXITED))
+    }
+    fn exit(mut self, task: &str, exit: TaskExit) -> Self {
+        self.0.push(Event::TaskExited {
+            task: task.into(),
+            exit,
+        });
+        self
+    }
+    fn restart(mut self, stop: bool) -> Self {
+        self.0.push(Event::AgentRestarted { stop });
+        self
+    }
+    fn stop(mut self) -> Self {
+        self.0.push(Event::StopDelivered { seq: 0 });
+        self
+    }
+    fn status(mut self, status: AllocStatus) -> Self {
+        self.0.push(Event::AllocStatus(status));
+        self
+    }
+    fn survivors(mut self, task: &str, pids: &[i32]) -> Self {
+        self.0.push(Event::Survivors {
+            task: task.into(),
+            pids: pids.to_vec(),
+        });
+        self
+    }
+    fn count(mut self, task: &str, restarts: u32) -> Self {
+        self.0.push(Event::RestartCount {
+            task: task.into(),
+            restarts,
+        });
+        self
+    }
+}
+
+fn shape(name: &str, role: TaskRole, restart_attempts: u32) -> TaskShape {
+    TaskShape {
+        name: name.into(),
+        role,
+        restart_attempts,
+    }
+}
+
+fn main_task(name: &str) -> TaskShape {
+    shape(name, TaskRole::Main { leader: false }, 0)
+}
+
+fn names(v: &[Violation]) -> Vec<&'static str> {
+    v.iter().map(|v| v.invariant).collect()
+}
+
+const OK: TaskExit = TaskExit::Code(0);
+const FAILED: TaskExit = TaskExit::Code(1);
+
+#[rstest]
+#[case::completed_then_rerun(H::default().start("web").exit("web", OK).restart(false).start("web"), 1)]
+#[case::completed_not_rerun(H::default().start("web").exit("web", OK).restart(false), 0)]
+#[case::failed_then_retried(H::default().start("web").exit("web", FAILED).restart(false).start("web"), 0)]
+#[case::retried_before_the_crash(H::default().start("web").exit("web", OK).start("web").restart(false).start("web"), 0)]
+fn no_restart_after_completion(#[case] h: H, #[case] expected: usize) {
+    let v = check_no_restart_after_completion(&h.0, &[main_task("web")]);
+    assert_eq!(v.len(), expected, "{v:#?}");
+}
+
+#[test]
+fn a_completed_sidecar_is_not_judged_as_completed() {
+    let h = H::default().start("proxy").exit("proxy", OK).restart(false).start("proxy");
+    let sidecar = shape("proxy", TaskRole::Poststart { sidecar: true }, 0);
+    assert!(check_no_restart_after_completion(&h.0, &[sidecar]).is_empty());
+}
+
+#[rstest]
+#[case::launched_after_kill(H::default().start("web").kill("web").start("web"), 1)]
+#[case::killed_while_running(H::default().start("web").kill("web").exit("web", TaskExit::Signal(15)), 0)]
+fn no_exec_after_kill(#[case] h: H, #[case] expected: usize) {
+    assert_eq!(check_no_exec_after_kill(&h.0, &[main_task("web")]).len(), expected);
+}
+
+#[rstest]
+#[case::second_tree_beside_the_first(H::default().start("web").start_beside("web", &[102]), 1)]
+#[case::one_tree_at_a_time(H::default().start("web").exit("web", FAILED).start("web"), 0)]
+fn one_live_tree(#[case] h: H, #[case] expected: usize) {
+    let v = check_one_live_tree(&h.0, &[main_task("web")]);
+    assert_eq!(v.len(), expected, "{v:#?}");
+}
+
+#[test]
+fn a_child_exec_beside_its_own_tree_root_is_one_tree() {
+    let tree = ExecIdentity::Task {
+        alloc_id: "a".into(),
+        task: "web".into(),
+    };
+    let h = H::default().start("web").exec(tree, &[102]);
+    assert!(check_one_live_tree(&h.0, &[main_task("web")]).is_empty());
+}
+
+fn report_tasks() -> Vec<TaskShape> {
+    vec![
+        shape("leader", TaskRole::Main { leader: true }, 0),
+        main_task("worker"),
+        shape("proxy", TaskRole::Poststart { sidecar: true }, 0),
+        shape("cleanup", TaskRole::Poststop, 0),
+    ]
+}
+
+fn started() -> H {
+    H::default().start("leader").start("worker").start("proxy")
+}
+
+#[rstest]
+#[case::nomads_order(
+    started().kill("leader").kill("worker").exit("leader", OK).exit("worker", OK)
+        .kill("proxy").exit("proxy", OK).start("cleanup"),
+    vec![]
+)]
+#[case::worker_before_leader(
+    started().kill("worker").kill("leader").exit("leader", OK).exit("worker", OK)
+        .kill("proxy").exit("proxy", OK).start("cleanup"),
+    vec![KILL_ORDER]
+)]
+#[case::sidecar_with_the_mains(
+    started().kill("leader").kill("worker").kill("proxy").exit("proxy", OK)
+        .exit("leader", OK).exit("worker", OK).start("cleanup"),
+    vec![KILL_ORDER, KILL_ORDER]
+)]
+#[case::poststop_too_early(
+    started().kill("leader").kill("worker").exit("leader", OK).exit("worker", OK)
+        .kill("proxy").start("cleanup").exit("proxy", OK),
+    vec![KILL_ORDER]
+)]
+#[case::each_agent_lifetime_on_its_own(
+    started().kill("leader").restart(true).kill("worker").exit("leader", OK).exit("worker", OK)
+        .kill("proxy").exit("proxy", OK).start("cleanup"),
+    vec![]
+)]
+fn kill_order(#[case] h: H, #[case] expected: Vec<&'static str>) {
+    let v = check_kill_order(&h.0, &report_tasks());
+    assert_eq!(names(&v), expected, "{v:#?}");
+}
+
+#[rstest]
+#[case::once(H::default().start("web").exit("web", OK).start("cleanup").status(AllocStatus::Complete), 0)]
+#[case::twice(
+    H::default().start("web").exit("web", OK).start("cleanup").restart(true).start("cleanup")
+        .status(AllocStatus::Complete),
+    1
+)]
+#[case::never(H::default().start("web").exit("web", OK).status(AllocStatus::Complete), 1)]
+#[case::nothing_ran(H::default().stop().status(AllocStatus::Complete), 0)]
+fn poststop_once(#[case] h: H, #[case] expected: usize) {
+    let tasks = [main_task("web"), shape("cleanup", TaskRole::Poststop, 0)];
+    let v = check_poststop_once(&h.0, &tasks);
+    assert_eq!(v.len(), expected, "{v:#?}");
+}
+
+#[rstest]
+#[case::success_complete(H::default().start("web").exit("web", OK).status(AllocStatus::Complete), true)]
+#[case::failure_reported_complete(H::default().start("web").exit("web", FAILED).status(AllocStatus::Complete), false)]
+#[case::failure_failed(H::default().start("web").exit("web", FAILED).status(AllocStatus::Failed), true)]
+#[case::retried_to_success(
+    H::default().start("web").exit("web", FAILED).start("web").exit("web", OK).status(AllocStatus::Complete),
+    true
+)]
+#[case::killed_is_not_failed(
+    H::default().start("web").stop().kill("web").exit("web", TaskExit::Signal(15)).status(AllocStatus::Complete),
+    true
+)]
+#[case::gave_up_before_the_stop(H::default().gave_up("web").stop().status(AllocStatus::Failed), true)]
+#[case::gave_up_reported_complete(H::default().gave_up("web").stop().status(AllocStatus::Complete), false)]
+#[case::stopped_before_it_ran(H::default().stop().gave_up("web").status(AllocStatus::Complete), true)]
+#[case::not_finished(H::default().start("web").exit("web", FAILED).status(AllocStatus::Running), true)]
+fn status_matches_exits(#[case] h: H, #[case] holds: bool) {
+    let v = check_status_matches_exits(&h.0, &[main_task("web")]);
+    assert_eq!(v.is_empty(), holds, "{v:#?}");
+}
+
+#[rstest]
+#[case::nothing_left(H::default().survivors("web", &[]), 0)]
+#[case::a_tree_left(H::default().survivors("web", &[7, 8]).survivors("db", &[]), 1)]
+fn no_survivors(#[case] h: H, #[case] expected: usize) {
+    assert_eq!(check_no_survivors(&h.0).len(), expected);
+}
+
+#[rstest]
+#[case::grows(H::default().count("web", 1).count("web", 2).count("db", 0), 0)]
+#[case::forgotten(H::default().count("web", 2).count("web", 0), 1)]
+fn restarts_monotonic(#[case] h: H, #[case] expected: usize) {
+    assert_eq!(check_restarts_monotonic(&h.0).len(), expected);
+}
+
+#[test]
+fn check_runs_every_lifecycle_invariant() {
+    let h = H::default()
+        .start("web")
+        .exit("web", OK)
+        .restart(false)
+        .start_beside("web", &[1])
+        .kill("web")
+        .start("web")
+        .count("web", 1)
+        .count("web", 0)
+        .survivors("web", &[1])
+        .status(AllocStatus::Failed);
+    let mut got = names(&check(&h.0, &[main_task("web")]));
+    got.dedup();
+    assert_eq!(
+        got,
+        [
+            NO_RESTART_AFTER_COMPLETION,
+            NO_EXEC_AFTER_KILL,
+            ONE_LIVE_TREE,
+            STATUS_MATCHES_EXITS,
+            NO_SURVIVORS,
+            RESTARTS_MONOTONIC
+        ]
+    );
+}
