@@ -37,6 +37,16 @@ pub struct Runner<'a> {
 
 /// One case of a scenario, resolved to what it runs.
 pub(crate) enum Plan<'s> {
+    InProcess(InProcess<'s>),
+    Agent {
+        case: &'s FaultCase,
+        then: Then,
+        restore: Restore,
+    },
+}
+
+/// A case the engine runs in the harness's own process.
+pub(crate) enum InProcess<'s> {
     Race {
         controlled: &'s str,
         schedule: &'s Schedule,
@@ -44,11 +54,6 @@ pub(crate) enum Plan<'s> {
     Faults {
         case: &'s FaultCase,
         then: Then,
-    },
-    Agent {
-        case: &'s FaultCase,
-        then: Then,
-        restore: Restore,
     },
 }
 
@@ -59,19 +64,21 @@ impl<'s> Plan<'s> {
             problem,
         };
         match (&scenario.kind, case) {
-            (Kind::StopRace { controlled }, Case::Schedule(schedule)) => Ok(Plan::Race {
-                controlled,
-                schedule,
-            }),
+            (Kind::StopRace { controlled }, Case::Schedule(schedule)) => {
+                Ok(Plan::InProcess(InProcess::Race {
+                    controlled,
+                    schedule,
+                }))
+            }
             (Kind::Faults(plan), Case::Fault(i)) => {
                 let case = plan.cases.get(*i).ok_or_else(|| {
                     mismatch(format!("has {} cases; #{i} is out of range", plan.cases.len()))
                 })?;
                 Ok(match plan.host {
-                    Host::InProcess => Plan::Faults {
+                    Host::InProcess => Plan::InProcess(InProcess::Faults {
                         case,
                         then: plan.then,
-                    },
+                    }),
                     Host::Agent { restore } => Plan::Agent {
                         case,
                         then: plan.then,
@@ -90,10 +97,10 @@ impl<'s> Plan<'s> {
 
     pub(crate) fn describe(&self) -> String {
         match self {
-            Plan::Race {
+            Plan::InProcess(InProcess::Race {
                 controlled,
                 schedule: s,
-            } => format!(
+            }) => format!(
                 "park {controlled} at [{}], update at [{}], stop at park #{}, {:?} first, swaps {:?}",
                 s.task_park_points().collect::<Vec<_>>().join(", "),
                 s.update_park_points().collect::<Vec<_>>().join(", "),
@@ -101,7 +108,9 @@ impl<'s> Plan<'s> {
                 s.first,
                 s.swaps
             ),
-            Plan::Faults { case, then } => format!("{}, {}", faults(case), then_text(*then)),
+            Plan::InProcess(InProcess::Faults { case, then }) => {
+                format!("{}, {}", faults(case), then_text(*then))
+            }
             Plan::Agent {
                 case,
                 then,
@@ -243,7 +252,7 @@ impl<'a> Runner<'a> {
                 then,
                 restore,
             } => agent_run::run(self, scenario, case, *then, *restore, data_dir, &log),
-            _ => self.in_process(scenario, plan, data_dir, &log),
+            Plan::InProcess(plan) => self.in_process(scenario, plan, data_dir, &log),
         };
         let mut outcome = result?;
         outcome.execs = self.lab.end_run(first);
@@ -266,7 +275,7 @@ impl<'a> Runner<'a> {
     fn in_process(
         &self,
         scenario: &Scenario,
-        plan: &Plan<'_>,
+        plan: &InProcess<'_>,
         data_dir: &Path,
         log: &Path,
     ) -> Result<Outcome, LabError> {
@@ -285,7 +294,7 @@ impl<'a> Runner<'a> {
     fn in_process_logged(
         &self,
         scenario: &Scenario,
-        plan: &Plan<'_>,
+        plan: &InProcess<'_>,
         data_dir: &Path,
         log: &Path,
     ) -> Result<Outcome, LabError> {
@@ -294,18 +303,17 @@ impl<'a> Runner<'a> {
         let mut problems = Vec::new();
         // Configure before the alloc exists, so no boundary can be missed.
         let faults: &[Fault] = match plan {
-            Plan::Race {
+            InProcess::Race {
                 controlled,
                 schedule,
             } => {
                 control::arm(schedule, controlled);
                 &[]
             }
-            Plan::Faults { case, .. } => {
+            InProcess::Faults { case, .. } => {
                 configure(&case.faults);
                 &case.faults
             }
-            Plan::Agent { .. } => unreachable!("agent plans run in agent_run"),
         };
         let stop_slot: std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>> =
             Default::default();
@@ -326,7 +334,7 @@ impl<'a> Runner<'a> {
         };
         let _ = stop_slot.set(Box::new(stop.clone()));
         match plan {
-            Plan::Race {
+            InProcess::Race {
                 controlled,
                 schedule,
             } => {
@@ -337,18 +345,17 @@ impl<'a> Runner<'a> {
                     taskgate_faults::release_all();
                 }
             }
-            Plan::Faults { case, then } => {
+            InProcess::Faults { case, then } => {
                 if let Err(err) = drive_faults(scenario, case, *then, stop) {
                     problems.push(format!("engine hung: {err}"));
                     taskgate_faults::release_all();
                 }
             }
-            Plan::Agent { .. } => unreachable!("agent plans run in agent_run"),
         }
         let summary = self.finish(alloc, &mut problems);
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
         problems.extend(unfired(faults, &hits));
-        if let Plan::Race { schedule, .. } = plan {
+        if let InProcess::Race { schedule, .. } = plan {
             // Later parks of a schedule legitimately go unreached when the
             // runner correctly bails out; the first park must always fire.
             for unfired in taskgate_faults::unfired() {
