@@ -277,13 +277,15 @@ impl<'a> Points<'a> {
                 self.task_points.iter().map(String::as_str).collect(),
                 "per-task",
             ),
-            None if alloc.is_empty() && !task.is_empty() => return Err(cx.error(
-                span,
-                format!(
+            None if alloc.is_empty() && !task.is_empty() => {
+                return Err(cx.error(
+                    span,
+                    format!(
                     "`{pattern}` is a per-task point: scope it with a task, like `{}:{pattern}`",
                     self.tasks[0]
                 ),
-            )),
+                ))
+            }
             None => (alloc, ALLOC_POINTS.to_vec(), "alloc-wide"),
         };
         if matched.is_empty() {

@@ -101,36 +101,38 @@ fn scenario(cx: &Cx, block: &Block, jobs: &JobReader) -> Result<Scenario> {
         None => String::new(),
     };
     let job = job(cx, block, &within, jobs)?;
-    let kind =
-        match (
-            body.get_blocks("stop_race").next(),
-            body.get_blocks("faults").next(),
-        ) {
-            (Some(race), None) => stop_race(cx, race, &job)?,
-            (None, Some(faults)) => Kind::Faults(faults::plan(cx, faults, &job)?),
-            (Some(_), Some(faults)) => return Err(cx.error(
+    let kind = match (
+        body.get_blocks("stop_race").next(),
+        body.get_blocks("faults").next(),
+    ) {
+        (Some(race), None) => stop_race(cx, race, &job)?,
+        (None, Some(faults)) => Kind::Faults(faults::plan(cx, faults, &job)?),
+        (Some(_), Some(faults)) => {
+            return Err(cx.error(
                 faults.ident.span(),
                 format!(
                     "{within} has both `stop_race` and `faults`; a scenario is one or the other"
                 ),
-            )),
-            (None, None) => {
-                return Err(cx.error(
-                    block.ident.span(),
-                    format!("{within} has neither a `stop_race` nor a `faults` block"),
-                ))
-            }
-        };
-    let expect =
-        match body.get_blocks("expect").next() {
-            Some(expect) => self::expect(cx, expect)?,
-            None => return Err(cx.error(
+            ))
+        }
+        (None, None) => {
+            return Err(cx.error(
+                block.ident.span(),
+                format!("{within} has neither a `stop_race` nor a `faults` block"),
+            ))
+        }
+    };
+    let expect = match body.get_blocks("expect").next() {
+        Some(expect) => self::expect(cx, expect)?,
+        None => {
+            return Err(cx.error(
                 block.ident.span(),
                 format!(
                     "{within} has no `expect` block; `expect {{ status = \"complete\" }}` at least"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     Ok(Scenario {
         name,
         about,
