@@ -22,8 +22,6 @@ pub mod interventions;
 pub mod jobs;
 pub mod lab;
 pub mod leftovers;
-#[cfg(test)]
-mod legacy_catalogue;
 pub mod model;
 pub mod report;
 pub mod run;
