@@ -58,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let selected: Vec<_> = catalogue
         .into_iter()
-        .filter(|s| args.only.is_empty() || args.only.iter().any(|n| *n == s.name))
+        .filter(|s| args.only.is_empty() || args.only.contains(&s.name))
         .collect();
     let plan: Vec<_> = selected
         .iter()
