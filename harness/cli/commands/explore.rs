@@ -1,4 +1,4 @@
-//! `taskgate explore SCENARIO`: every ordering of "stop delivered at update
+//! `taskgate explore SCENARIO` (or `--scenario FILE [SCENARIO]`): every ordering of "stop delivered at update
 //! boundary q" × "task runner parked at boundary p", plus PCT-style random
 //! schedules from a seed, each on the real executor.
 
@@ -6,12 +6,18 @@ use super::lab_session::{print_failures, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Instant;
+use taskgate_scenarios::catalogue;
 use taskgate_scenarios::report::cases;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A scenario from the catalogue (`taskgate gate --list` shows them).
-    pub scenario: String,
+    /// A scenario from the catalogue (`taskgate gate --list` shows them),
+    /// or from the --scenario file (needed if it holds several).
+    #[arg(value_name = "SCENARIO", required_unless_present = "file")]
+    pub name: Option<String>,
+    /// A scenario file to take the scenario from instead of the catalogue.
+    #[arg(long = "scenario", value_name = "FILE")]
+    pub file: Option<PathBuf>,
     /// Random PCT schedules to run after the full enumeration.
     #[arg(long, default_value_t = 20)]
     pub random: u32,
@@ -43,7 +49,7 @@ pub fn pct_guarantee() -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let scenario = taskgate_scenarios::find(&args.scenario)?;
+    let scenario = catalogue::choose(args.file.as_deref(), args.name.as_deref())?;
     let session = Session::open()?;
     let mut runner = session.runner();
     runner.keep_failures = !args.expect_violation;

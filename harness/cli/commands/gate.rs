@@ -1,11 +1,13 @@
-//! `taskgate gate`: the release gate. Runs the whole catalogue (or one shard
-//! of it), writes a JUnit report and a human summary, exits non-zero on any
-//! failure; `--merge` joins the shards' reports into one verdict.
+//! `taskgate gate`: the release gate. Runs the whole catalogue (the built-in
+//! scenarios, or every file of `--catalogue DIR`) or one shard of it, writes
+//! a JUnit report and a human summary, exits non-zero on any failure;
+//! `--merge` joins the shards' reports into one verdict.
 
 use super::lab_session::{print_failures, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Instant;
+use taskgate_scenarios::catalogue;
 use taskgate_scenarios::report::{cases, junit};
 use taskgate_scenarios::shard::{self, Shard};
 
@@ -22,6 +24,9 @@ pub struct Args {
     /// Only these scenarios (default: all).
     #[arg(long = "only")]
     pub only: Vec<String>,
+    /// Run the scenarios of every *.hcl file in DIR instead of the built-ins.
+    #[arg(long, value_name = "DIR")]
+    pub catalogue: Option<PathBuf>,
     /// List the catalogue and exit.
     #[arg(long)]
     pub list: bool,
@@ -38,7 +43,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.merge.is_empty() {
         return merge(&args);
     }
-    let catalogue = taskgate_scenarios::catalogue();
+    let catalogue = match &args.catalogue {
+        Some(dir) => catalogue::load_dir(dir)?,
+        None => catalogue::catalogue(),
+    };
     if args.list {
         for s in &catalogue {
             println!("{:<22} {}", s.name, s.about);
@@ -46,11 +54,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     for name in &args.only {
-        taskgate_scenarios::find(name)?;
+        catalogue::find(&catalogue, name)?;
     }
     let selected: Vec<_> = catalogue
         .into_iter()
-        .filter(|s| args.only.is_empty() || args.only.iter().any(|n| *n == s.name))
+        .filter(|s| args.only.is_empty() || args.only.contains(&s.name))
         .collect();
     let plan: Vec<_> = selected
         .iter()

@@ -1,22 +1,31 @@
-//! `taskgate replay TOKEN`: runs exactly the case a failure printed, once or
+//! `taskgate replay [--scenario FILE] TOKEN`: runs exactly the case a failure printed, once or
 //! `--repeat N` times in one session (the determinism check: every
 //! repetition must reach the same verdict).
 
 use super::lab_session::Session;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use taskgate_scenarios::catalogue;
 use taskgate_scenarios::{RunReport, Token};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The token a failing run printed, e.g. `sidecar-stop@tr=1.4/up=2/stop=0/first=tr/swaps=`.
     pub token: String,
+    /// The scenario file the token's scenario is in (default: the catalogue).
+    #[arg(long = "scenario", value_name = "FILE")]
+    pub file: Option<PathBuf>,
     /// Run the case this many times and require one verdict from all of them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let (scenario, token) = Token::parse(&args.token)?;
+    let set = match &args.file {
+        Some(path) => catalogue::load_file(path)?,
+        None => catalogue::catalogue(),
+    };
+    let (scenario, token) = Token::parse(&args.token, &set)?;
     let session = Session::open()?;
     let mut runner = session.runner();
     if args.repeat == 1 {

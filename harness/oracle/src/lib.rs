@@ -25,6 +25,22 @@ pub use invariants::{
     check, check_with, AllocStatus, Event, InvariantConfig, TaskEventKind, TaskExit, TaskRole,
     TaskShape, Violation,
 };
+/// Every invariant's name, as violations and known-violation markers name them.
+pub const INVARIANTS: &[&str] = &[
+    invariants::LAYOUT_BEFORE_EXEC,
+    invariants::NO_EXEC_AFTER_TERMINAL,
+    invariants::ONE_EXEC_PER_ATTEMPT,
+    invariants::STARTED_TASKS_END,
+    lifecycle::NO_RESTART_AFTER_COMPLETION,
+    lifecycle::NO_EXEC_AFTER_KILL,
+    lifecycle::ONE_LIVE_TREE,
+    lifecycle::KILL_ORDER,
+    lifecycle::POSTSTOP_ONCE,
+    lifecycle::STATUS_MATCHES_EXITS,
+    lifecycle::NO_SURVIVORS,
+    lifecycle::RESTARTS_MONOTONIC,
+];
+
 pub use judge::{judge, RunFacts, DENY_LAYOUT, DENY_TERMINAL};
 pub use layout::check_task_layout;
 pub use marked_fs::{enter_private_mount_namespace, MarkedFs, MARKED_FS_SOURCE};

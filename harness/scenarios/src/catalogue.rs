@@ -1,257 +1,184 @@
-//! The scenarios the explorer and the gate run.
+//! The scenarios the explorer and the gate run: the built-in files (in
+//! `harness/scenarios/catalogue/`, embedded in the binary), or scenario
+//! files a user names.
 
-use crate::jobs::{job, leader, lifecycle, oneshot, report_alloc, service};
-use taskgate_engine::jobspec::LifecycleHook;
-use taskgate_faults::points::{
-    self, hook_point, Edge, EXECUTOR_BOUNDARIES, TASK_RUNNER_BOUNDARIES, UPDATE_BOUNDARIES,
-};
-use crate::model::{Expect, FaultCase, FaultPlan, Host, Kind, Restore, Scenario, Then};
-use taskgate_engine::ClientStatus;
-use taskgate_faults::{Action, Fault, PointName};
+use crate::file::{self, JobReader};
+use crate::model::Scenario;
+use std::path::{Path, PathBuf};
+use taskgate_engine::jobspec::JobspecError;
+
+/// The built-in scenario files and the jobs they share, (name, text): the
+/// scenarios in the files' order, `jobs/` holding only jobspecs.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("bugs.hcl", include_str!("../catalogue/bugs.hcl")),
+    (
+        "stop-races.hcl",
+        include_str!("../catalogue/stop-races.hcl"),
+    ),
+    ("faults.hcl", include_str!("../catalogue/faults.hcl")),
+    (
+        "jobs/report.hcl",
+        include_str!("../catalogue/jobs/report.hcl"),
+    ),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Invalid(#[from] JobspecError),
+    #[error("cannot read {}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} holds no scenario files (*.hcl)")]
+    Empty(String),
+    #[error("scenario {name:?} is defined in both {first} and {second}")]
+    Duplicate {
+        name: String,
+        first: String,
+        second: String,
+    },
+    #[error(transparent)]
+    Unknown(#[from] UnknownScenario),
+    #[error("{file} holds {count} scenarios ({names}); name the one to run")]
+    Ambiguous {
+        file: String,
+        count: usize,
+        names: String,
+    },
+}
 
 #[derive(Debug, thiserror::Error)]
 #[error("unknown scenario {0:?}; known: {1}")]
 pub struct UnknownScenario(pub String, pub String);
 
-pub fn find(name: &str) -> Result<Scenario, UnknownScenario> {
-    let all = catalogue();
-    let names = all.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ");
-    all.into_iter()
-        .find(|s| s.name == name)
-        .ok_or_else(|| UnknownScenario(name.to_string(), names))
+/// The built-in scenarios. A test holds the embedded files to parsing.
+pub fn catalogue() -> Vec<Scenario> {
+    builtin().expect("the built-in scenario files parse")
 }
 
-pub fn catalogue() -> Vec<Scenario> {
-    let prestart_hooks = ["validate", "task_dir", "log_files", "task_env"];
-    let fault = |task: Option<&str>, point: &str, action: &Action| Fault {
-        point: PointName::new(task, point),
-        action: action.clone(),
-        nth: 1,
-    };
-    let single = |faults: Vec<Fault>| -> Vec<FaultCase> {
-        faults
-            .into_iter()
-            .map(|f| FaultCase {
-                faults: vec![f],
-                pair: None,
-            })
-            .collect()
-    };
-    let hook_faults = |task: &str, action: Action| -> Vec<Fault> {
-        prestart_hooks
+fn builtin() -> Result<Vec<Scenario>, LoadError> {
+    let shown = |name: &str| format!("<built-in>/{name}");
+    let jobs = |path: &str| {
+        BUILTIN
             .iter()
-            .flat_map(|h| [Edge::Before, Edge::After].map(|e| hook_point("prestart", e, h)))
-            .map(|p| fault(Some(task), &p, &action))
-            .collect()
+            .find(|(name, _)| *name == path)
+            .map(|(name, text)| (shown(name), text.to_string()))
+            .ok_or_else(|| "no such built-in file".to_string())
     };
-    // Every boundary a task runner passes on its way to running (the
-    // leader's and the sidecar's), then every boundary of the stop update.
-    let runner_boundaries = || {
-        TASK_RUNNER_BOUNDARIES
-            .iter()
-            .chain([&points::TR_START_COMMITTED])
-            .map(|p| p.to_string())
-            .chain(
-                prestart_hooks.iter().flat_map(|h| {
-                    [Edge::Before, Edge::After].map(|e| hook_point("prestart", e, h))
-                }),
-            )
-            .chain(
-                [Edge::Before, Edge::After].map(|e| hook_point("poststart", e, "persist_handle")),
-            )
-    };
-    let kill_boundaries: Vec<Fault> = ["leader", "sidecar"]
+    let files = BUILTIN
         .iter()
-        .flat_map(|task| {
-            runner_boundaries().map(move |p| fault(Some(task), &p, &Action::KillAgent))
-        })
-        .chain(UPDATE_BOUNDARIES.iter().map(|p| fault(None, p, &Action::KillAgent)))
-        .collect();
-    let complete = Expect {
-        status: ClientStatus::Complete,
-        known_violation: None,
+        .filter(|(name, _)| !name.starts_with("jobs/"))
+        .map(|(name, text)| Ok((shown(name), file::parse(text, &shown(name), &jobs)?)))
+        .collect::<Result<_, LoadError>>()?;
+    join(files)
+}
+
+/// The scenarios of one file; its `job = "PATH"` paths are relative to it.
+pub fn load_file(path: &Path) -> Result<Vec<Scenario>, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let jobs: &JobReader = &|relative: &str| {
+        let job = base.join(relative);
+        std::fs::read_to_string(&job)
+            .map(|text| (job.display().to_string(), text))
+            .map_err(|e| e.to_string())
     };
-    let failed = Expect {
-        status: ClientStatus::Failed,
-        known_violation: None,
+    Ok(file::parse(&text, &path.display().to_string(), jobs)?)
+}
+
+/// The scenarios of every `*.hcl` file in `dir` (not its subdirectories,
+/// where shared jobs live), files in name order.
+pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, LoadError> {
+    let io = |source| LoadError::Io {
+        path: dir.to_owned(),
+        source,
     };
-    let scenario = |name: &str, about: &str, job, kind, expect: &Expect| Scenario {
-        name: name.to_string(),
-        about: about.to_string(),
-        job,
-        kind,
-        expect: expect.clone(),
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        if path.is_file() && path.extension().is_some_and(|e| e == "hcl") {
+            paths.push(path);
+        }
+    }
+    if paths.is_empty() {
+        return Err(LoadError::Empty(dir.display().to_string()));
+    }
+    paths.sort();
+    let files = paths
+        .iter()
+        .map(|p| Ok((p.display().to_string(), load_file(p)?)))
+        .collect::<Result<_, LoadError>>()?;
+    join(files)
+}
+
+/// One set from several files; a name defined twice is an error.
+fn join(files: Vec<(String, Vec<Scenario>)>) -> Result<Vec<Scenario>, LoadError> {
+    let mut all: Vec<(String, Scenario)> = Vec::new();
+    for (file, scenarios) in files {
+        for scenario in scenarios {
+            if let Some((first, _)) = all.iter().find(|(_, s)| s.name == scenario.name) {
+                return Err(LoadError::Duplicate {
+                    name: scenario.name,
+                    first: first.clone(),
+                    second: file,
+                });
+            }
+            all.push((file.clone(), scenario));
+        }
+    }
+    Ok(all.into_iter().map(|(_, s)| s).collect())
+}
+
+/// The scenario `name` of `set`.
+pub fn find<'a>(set: &'a [Scenario], name: &str) -> Result<&'a Scenario, UnknownScenario> {
+    set.iter().find(|s| s.name == name).ok_or_else(|| {
+        let names: Vec<&str> = set.iter().map(|s| s.name.as_str()).collect();
+        UnknownScenario(name.to_string(), names.join(", "))
+    })
+}
+
+/// The scenario to run: `name` from `file` if given (which may be left out
+/// when the file holds one), else `name` from the built-ins.
+pub fn choose(file: Option<&Path>, name: Option<&str>) -> Result<Scenario, LoadError> {
+    let (set, shown) = match file {
+        Some(path) => (load_file(path)?, path.display().to_string()),
+        None => (catalogue(), "the built-in catalogue".to_string()),
     };
-    let in_process = |faults: Vec<Fault>, then| {
-        Kind::Faults(FaultPlan {
-            cases: single(faults),
-            host: Host::InProcess,
-            then,
-        })
-    };
-    let race = |task: &str| Kind::StopRace {
-        controlled: task.to_string(),
-    };
-    let retried = |mut task: taskgate_engine::jobspec::Task, attempts: u32| {
-        task.restart.attempts = attempts;
-        task
-    };
-    let parsed = |faults: &[&str]| -> Vec<Fault> {
-        faults.iter().map(|f| f.parse().expect("valid fault")).collect()
-    };
-    let known = |status, bug: &str, invariant: &str| Expect {
-        status,
-        known_violation: Some(crate::model::KnownViolation {
-            bug: bug.to_string(),
-            invariant: invariant.to_string(),
+    match name {
+        Some(name) => Ok(find(&set, name)?.clone()),
+        None if set.len() == 1 => Ok(set.into_iter().next().expect("one scenario")),
+        None => Err(LoadError::Ambiguous {
+            file: shown,
+            count: set.len(),
+            names: set
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
         }),
-    };
-    let together = |faults: Vec<Fault>| vec![FaultCase { faults, pair: None }];
-    vec![
-        scenario(
-            "b1-stale-handle",
-            "an agent killed after attempt 2's executor started, before its handle was persisted",
-            job("b1", vec![retried(crate::jobs::script_task("web", "echo web fails; exit 1"), 2)]),
-            Kind::Faults(FaultPlan {
-                cases: together(parsed(&["web:hook.poststart.before.persist_handle@2=kill"])),
-                host: Host::Agent { restore: Restore::Run },
-                then: Then::RunToEnd,
-            }),
-            &known(ClientStatus::Failed, "B1: stale executor handle on attempt 2 or later", "no process of a task outlives its executor unobserved"),
-        ),
-        scenario(
-            "b2-finished-attempt-forgotten",
-            "an agent killed after a batch task completed, before its death was recorded",
-            job("b2", vec![retried(oneshot("web"), 1)]),
-            Kind::Faults(FaultPlan {
-                cases: together(parsed(&["web:tr.main_exited=kill"])),
-                host: Host::Agent { restore: Restore::Run },
-                then: Then::RunToEnd,
-            }),
-            &known(ClientStatus::Complete, "B2: a finished attempt is forgotten in a crash window", "no completed task or attempt is started again after a restore"),
-        ),
-        scenario(
-            "b3-executor-death",
-            "a running task's executor is SIGKILLed; the restart launches attempt 2, then the alloc stops",
-            job("b3", vec![retried(service("web"), 1)]),
-            Kind::Faults(FaultPlan {
-                cases: together(parsed(&[
-                    "web:hook.poststart.after.persist_handle=kill-executor",
-                    "web:tr.after_driver_start@2=stop-alloc",
-                ])),
-                host: Host::InProcess,
-                then: Then::RunToEnd,
-            }),
-            &known(ClientStatus::Complete, "B3: an executor that dies leaves its task running", "at most one live process tree per task"),
-        ),
-        scenario(
-            "b4-two-executors",
-            "an agent killed before its executor bound the socket; the restored agent launches another",
-            job("b4", vec![retried(service("web"), 1)]),
-            Kind::Faults(FaultPlan {
-                cases: together(parsed(&[
-                    "web:ex.spawned=kill",
-                    "web:ex.before_bind=await(web:tr.after_driver_start@1)",
-                ])),
-                host: Host::Agent { restore: Restore::Run },
-                then: Then::StopWhenRunning,
-            }),
-            &known(ClientStatus::Complete, "B4: two executors for one attempt", "no process of a task outlives its executor unobserved"),
-        ),
-        scenario(
-            "sidecar-stop",
-            "the report: stop while the sidecar is between its start condition and its start",
-            report_alloc(),
-            race("sidecar"),
-            &complete,
-        ),
-        scenario(
-            "single-task-stop",
-            "the report's race with a single task",
-            job("single", vec![service("web")]),
-            race("web"),
-            &complete,
-        ),
-        scenario(
-            "prestart-stop",
-            "stop while the main task waits behind a prestart task",
-            job("prestart", vec![lifecycle(oneshot("init"), LifecycleHook::Prestart, false), service("web")]),
-            race("web"),
-            &complete,
-        ),
-        scenario(
-            "poststop-after-stop",
-            "stop races the leader; the poststop task must still run after the alloc is terminal",
-            job(
-                "poststop",
-                vec![leader(service("leader")), lifecycle(oneshot("cleanup"), LifecycleHook::Poststop, false)],
-            ),
-            race("leader"),
-            &complete,
-        ),
-        scenario(
-            "prestart-hook-error",
-            "every prestart hook boundary returns an error: the task is never exec'd, the alloc fails",
-            job("hook-error", vec![service("web")]),
-            in_process(hook_faults("web", Action::Error), Then::StopWhenSettled),
-            &failed,
-        ),
-        scenario(
-            "prestart-hook-panic",
-            "every prestart hook boundary panics: the runner survives, the task is never exec'd",
-            job("hook-panic", vec![service("web")]),
-            in_process(hook_faults("web", Action::Panic), Then::StopWhenSettled),
-            &failed,
-        ),
-        scenario(
-            "slow-boundaries",
-            "a slow boundary (each sidecar hook, then each update boundary during the stop)",
-            report_alloc(),
-            in_process(
-                hook_faults("sidecar", Action::Delay(20))
-                    .into_iter()
-                    .chain(UPDATE_BOUNDARIES.iter().map(|p| fault(None, p, &Action::Delay(20))))
-                    .collect(),
-                Then::StopWhenRunning,
-            ),
-            &complete,
-        ),
-        scenario(
-            "executor-fault",
-            "the executor fails after its cgroup, after its mounts, before exec: nothing is leaked",
-            job("executor-fault", vec![service("web")]),
-            in_process(
-                EXECUTOR_BOUNDARIES.iter().map(|p| fault(Some("web"), p, &Action::Error)).collect(),
-                Then::StopWhenSettled,
-            ),
-            &failed,
-        ),
-        scenario(
-            "agent-kill",
-            "the agent is SIGKILLed at a boundary and restarted: no task lost, none started twice",
-            report_alloc(),
-            Kind::Faults(FaultPlan {
-                cases: single(kill_boundaries),
-                host: Host::Agent { restore: Restore::Stop },
-                then: Then::StopWhenRunning,
-            }),
-            &complete,
-        ),
-    ]
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Kind;
 
     #[test]
-    fn names_are_unique_and_findable() {
-        let all = catalogue();
+    fn the_built_in_files_parse_with_unique_findable_names() {
+        let all = builtin().unwrap();
+        assert!(!all.is_empty());
         for s in &all {
-            assert_eq!(find(&s.name).unwrap().name, s.name);
+            assert_eq!(find(&all, &s.name).unwrap().name, s.name);
             assert_eq!(all.iter().filter(|o| o.name == s.name).count(), 1);
         }
-        assert!(find("nope")
+        assert!(find(&all, "nope")
             .unwrap_err()
             .to_string()
             .contains("sidecar-stop"));
@@ -261,8 +188,33 @@ mod tests {
     fn controlled_tasks_exist() {
         for s in catalogue() {
             if let Kind::StopRace { controlled } = &s.kind {
-                assert!(s.tasks().iter().any(|t| &t.name == controlled), "{}", s.name);
+                assert!(
+                    s.tasks().iter().any(|t| &t.name == controlled),
+                    "{}",
+                    s.name
+                );
             }
         }
+    }
+
+    #[test]
+    fn the_catalogue_directory_is_the_built_in_set() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalogue");
+        let mut on_disk = names(load_dir(&dir).unwrap());
+        let mut built_in = names(catalogue());
+        on_disk.sort();
+        built_in.sort();
+        assert_eq!(on_disk, built_in);
+        let listed = BUILTIN
+            .iter()
+            .filter(|(n, _)| !n.starts_with("jobs/"))
+            .count();
+        let files = std::fs::read_dir(&dir).unwrap().flatten();
+        let hcl = files.filter(|e| e.path().extension().is_some_and(|x| x == "hcl"));
+        assert_eq!(hcl.count(), listed, "every catalogue file is embedded");
+    }
+
+    fn names(set: Vec<Scenario>) -> Vec<String> {
+        set.into_iter().map(|s| s.name).collect()
     }
 }

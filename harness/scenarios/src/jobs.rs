@@ -1,4 +1,4 @@
-//! Small jobs built in code, for the catalogue and the tests. Workloads use
+//! Small jobs built in code, for the tests. Workloads use
 //! only busybox applets, so they run in the lab's minimal root.
 
 use std::time::Duration;
@@ -30,11 +30,6 @@ pub fn service(name: &str) -> Task {
         name,
         &format!("trap 'exit 0' INT TERM; echo {name} up; sleep 3600 & wait"),
     )
-}
-
-/// A task that prints a line and exits successfully.
-pub fn oneshot(name: &str) -> Task {
-    script_task(name, &format!("echo {name} done"))
 }
 
 pub fn leader(mut task: Task) -> Task {

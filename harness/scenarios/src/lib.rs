@@ -3,7 +3,8 @@
 //! by the exec oracle and by invariants over the whole recorded history.
 //!
 //! - [`lab`]: the marked filesystem, the exec gate and its judge.
-//! - [`catalogue`]: the scenarios; [`jobs`]: the jobs they (and the tests) run.
+//! - [`catalogue`]: the built-in scenarios and scenario files a user names;
+//!   [`file`]: the scenario file format; [`jobs`]: jobs built in code, for tests.
 //! - [`control`]: drives a [`taskgate_faults::schedule::Schedule`].
 //! - [`run`]: one scenario run, in process or with a killed agent.
 //! - [`leftovers`]: cgroups, mounts, processes and files a run left behind.
@@ -15,18 +16,19 @@ mod agent_run;
 pub mod catalogue;
 pub mod control;
 pub mod coverage;
+pub mod file;
 pub mod history;
 pub mod interventions;
 pub mod jobs;
 pub mod lab;
-pub mod model;
 pub mod leftovers;
+pub mod model;
 pub mod report;
 pub mod run;
 pub mod shard;
 pub mod watchdog;
 
-pub use catalogue::{catalogue, find};
-pub use model::Scenario;
+pub use catalogue::catalogue;
 pub use lab::Lab;
+pub use model::Scenario;
 pub use report::{RunReport, Token};

@@ -52,8 +52,9 @@ pub enum TokenError {
 }
 
 impl Token {
-    /// Parses and checks a token against the catalogue.
-    pub fn parse(token: &str) -> Result<(Scenario, Token), TokenError> {
+    /// Parses and checks a token against a set of scenarios (the built-in
+    /// catalogue, or the scenarios of a file).
+    pub fn parse(token: &str, set: &[Scenario]) -> Result<(Scenario, Token), TokenError> {
         let (name, case) = if let Some((name, schedule)) = token.split_once('@') {
             (name, Case::Schedule(schedule.parse()?))
         } else if let Some((name, n)) = token.split_once('#') {
@@ -67,7 +68,7 @@ impl Token {
         } else {
             return Err(TokenError::Shape(token.to_string()));
         };
-        let scenario = catalogue::find(name)?;
+        let scenario = catalogue::find(set, name)?;
         match (&scenario.kind, &case) {
             (Kind::StopRace { .. }, Case::Schedule(_)) => {}
             (Kind::Faults(plan), Case::Fault(n)) if *n < plan.cases.len() => {}
@@ -246,13 +247,14 @@ mod tests {
 
     #[test]
     fn tokens_round_trip_for_every_case() {
-        for scenario in catalogue::catalogue() {
-            for case in cases(&scenario, 5, 42) {
+        let all = catalogue::catalogue();
+        for scenario in &all {
+            for case in cases(scenario, 5, 42) {
                 let token = Token {
                     scenario: scenario.name.to_string(),
                     case,
                 };
-                let (parsed_scenario, parsed) = Token::parse(&token.to_string()).unwrap();
+                let (parsed_scenario, parsed) = Token::parse(&token.to_string(), &all).unwrap();
                 assert_eq!(parsed, token);
                 assert_eq!(parsed_scenario.name, scenario.name);
             }
@@ -261,20 +263,21 @@ mod tests {
 
     #[test]
     fn bad_tokens_say_why() {
+        let all = catalogue::catalogue();
         assert!(matches!(
-            Token::parse("nonsense"),
+            Token::parse("nonsense", &all),
             Err(TokenError::Shape(_))
         ));
         assert!(matches!(
-            Token::parse("nope#1"),
+            Token::parse("nope#1", &all),
             Err(TokenError::Scenario(_))
         ));
         assert!(matches!(
-            Token::parse("agent-kill#999"),
+            Token::parse("agent-kill#999", &all),
             Err(TokenError::Range { .. })
         ));
         assert!(matches!(
-            Token::parse("agent-kill@tr=0/up=0/stop=0/first=tr/swaps="),
+            Token::parse("agent-kill@tr=0/up=0/stop=0/first=tr/swaps=", &all),
             Err(TokenError::Kind(_))
         ));
     }

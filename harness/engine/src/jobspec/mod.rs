@@ -9,7 +9,9 @@
 //! - `schema`: what each block may hold;
 //! - `suggest`: "did you mean" hints and type names;
 //! - [`limits`]: nesting, ARG_MAX and what `execve` can take;
-//! - `duration`: Nomad's duration strings.
+//! - `duration`: Nomad's duration strings;
+//! - [`hcl`]: the walk's pieces, for other HCL files built on jobspecs
+//!   (the harness's scenario files).
 
 mod duration;
 pub mod limits;
@@ -24,6 +26,35 @@ pub use duration::parse_duration;
 
 use std::path::{Path, PathBuf};
 use syntax::Cx;
+
+/// What another HCL format needs to read like a jobspec: positions from
+/// spans, schema checks with "did you mean", and the `job` block itself.
+pub mod hcl {
+    pub use super::schema::Schema;
+    pub use super::suggest::{closest, kind, unknown};
+    pub use super::syntax::Cx;
+    pub use ::hcl::edit;
+
+    /// The HCL body of `cx`'s source, or its syntax error at `file:line:col`
+    /// (too deep a nesting counts as one).
+    pub fn parse_body(cx: &Cx) -> super::Result<edit::structure::Body> {
+        if let Some(at) = super::limits::too_deep(cx.src) {
+            return Err(cx.error(
+                Some(at..at + 1),
+                format!(
+                    "nested more than {} levels deep (blocks, lists, strings and templates count)",
+                    super::limits::MAX_NESTING
+                ),
+            ));
+        }
+        edit::parser::parse_body(cx.src).map_err(|e| super::JobspecError::Invalid {
+            file: cx.file.to_owned(),
+            line: e.location().line(),
+            col: e.location().column(),
+            message: format!("syntax error: {}", e.message()),
+        })
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobspecError {
@@ -51,21 +82,7 @@ pub fn parse(source: &str, file_name: &str) -> Result<Job, JobspecError> {
         src: source,
         file: file_name,
     };
-    if let Some(at) = limits::too_deep(source) {
-        return Err(cx.error(
-            Some(at..at + 1),
-            format!(
-                "nested more than {} levels deep (blocks, lists, strings and templates count)",
-                limits::MAX_NESTING
-            ),
-        ));
-    }
-    let body = hcl::edit::parser::parse_body(source).map_err(|e| JobspecError::Invalid {
-        file: file_name.to_owned(),
-        line: e.location().line(),
-        col: e.location().column(),
-        message: format!("syntax error: {}", e.message()),
-    })?;
+    let body = hcl::parse_body(&cx)?;
     cx.job(&body)
 }
 

@@ -3,7 +3,7 @@
 use hcl::edit::expr::Expression;
 
 /// Describes an expression's type for "must be X, got Y" messages.
-pub(super) fn kind(expr: &Expression) -> &'static str {
+pub fn kind(expr: &Expression) -> &'static str {
     match expr {
         Expression::Null(_) => "null",
         Expression::Bool(_) => "a boolean",
@@ -19,7 +19,7 @@ pub(super) fn kind(expr: &Expression) -> &'static str {
     }
 }
 
-pub(super) fn unknown(what: &str, name: &str, within: &str, expected: &[&str]) -> String {
+pub fn unknown(what: &str, name: &str, within: &str, expected: &[&str]) -> String {
     let mut message = format!("unknown {what} `{name}` in {within}");
     if let Some(suggestion) = closest(name, expected) {
         message.push_str(&format!("; did you mean `{suggestion}`?"));
@@ -33,7 +33,7 @@ pub(super) fn unknown(what: &str, name: &str, within: &str, expected: &[&str]) -
 
 /// Typo suggestion: the nearest candidate within two edits, or one the name
 /// abbreviates (`mem` for `memory`).
-pub(super) fn closest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub fn closest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|c| (edit_distance(name, c), *c))

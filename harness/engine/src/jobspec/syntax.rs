@@ -14,17 +14,13 @@ use std::ops::Range;
 use std::time::Duration;
 
 /// Parsing context: the source text turns spans into line/column positions.
-pub(super) struct Cx<'a> {
+pub struct Cx<'a> {
     pub src: &'a str,
     pub file: &'a str,
 }
 
 impl Cx<'_> {
-    pub(super) fn error(
-        &self,
-        span: Option<Range<usize>>,
-        message: impl Into<String>,
-    ) -> JobspecError {
+    pub fn error(&self, span: Option<Range<usize>>, message: impl Into<String>) -> JobspecError {
         let offset = span.map_or(0, |s| s.start).min(self.src.len());
         let before = &self.src[..offset];
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
@@ -40,14 +36,14 @@ impl Cx<'_> {
         self.src[..offset.min(self.src.len())].matches('\n').count() + 1
     }
 
-    fn line_of_span(&self, span: Option<Range<usize>>) -> usize {
+    pub fn line_of_span(&self, span: Option<Range<usize>>) -> usize {
         self.line_of(span.map_or(0, |s| s.start))
     }
 
     /// Rejects unknown, misplaced and repeated attributes/blocks so that a
     /// typo never silently falls back to a default. (The HCL parser itself
     /// already rejects a repeated attribute key as a syntax error.)
-    fn check_body(&self, body: &Body, within: &str, schema: &Schema) -> Result<()> {
+    pub fn check_body(&self, body: &Body, within: &str, schema: &Schema) -> Result<()> {
         let mut first_line: BTreeMap<&str, usize> = BTreeMap::new();
         for structure in body.iter() {
             match structure {
@@ -65,16 +61,20 @@ impl Cx<'_> {
                 }
                 Structure::Block(block) => {
                     let ident = block.ident.as_str();
+                    let repeats = schema.repeated.contains(&ident);
                     let labels = if schema.named.contains(&ident) {
                         1
-                    } else if schema.single.contains(&ident) {
+                    } else if repeats || schema.single.contains(&ident) {
                         0
                     } else {
                         let message = if schema.attrs.contains(&ident) {
                             format!("`{ident}` is an attribute, not a block: write `{ident} = ...`")
                         } else {
-                            let blocks: Vec<&str> =
-                                schema.named.iter().chain(schema.single).copied().collect();
+                            let blocks: Vec<&str> = (schema.named.iter())
+                                .chain(schema.single)
+                                .chain(schema.repeated)
+                                .copied()
+                                .collect();
                             unknown("block", ident, within, &blocks)
                         };
                         return Err(self.error(block.ident.span(), message));
@@ -87,7 +87,7 @@ impl Cx<'_> {
                         };
                         return Err(self.error(block.ident.span(), message));
                     }
-                    if labels == 0 {
+                    if labels == 0 && !repeats {
                         let line = self.line_of_span(block.span());
                         if let Some(first) = first_line.insert(ident, line) {
                             return Err(self.error(
@@ -135,6 +135,11 @@ impl Cx<'_> {
                 ),
             ));
         }
+        self.job_block(job)
+    }
+
+    /// One `job "name" { ... }` block, wherever it stands.
+    pub fn job_block(&self, job: &Block) -> Result<Job> {
         let name = self.name(job, "job")?;
         let within = format!("job {name:?}");
         self.check_body(&job.body, &within, &JOB)?;
@@ -497,7 +502,7 @@ impl Cx<'_> {
         )
     }
 
-    fn string(&self, attr: &Attribute) -> Result<String> {
+    pub fn string(&self, attr: &Attribute) -> Result<String> {
         match &attr.value {
             Expression::String(s) => Ok(s.value().clone()),
             _ => Err(self.type_error(attr, "a string")),
@@ -526,7 +531,7 @@ impl Cx<'_> {
         }
     }
 
-    fn u32(&self, attr: &Attribute) -> Result<u32> {
+    pub fn u32(&self, attr: &Attribute) -> Result<u32> {
         u32::try_from(self.uint(attr)?).map_err(|_| {
             self.error(
                 attr.value.span(),
@@ -564,6 +569,15 @@ impl Cx<'_> {
     }
 
     fn string_list(&self, attr: &Attribute) -> Result<Vec<String>> {
+        Ok(self
+            .string_items(attr)?
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect())
+    }
+
+    /// A list of strings, each with its span for errors about one element.
+    pub fn string_items(&self, attr: &Attribute) -> Result<Vec<(String, Option<Range<usize>>)>> {
         let Expression::Array(array) = &attr.value else {
             return Err(self.type_error(attr, "a list of strings"));
         };
@@ -571,7 +585,7 @@ impl Cx<'_> {
             .iter()
             .enumerate()
             .map(|(i, element)| match element {
-                Expression::String(s) => Ok(s.value().clone()),
+                Expression::String(s) => Ok((s.value().clone(), element.span())),
                 other => Err(self.error(
                     other.span(),
                     format!(

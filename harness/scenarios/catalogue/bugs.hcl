@@ -1,0 +1,168 @@
+# Open bugs: each scenario must show its known violation on every run
+# (a strict expected failure), so the marker cannot outlive the bug.
+
+scenario "b1-stale-handle" {
+  about = "an agent killed after attempt 2's executor started, before its handle was persisted"
+  job "b1" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo web fails; exit 1"]
+        }
+        resources {
+          memory = 32
+        }
+        restart {
+          attempts = 2
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:hook.poststart.before.persist_handle"]
+      action = "kill"
+      hit    = 2
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "B1: stale executor handle on attempt 2 or later"
+      invariant = "no process of a task outlives its executor unobserved"
+    }
+  }
+}
+
+scenario "b2-finished-attempt-forgotten" {
+  about = "an agent killed after a batch task completed, before its death was recorded"
+  job "b2" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo web done"]
+        }
+        resources {
+          memory = 32
+        }
+        restart {
+          attempts = 1
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.main_exited"]
+      action = "kill"
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "B2: a finished attempt is forgotten in a crash window"
+      invariant = "no completed task or attempt is started again after a restore"
+    }
+  }
+}
+
+scenario "b3-executor-death" {
+  about = "a running task's executor is SIGKILLed; the restart launches attempt 2, then the alloc stops"
+  job "b3" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        resources {
+          memory = 32
+        }
+        restart {
+          attempts = 1
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "process"
+    then    = "run-to-end"
+    each {
+      points = ["web:hook.poststart.after.persist_handle"]
+      action = "kill-executor"
+      with   = ["web:tr.after_driver_start@2=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "B3: an executor that dies leaves its task running"
+      invariant = "at most one live process tree per task"
+    }
+  }
+}
+
+scenario "b4-two-executors" {
+  about = "an agent killed before its executor bound the socket; the restored agent launches another"
+  job "b4" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        resources {
+          memory = 32
+        }
+        restart {
+          attempts = 1
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points = ["web:ex.spawned"]
+      action = "kill"
+      with   = ["web:ex.before_bind=await(web:tr.after_driver_start@1)"]
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "B4: two executors for one attempt"
+      invariant = "no process of a task outlives its executor unobserved"
+    }
+  }
+}

@@ -1,0 +1,173 @@
+# Fault sets: one run per listed point, each with its action.
+
+scenario "prestart-hook-error" {
+  about = "every prestart hook boundary returns an error: the task is never exec'd, the alloc fails"
+  job "hook-error" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        resources {
+          memory = 32
+        }
+        restart {
+          attempts = 0
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "process"
+    then    = "stop-when-settled"
+    each {
+      points = ["web:hook.prestart.*"]
+      action = "error"
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
+scenario "prestart-hook-panic" {
+  about = "every prestart hook boundary panics: the runner survives, the task is never exec'd"
+  job "hook-panic" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        resources {
+          memory = 32
+        }
+        restart {
+          attempts = 0
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "process"
+    then    = "stop-when-settled"
+    each {
+      points = ["web:hook.prestart.*"]
+      action = "panic"
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
+scenario "slow-boundaries" {
+  about = "a slow boundary (each sidecar hook, then each update boundary during the stop)"
+  job   = "jobs/report.hcl"
+  faults {
+    host    = "process"
+    then    = "stop-when-running"
+    each {
+      points = [
+        "sidecar:hook.prestart.*",
+        "ar.update_received",
+        "ar.alloc_state_set",
+        "ar.task_runners_updated",
+        "ar.kill_started",
+      ]
+      action = "delay(20)"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "executor-fault" {
+  about = "the executor fails after its cgroup, after its mounts, before exec: nothing is leaked"
+  job "executor-fault" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        resources {
+          memory = 32
+        }
+        restart {
+          attempts = 0
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "process"
+    then    = "stop-when-settled"
+    each {
+      points = [
+        "web:ex.after_cgroup",
+        "web:ex.after_mounts",
+        "web:ex.before_exec",
+      ]
+      action = "error"
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
+scenario "agent-kill" {
+  about = "the agent is SIGKILLed at a boundary and restarted: no task lost, none started twice"
+  job   = "jobs/report.hcl"
+  faults {
+    host    = "agent"
+    restore = "stop"
+    then    = "stop-when-running"
+    each {
+      points = [
+        "leader:tr.start_condition_met",
+        "leader:tr.before_prestart",
+        "leader:tr.after_prestart",
+        "leader:tr.before_driver_start",
+        "leader:tr.after_driver_start",
+        "leader:tr.start_committed",
+        "leader:hook.prestart.*",
+        "leader:hook.poststart.*",
+        "sidecar:tr.start_condition_met",
+        "sidecar:tr.before_prestart",
+        "sidecar:tr.after_prestart",
+        "sidecar:tr.before_driver_start",
+        "sidecar:tr.after_driver_start",
+        "sidecar:tr.start_committed",
+        "sidecar:hook.prestart.*",
+        "sidecar:hook.poststart.*",
+        "ar.update_received",
+        "ar.alloc_state_set",
+        "ar.task_runners_updated",
+        "ar.kill_started",
+      ]
+      action = "kill"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}

@@ -1,0 +1,273 @@
+//! Scenario files that parse, and each mistake at its line and column.
+
+use super::*;
+use crate::model::{FaultCase, Host, Restore, Then};
+use taskgate_faults::{Action, Fault, PointName};
+
+const JOB: &str = r#"
+job "j" {
+  group "g" {
+    task "web" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+    task "side" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"#;
+
+fn jobs(path: &str) -> std::result::Result<(String, String), String> {
+    match path {
+        "jobs/j.hcl" => Ok((path.to_string(), JOB.to_string())),
+        _ => Err("No such file or directory".to_string()),
+    }
+}
+
+fn parse_str(src: &str) -> Result<Vec<Scenario>> {
+    parse(src, "s.hcl", &jobs)
+}
+
+/// A scenario on the shared job whose `faults` block holds `faults`.
+fn faults_scenario(faults: &str) -> String {
+    format!(
+        "scenario \"s\" {{\n  job = \"jobs/j.hcl\"\n  faults {{\n{faults}\n  }}\n  expect {{ status = \"complete\" }}\n}}\n"
+    )
+}
+
+fn point(text: &str) -> PointName {
+    text.parse().unwrap()
+}
+
+#[test]
+fn each_expands_wildcards_in_canonical_order_with_extra_faults() {
+    let src = faults_scenario(
+        "    host = \"agent\"\n    then = \"run-to-end\"\n    each {\n      points = [\"web:hook.prestart.*\", \"ar.kill_started\"]\n      action = \"error\"\n      hit = 2\n      with = [\"side:ex.after_cgroup=await(web:tr.after_driver_start@2)\"]\n    }",
+    );
+    let scenario = parse_str(&src).unwrap().remove(0);
+    let Kind::Faults(plan) = scenario.kind else {
+        panic!("not faults")
+    };
+    assert_eq!(
+        plan.host,
+        Host::Agent {
+            restore: Restore::Stop
+        }
+    );
+    assert_eq!(plan.then, Then::RunToEnd);
+    assert_eq!(plan.cases.len(), 9);
+    let with: Fault = "side:ex.after_cgroup=await(web:tr.after_driver_start@2)"
+        .parse()
+        .unwrap();
+    assert_eq!(
+        plan.cases[0],
+        FaultCase {
+            faults: vec![
+                Fault {
+                    point: point("web:hook.prestart.before.validate"),
+                    action: Action::Error,
+                    nth: 2
+                },
+                with.clone()
+            ],
+            pair: None,
+        }
+    );
+    assert_eq!(
+        plan.cases[1].faults[0].point,
+        point("web:hook.prestart.after.validate")
+    );
+    assert_eq!(plan.cases[8].faults[0].point, point("ar.kill_started"));
+}
+
+#[test]
+fn pairs_park_one_point_while_the_event_happens_at_another() {
+    let src = faults_scenario(
+        "    pairs {\n      park = [\"side:tr.before_prestart\", \"side:tr.after_prestart\"]\n      event = \"kill\"\n      at = [\"web:tr.after_driver_start\"]\n    }\n    each {\n      points = [\"ar.update_received\"]\n      action = \"delay(5)\"\n    }",
+    );
+    let Kind::Faults(plan) = parse_str(&src).unwrap().remove(0).kind else {
+        panic!("not faults")
+    };
+    assert_eq!(plan.host, Host::InProcess);
+    assert_eq!(plan.cases.len(), 3);
+    let (p, q) = (
+        point("side:tr.after_prestart"),
+        point("web:tr.after_driver_start"),
+    );
+    assert_eq!(
+        plan.cases[1],
+        FaultCase {
+            faults: vec![
+                Fault {
+                    point: p.clone(),
+                    action: Action::Park,
+                    nth: 1
+                },
+                Fault {
+                    point: q.clone(),
+                    action: Action::AwaitHit {
+                        point: p.clone(),
+                        nth: 1
+                    },
+                    nth: 1
+                },
+                Fault {
+                    point: q.clone(),
+                    action: Action::KillAgent,
+                    nth: 1
+                },
+            ],
+            pair: Some((p, q)),
+        }
+    );
+    assert_eq!(plan.cases[2].pair, None);
+}
+
+/// The error of `src` as `line:col: message`.
+fn error_of(src: &str) -> String {
+    match parse_str(src) {
+        Err(JobspecError::Invalid {
+            file,
+            line,
+            col,
+            message,
+        }) => {
+            assert_eq!(file, "s.hcl");
+            format!("{line}:{col}: {message}")
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[rstest::rstest]
+#[case::unknown_attribute(
+    "scenario \"s\" {\n  abut = \"x\"\n}",
+    "2:3: unknown attribute `abut` in scenario \"s\"; did you mean `about`?"
+)]
+#[case::unknown_block(
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_rac {}\n}",
+    "3:3: unknown block `stop_rac` in scenario \"s\"; did you mean `stop_race`?"
+)]
+#[case::unknown_top_level(
+    "scenari \"s\" {}",
+    "1:1: unknown block `scenari` in a scenario file; did you mean `scenario`?"
+)]
+#[case::missing_job(
+    "scenario \"s\" {\n  stop_race { task = \"web\" }\n}",
+    "1:1: scenario \"s\" has no job: write `job = \"PATH\"` or `job \"name\" { ... }`"
+)]
+#[case::job_path_and_inline_job(
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  job \"x\" {}\n}",
+    "3:3: scenario \"s\" has both `job = \"PATH\"` and an inline `job` block; keep one"
+)]
+#[case::unreadable_job(
+    "scenario \"s\" {\n  job = \"jobs/nope.hcl\"\n}",
+    "2:9: cannot read job file \"jobs/nope.hcl\": No such file or directory"
+)]
+#[case::neither_race_nor_faults(
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  expect { status = \"complete\" }\n}",
+    "1:1: scenario \"s\" has neither a `stop_race` nor a `faults` block"
+)]
+#[case::unknown_race_task(
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"wbe\" }\n}",
+    "3:22: unknown task `wbe` in job \"j\"; did you mean `web`?"
+)]
+#[case::unknown_status(
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect { status = \"complet\" }\n}",
+    "4:21: unknown status `complet` in `status`; did you mean `complete`?"
+)]
+#[case::duplicate_names(
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect { status = \"complete\" }\n}\nscenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect { status = \"complete\" }\n}",
+    "6:10: duplicate scenario name \"s\" (first defined on line 1)"
+)]
+#[case::unknown_invariant(
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect {\n    status = \"complete\"\n    known_violation {\n      bug = \"B9\"\n      invariant = \"a poststop task runs exactly onse\"\n    }\n  }\n}",
+    "8:19: unknown invariant `a poststop task runs exactly onse` in the oracle; did you mean `a poststop task runs exactly once`?"
+)]
+#[case::inline_job_error(
+    "scenario \"s\" {\n  job \"x\" {\n    grop \"g\" {}\n  }\n}",
+    "3:5: unknown block `grop` in job \"x\"; did you mean `group`?"
+)]
+fn scenario_errors_point_at_the_mistake(#[case] src: &str, #[case] expected: &str) {
+    assert_eq!(error_of(src), expected);
+}
+
+#[rstest::rstest]
+#[case::unknown_host(
+    "    host = \"agnet\"",
+    "4:12: unknown host `agnet` in `host`; did you mean `agent`?"
+)]
+#[case::restore_in_process(
+    "    restore = \"run\"",
+    "4:5: `restore` applies only with `host = \"agent\"`"
+)]
+#[case::unknown_restore(
+    "    host = \"agent\"\n    restore = \"rnu\"",
+    "5:15: unknown restore `rnu` in `restore`; did you mean `run`?"
+)]
+#[case::unknown_then(
+    "    then = \"run-to-nd\"",
+    "4:12: unknown then `run-to-nd` in `then`; did you mean `run-to-end`?"
+)]
+#[case::no_cases(
+    "    then = \"run-to-end\"",
+    "3:3: `faults` has no cases: add an `each { ... }` or `pairs { ... }` block"
+)]
+#[case::unknown_point(
+    "    each {\n      points = [\"web:tr.before_prestrat\"]\n      action = \"error\"\n    }",
+    "5:17: unknown point `tr.before_prestrat` in the per-task points; did you mean `tr.before_prestart`?"
+)]
+#[case::unknown_task(
+    "    each {\n      points = [\"ewb:tr.before_prestart\"]\n      action = \"error\"\n    }",
+    "5:17: unknown task `ewb` in job \"j\"; did you mean `web`?"
+)]
+#[case::wildcard_matching_nothing(
+    "    each {\n      points = [\"web:tr.nothing*\"]\n      action = \"error\"\n    }",
+    "5:17: `tr.nothing*` matches no per-task point"
+)]
+#[case::alloc_point_scoped(
+    "    each {\n      points = [\"web:ar.kill_started\"]\n      action = \"error\"\n    }",
+    "5:17: `ar.kill_started` is alloc-wide: write it without a task, `ar.kill_started`"
+)]
+#[case::task_point_unscoped(
+    "    each {\n      points = [\"tr.before_prestart\"]\n      action = \"error\"\n    }",
+    "5:17: `tr.before_prestart` is a per-task point: scope it with a task, like `web:tr.before_prestart`"
+)]
+#[case::unknown_action(
+    "    each {\n      points = [\"ar.*\"]\n      action = \"eror\"\n    }",
+    "6:16: unknown fault action \"eror\" (expected park, delay(MS), error, panic, kill, kill-executor, kill-task-tree, sigstop-executor, sigcont-executor, stop-alloc); did you mean `error`?"
+)]
+#[case::hit_zero(
+    "    each {\n      points = [\"ar.*\"]\n      action = \"error\"\n      hit = 0\n    }",
+    "7:13: `hit` counts from 1 (the first time the point is reached)"
+)]
+#[case::hit_not_a_number(
+    "    each {\n      points = [\"ar.*\"]\n      action = \"error\"\n      hit = \"2\"\n    }",
+    "7:13: `hit` must be a number, got a string"
+)]
+#[case::unknown_each_attribute(
+    "    each {\n      point = [\"ar.*\"]\n    }",
+    "5:7: unknown attribute `point` in each; did you mean `points`?"
+)]
+#[case::bad_with_fault(
+    "    each {\n      points = [\"ar.*\"]\n      action = \"error\"\n      with = [\"web:ex.after_cgroup=await(web:tr.nope@2)\"]\n    }",
+    "7:15: unknown point `tr.nope` in the per-task points (expected one of: tr.start_condition_met, tr.before_prestart, tr.after_prestart, tr.before_driver_start, tr.start_committed, ex.spawned, ex.after_cgroup, ex.before_bind, ex.after_mounts, ex.before_exec, tr.after_driver_start, ex.task_exited, tr.killing, tr.observed_terminal, tr.main_exited, hook.prestart.before.validate, hook.prestart.after.validate, hook.prestart.before.task_dir, hook.prestart.after.task_dir, hook.prestart.before.log_files, hook.prestart.after.log_files, hook.prestart.before.task_env, hook.prestart.after.task_env, hook.poststart.before.persist_handle, hook.poststart.after.persist_handle, hook.exited.before.executor_shutdown, hook.exited.after.executor_shutdown, hook.stop.before.forget_handle, hook.stop.after.forget_handle)"
+)]
+#[case::pairs_event_park(
+    "    pairs {\n      park = [\"web:tr.before_prestart\"]\n      event = \"park\"\n      at = [\"ar.*\"]\n    }",
+    "6:15: the `event` of `pairs` cannot be `park` (the held side already parks)"
+)]
+fn fault_errors_point_at_the_mistake(#[case] faults: &str, #[case] expected: &str) {
+    assert_eq!(error_of(&faults_scenario(faults)), expected);
+}
+
+#[test]
+fn the_example_file_parses() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios/demo.hcl");
+    let all = crate::catalogue::load_file(&path).unwrap();
+    let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["leader-prestart-errors", "demo-sidecar-stop"]);
+}
