@@ -2,7 +2,24 @@
 #   sudo taskgate explore --scenario examples/scenarios/demo.hcl leader-prestart-errors
 scenario "leader-prestart-errors" {
   about = "every prestart hook of the leader fails in turn: the task never runs, the alloc fails"
-  job   = "../sidecar.hcl"
+  # Inline, with no restarts: under the jobspec's default policy the next
+  # attempt (15 s later) would pass, and the alloc complete.
+  job "errors" {
+    group "g" {
+      task "leader" {
+        driver = "exec"
+        leader = true
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo leader up"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+    }
+  }
   faults {
     then = "stop-when-settled"
     each {

@@ -112,6 +112,9 @@ pub struct TaskShape {
     pub role: TaskRole,
     /// Restart attempts its policy allows (a failed attempt may be retried).
     pub restart_attempts: u32,
+    /// Its policy restarts without end (Nomad's delay mode): no failed exit
+    /// is its last by the policy's choice.
+    pub restarts_forever: bool,
 }
 
 /// The fault points the invariants anchor on, by name.
@@ -454,6 +457,7 @@ mod tests {
                 name: name.to_string(),
                 role: TaskRole::Main { leader: false },
                 restart_attempts: 0,
+                restarts_forever: false,
             })
             .collect()
     }

@@ -8,7 +8,7 @@
 use crate::identity::ExecIdentity;
 use crate::invariants::{Event, TaskExit, TaskRole, TaskShape, Violation};
 use taskgate_faults::points::TR_KILLING;
-use taskgate_faults::scoped;
+use taskgate_faults::{scoped, Action, Intervention};
 
 pub const NO_RESTART_AFTER_COMPLETION: &str =
     "no completed task or attempt is started again after a restore";
@@ -82,6 +82,15 @@ fn exits(history: &[Event], task: &str) -> Vec<(usize, TaskExit)> {
 fn kills(history: &[Event], task: &str) -> Vec<usize> {
     let name = scoped(Some(task), TR_KILLING);
     positions(history, |e| matches!(e, Event::FaultHit(h) if h.name == name))
+}
+
+/// Where the harness SIGKILLed the task's executor behind the engine's back.
+fn executor_kills(history: &[Event], task: &str) -> Vec<usize> {
+    let prefix = format!("{task}:");
+    positions(history, |e| {
+        matches!(e, Event::FaultHit(h) if h.name.starts_with(&prefix)
+            && h.action == Some(Action::Intervene(Intervention::KillExecutor)))
+    })
 }
 
 fn positions(history: &[Event], f: impl Fn(&Event) -> bool) -> Vec<usize> {
@@ -290,9 +299,11 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
         .collect()
 }
 
-/// The status the records give: failed if a task's last recorded exit was
-/// a failure it was not told to die for, or if a task never ran and its
-/// runner gave up before any stop; complete otherwise. (A task killed by
+/// The status the records give: failed if a task's executor was killed
+/// (by the harness) with no attempt after it, if a task's last recorded
+/// exit was a failure it was not told to die for and its restart policy
+/// had no attempt left, or if a task never ran and its runner gave up
+/// before any stop; complete otherwise. (A task killed by
 /// the kill path exits by a signal, or 0 from its trap: neither fails it.)
 pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     use crate::invariants::AllocStatus;
@@ -318,8 +329,26 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
     let mut why = None;
     for task in tasks {
         let killed = kills(history, &task.name);
+        let launched = launches(history, &task.name);
+        let lost = executor_kills(history, &task.name)
+            .into_iter()
+            .find(|&k| !launched.iter().any(|&l| l > k) && !killed.iter().any(|&t| t < k));
+        if let Some(at) = lost {
+            why = Some(format!("{}'s executor died at #{at} and no attempt followed", task.name));
+            continue;
+        }
+        // A failed exit the policy would retry is last only because a stop
+        // came: the task was ended, not failed.
+        let policy_gives_up = |at: usize| {
+            let attempts = launched.iter().filter(|&&l| l < at).count();
+            !task.restarts_forever && attempts > task.restart_attempts as usize
+        };
         match exits(history, &task.name).last() {
-            Some(&(at, exit)) if !exit.successful() && !killed.iter().any(|&k| k < at) => {
+            Some(&(at, exit))
+                if !exit.successful()
+                    && !killed.iter().any(|&k| k < at)
+                    && policy_gives_up(at) =>
+            {
                 why = Some(format!("{} last exited {exit:?} (#{at}) without being told to die", task.name));
             }
             None if tree_roots(history, &task.name).is_empty()

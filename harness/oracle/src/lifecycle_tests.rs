@@ -56,6 +56,15 @@ impl H {
         }));
         self
     }
+    fn hit_with(mut self, name: &str, action: Action) -> Self {
+        self.0.push(Event::FaultHit(Hit {
+            seq: 0,
+            name: name.into(),
+            action: Some(action),
+            detail: None,
+        }));
+        self
+    }
     fn kill(self, task: &str) -> Self {
         self.hit(scoped(Some(task), TR_KILLING))
     }
@@ -102,6 +111,7 @@ fn shape(name: &str, role: TaskRole, restart_attempts: u32) -> TaskShape {
         name: name.into(),
         role,
         restart_attempts,
+        restarts_forever: false,
     }
 }
 
@@ -232,10 +242,44 @@ fn poststop_once(#[case] h: H, #[case] expected: usize) {
 #[case::gave_up_before_the_stop(H::default().gave_up("web").stop().status(AllocStatus::Failed), true)]
 #[case::gave_up_reported_complete(H::default().gave_up("web").stop().status(AllocStatus::Complete), false)]
 #[case::stopped_before_it_ran(H::default().stop().gave_up("web").status(AllocStatus::Complete), true)]
+#[case::executor_lost(
+    H::default().start("web").hit_with("web:p", Action::Intervene(Intervention::KillExecutor))
+        .status(AllocStatus::Failed),
+    true
+)]
+#[case::executor_lost_reported_complete(
+    H::default().start("web").hit_with("web:p", Action::Intervene(Intervention::KillExecutor))
+        .status(AllocStatus::Complete),
+    false
+)]
+#[case::executor_lost_then_restarted(
+    H::default().start("web").hit_with("web:p", Action::Intervene(Intervention::KillExecutor))
+        .start("web").stop().kill("web").exit("web", OK).status(AllocStatus::Complete),
+    true
+)]
 #[case::not_finished(H::default().start("web").exit("web", FAILED).status(AllocStatus::Running), true)]
 fn status_matches_exits(#[case] h: H, #[case] holds: bool) {
     let v = check_status_matches_exits(&h.0, &[main_task("web")]);
     assert_eq!(v.is_empty(), holds, "{v:#?}");
+}
+
+#[rstest]
+#[case::fail_mode_last_attempt(shape("web", TaskRole::Main { leader: false }, 1), AllocStatus::Failed)]
+#[case::fail_mode_attempts_left(shape("web", TaskRole::Main { leader: false }, 2), AllocStatus::Complete)]
+#[case::delay_mode(TaskShape { restarts_forever: true, ..shape("web", TaskRole::Main { leader: false }, 1) }, AllocStatus::Complete)]
+fn a_failed_exit_fails_the_alloc_only_when_the_policy_gives_up(
+    #[case] task: TaskShape,
+    #[case] reported: AllocStatus,
+) {
+    let h = H::default()
+        .start("web")
+        .exit("web", FAILED)
+        .start("web")
+        .exit("web", FAILED)
+        .stop()
+        .status(reported);
+    let v = check_status_matches_exits(&h.0, &[task]);
+    assert!(v.is_empty(), "{v:#?}");
 }
 
 #[rstest]

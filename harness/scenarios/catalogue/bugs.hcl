@@ -29,7 +29,7 @@ scenario "b1-stale-handle" {
     restore = "run"
     then    = "run-to-end"
     each {
-      points = ["web:hook.poststart.before.persist_handle"]
+      points = ["web:tr.after_driver_start", "web:hook.poststart.before.persist_handle"]
       action = "kill"
       hit    = 2
     }

@@ -16,6 +16,12 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../catalogue/stop-races.hcl"),
     ),
     ("faults.hcl", include_str!("../catalogue/faults.hcl")),
+    ("pairs.hcl", include_str!("../catalogue/pairs.hcl")),
+    ("restarts.hcl", include_str!("../catalogue/restarts.hcl")),
+    (
+        "jobs/two-services.hcl",
+        include_str!("../catalogue/jobs/two-services.hcl"),
+    ),
     (
         "jobs/report.hcl",
         include_str!("../catalogue/jobs/report.hcl"),

@@ -518,6 +518,7 @@ pub(crate) fn shapes(scenario: &Scenario) -> Vec<TaskShape> {
                 name: t.name.clone(),
                 role,
                 restart_attempts: t.restart.attempts,
+                restarts_forever: t.restart.mode == taskgate_engine::jobspec::RestartMode::Delay,
             }
         })
         .collect()

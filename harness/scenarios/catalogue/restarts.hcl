@@ -1,0 +1,157 @@
+# Restart policies, agent kills on any attempt, and executors or task trees
+# dying under a running task.
+
+scenario "failing-batch-agent-kill" {
+  about = "a batch task fails every attempt (3 allowed); the agent dies at a boundary of attempt 2 and restores: still the policy's attempts, alloc failed (B1 covers the boundaries after the launch)"
+  job "failing-batch" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo web fails; exit 1"]
+        }
+        restart {
+          attempts = 2
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.start_condition_met", "web:tr.before_prestart", "web:tr.after_prestart",
+                "web:tr.before_driver_start", "web:tr.start_committed",
+                "web:hook.exited.after.executor_shutdown"]
+      action = "kill"
+      hit    = 2
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
+scenario "batch-agent-kill" {
+  about = "a batch task that succeeds; the agent dies at a boundary and restores: it completes, and never runs again"
+  job "batch" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo web done"]
+        }
+        restart {
+          attempts = 2
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.before_prestart", "web:tr.start_committed", "web:ex.spawned",
+                "web:tr.after_driver_start", "web:hook.poststart.after.persist_handle",
+                "web:hook.exited.before.executor_shutdown"]
+      action = "kill"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "delay-mode-stop" {
+  about = "a task failing in delay mode restarts without end; a stop on its third start ends it"
+  job "delay" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo web fails; exit 1"]
+        }
+        restart {
+          attempts = 1
+          interval = "1s"
+          delay    = "10ms"
+          mode     = "delay"
+        }
+      }
+    }
+  }
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:tr.after_driver_start"]
+      action = "stop-alloc"
+      hit    = 3
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "task-tree-killed" {
+  about = "a running task's whole tree is SIGKILLed behind the engine's back: it restarts once, then the alloc stops"
+  job "tree" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 1
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:hook.poststart.after.persist_handle"]
+      action = "kill-task-tree"
+      with   = ["web:tr.after_driver_start@2=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "frozen-executor" {
+  about = "a running task's executor is SIGSTOPped, and continued only when the kill path reaches it"
+  job   = "jobs/report.hcl"
+  faults {
+    then = "stop-when-running"
+    each {
+      points = ["leader:hook.poststart.after.persist_handle", "sidecar:hook.poststart.after.persist_handle"]
+      action = "sigstop-executor"
+      with   = ["leader:tr.killing=sigcont-executor", "sidecar:tr.killing=sigcont-executor"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
