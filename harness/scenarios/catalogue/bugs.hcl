@@ -166,3 +166,68 @@ scenario "b4-two-executors" {
     }
   }
 }
+
+scenario "b5-sidecar-killed-with-mains" {
+  about = "a stop with a leader, a second main task and a poststart sidecar: the sidecar must be told to die only once the main tasks exited"
+  job "kill-order" {
+    group "g" {
+      task "leader" {
+        driver       = "exec"
+        leader       = true
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo leader up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+      task "worker" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo worker up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+      task "proxy" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        lifecycle {
+          hook    = "poststart"
+          sidecar = true
+        }
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo proxy up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    then = "stop-when-running"
+    each {
+      # The worker's runner holds its kill until the proxy was told to die
+      # too: if the engine tells both at once, the order shows on any machine.
+      points = ["worker:tr.killing"]
+      action = "await(proxy:tr.killing@1)"
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "B5: sidecars are told to die with the main tasks, not after them (Nomad #13055)"
+      invariant = "leader killed first, main tasks dead before sidecars are killed, poststop after all"
+    }
+  }
+}
