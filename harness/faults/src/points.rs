@@ -72,9 +72,10 @@ pub const EX_SPAWNED: &str = "ex.spawned";
 /// carries the exit).
 pub const EX_TASK_EXITED: &str = "ex.task_exited";
 
-/// Every per-task point other than the hook points (which the engine's hook
-/// set names), for scenario files to name and check against.
-pub const TASK_POINTS: [&str; 15] = [
+/// Every per-task point a fault can act at, other than the hook points
+/// (which the engine's hook set names), for scenario files to name and
+/// check against. (`ex.task_exited` only records.)
+pub const TASK_POINTS: [&str; 14] = [
     TR_START_CONDITION_MET,
     TR_BEFORE_PRESTART,
     TR_AFTER_PRESTART,
@@ -86,7 +87,6 @@ pub const TASK_POINTS: [&str; 15] = [
     EX_AFTER_MOUNTS,
     EX_BEFORE_EXEC,
     TR_AFTER_DRIVER_START,
-    EX_TASK_EXITED,
     TR_KILLING,
     TR_OBSERVED_TERMINAL,
     TR_MAIN_EXITED,
@@ -105,7 +105,7 @@ pub const ALLOC_POINTS: [&str; 6] = [
 /// Points reached in the executor process: configured through its
 /// environment, not the engine's.
 pub fn in_executor(point: &str) -> bool {
-    EXECUTOR_BOUNDARIES.contains(&point) || [EX_BEFORE_BIND, EX_TASK_EXITED].contains(&point)
+    EXECUTOR_BOUNDARIES.contains(&point) || point == EX_BEFORE_BIND
 }
 
 /// `hook.<kind>.<before|after>.<hook name>`, e.g. `hook.prestart.before.task_dir`.

@@ -225,11 +225,17 @@ pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
                 let Some(main_kill) = first_kill(main) else {
                     continue;
                 };
+                // Dead means its current process exited (perhaps before
+                // this agent even sent the kill), by the time the sidecar
+                // is told.
+                let current = launches(history, &main.name)
+                    .into_iter()
+                    .filter(|&l| l < sidecar_kill)
+                    .next_back();
                 let died = exits(history, &main.name)
                     .into_iter()
-                    .map(|(i, _)| i)
-                    .find(|&i| i > main_kill && i < hi);
-                if died.is_none_or(|d| d > sidecar_kill) {
+                    .any(|(i, _)| current.is_none_or(|l| i > l) && i < sidecar_kill);
+                if !died {
                     out.push(violation(
                         KILL_ORDER,
                         &sidecar.name,

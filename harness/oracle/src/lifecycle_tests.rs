@@ -202,6 +202,11 @@ fn started() -> H {
         .kill("proxy").start("cleanup").exit("proxy", OK),
     vec![KILL_ORDER]
 )]
+#[case::main_dead_before_the_restored_agent_kills_it(
+    started().kill("leader").exit("leader", OK).restart(true).kill("leader").kill("worker")
+        .exit("worker", OK).kill("proxy").exit("proxy", OK).start("cleanup"),
+    vec![]
+)]
 #[case::each_agent_lifetime_on_its_own(
     started().kill("leader").restart(true).kill("worker").exit("leader", OK).exit("worker", OK)
         .kill("proxy").exit("proxy", OK).start("cleanup"),

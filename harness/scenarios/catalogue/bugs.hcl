@@ -231,3 +231,24 @@ scenario "b5-sidecar-killed-with-mains" {
     }
   }
 }
+
+scenario "b2-kill-path-forgotten" {
+  about = "the agent dies after a killed task's exit was handled, before its death was recorded: the restored agent reports it lost, not killed"
+  job   = "jobs/report.hcl"
+  faults {
+    host    = "agent"
+    restore = "stop"
+    then    = "stop-when-running"
+    each {
+      points = ["leader:hook.exited.after.executor_shutdown", "leader:hook.stop.*"]
+      action = "kill"
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "B2: a finished attempt is forgotten in a crash window"
+      invariant = "every started task is eventually killed or exits"
+    }
+  }
+}

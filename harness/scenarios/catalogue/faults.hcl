@@ -163,6 +163,10 @@ scenario "agent-kill" {
         "ar.alloc_state_set",
         "ar.task_runners_updated",
         "ar.kill_started",
+        "harness.stop_delivered",
+        "leader:tr.killing",
+        "sidecar:tr.killing",
+        "leader:hook.exited.before.executor_shutdown",
       ]
       action = "kill"
     }

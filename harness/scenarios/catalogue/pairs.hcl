@@ -59,3 +59,22 @@ scenario "held-runner-executor-death" {
     }
   }
 }
+
+scenario "stopped-runner-crash" {
+  about = "a's runner finds the alloc stopped before its start, and the agent dies right there; the restored agent never starts a"
+  job   = "jobs/two-services.hcl"
+  faults {
+    host    = "agent"
+    restore = "stop"
+    then    = "run-to-end"
+    each {
+      points = ["a:tr.observed_terminal"]
+      action = "kill"
+      # b's start delivers the stop while a waits before its prestart.
+      with   = ["b:tr.after_driver_start=stop-alloc", "a:tr.before_prestart=await(b:tr.after_driver_start@1)"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
