@@ -11,7 +11,7 @@
 #                       `cargo test --test NAME --no-run` and run its binary;
 #                       repeatable
 #   --cargo-args ARGS   extra cargo arguments, word-split
-#                       (default: "--features failpoints", the same build as ci/test.sh)
+#                       (default: "--features failpoints,privileged", the same build as ci/test.sh)
 #   --self-test         run only the guest's built-in layout checks (no binaries)
 #   --include PATH      also copy PATH (file or directory) into the guest at the
 #                       same absolute path; ELF files get their shared libs;
@@ -56,7 +56,7 @@ MARK=TGCI-RESULT
 
 modes=(v2 v1)
 cargo_tests=()
-cargo_args=(--features failpoints)
+cargo_args=(--features failpoints,privileged)
 binaries=()
 includes=()
 modules=()

@@ -67,11 +67,11 @@ export QEMU_MATRIX_TIMEOUT=${QEMU_MATRIX_TIMEOUT:-1500}
 
 # ==========================================================================
 # THE TEST INVOCATION: change the build/test commands here, and only here.
-BUILD_CMD=(cargo build --workspace --all-targets --features failpoints)
+BUILD_CMD=(cargo build --workspace --all-targets --features failpoints,privileged)
 LEGACY_FEATURES=failpoints,legacy-prestart-skip
 LEGACY_DIR=target/legacy-bin
 # PROPTEST_CASES: the jobspec fuzz target runs 10000 cases per property (~20 s).
-TEST_CMD=(env PROPTEST_CASES=10000 cargo test --workspace --features failpoints -- --test-threads=1)
+TEST_CMD=(env PROPTEST_CASES=10000 cargo test --workspace --features failpoints,privileged -- --test-threads=1)
 GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml)
 LEGACY_EXPLORE_CMD=("$LEGACY_DIR/taskgate" explore sidecar-stop --random 0 --expect-violation)
 STRESS_CMD=(ci/stress.sh target/debug/taskgate "$LEGACY_DIR/taskgate" "${STRESS_REPEAT:-100}")
@@ -81,7 +81,7 @@ LINT_CMD=(ci/lint.sh)
 # The guests are there for what depends on the cgroup version (the
 # executor's cgroups, the engine on them, the oracle's identity by cgroup):
 # the schedule search itself does not, and runs on the host (gate, stress).
-QEMU_CARGO_ARGS="--features failpoints"
+QEMU_CARGO_ARGS="--features failpoints,privileged"
 QEMU_TESTS=(executor escapes engine harness)
 QEMU_TEST_ARGS=(--test-threads=1 --skip explore_sidecar_stop_finds_no_failing_schedule)
 # ==========================================================================
