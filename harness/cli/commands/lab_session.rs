@@ -40,7 +40,11 @@ impl Session {
 /// Prints the failures of a batch, at most `limit` in full.
 pub fn print_failures(reports: &[RunReport], limit: usize) {
     // A known bug's runs are shown too: the closing evidence that it is open.
-    for r in reports.iter().filter(|r| r.passed() && !r.expected.is_empty()).take(limit) {
+    for r in reports
+        .iter()
+        .filter(|r| r.passed() && !r.expected.is_empty())
+        .take(limit)
+    {
         println!("{}", r.explain());
     }
     let failed: Vec<&RunReport> = reports.iter().filter(|r| !r.passed()).collect();

@@ -120,10 +120,7 @@ fn spawn_executor(
     let status = child
         .wait()
         .map_err(ExecutorError::io("wait for the executor to daemonize"))?;
-    taskgate_faults::fault_point!(
-        taskgate_faults::points::EX_SPAWNED,
-        spec.task_name.as_str()
-    );
+    taskgate_faults::fault_point!(taskgate_faults::points::EX_SPAWNED, spec.task_name.as_str());
     let mut ready = BufReader::new(File::from(ready_r));
     let report =
         protocol::recv_or_eof(&mut ready, "executor")?.ok_or_else(|| ExecutorError::Vanished {

@@ -94,7 +94,10 @@ impl std::str::FromStr for Action {
                 })
             }
             _ if Intervention::ALL.iter().any(|i| i.as_str() == s) => Ok(Action::Intervene(
-                *Intervention::ALL.iter().find(|i| i.as_str() == s).expect("checked"),
+                *Intervention::ALL
+                    .iter()
+                    .find(|i| i.as_str() == s)
+                    .expect("checked"),
             )),
             _ => match s.strip_prefix("delay(").and_then(|r| r.strip_suffix(")")) {
                 Some(ms) => ms
@@ -191,7 +194,9 @@ impl std::str::FromStr for PointName {
             None => (None, s),
         };
         if point.is_empty() || scope.is_some_and(str::is_empty) || point.contains(':') {
-            return Err(format!("bad point name {s:?} (expected `task:point` or `point`)"));
+            return Err(format!(
+                "bad point name {s:?} (expected `task:point` or `point`)"
+            ));
         }
         Ok(PointName::new(scope, point))
     }

@@ -286,13 +286,20 @@ fn intervene(scope: Option<&str>, what: Intervention) {
     match handler.as_ref() {
         Some(handler) => handler(scope, what),
         // A configured fault that cannot act must not pass for one that did.
-        None => panic!("{what:?} configured at {scope:?}, but no intervention handler is installed"),
+        None => {
+            panic!("{what:?} configured at {scope:?}, but no intervention handler is installed")
+        }
     }
 }
 
 /// Configures one fault (see [`Fault`]): its action on its `nth` hit only.
 pub fn configure_fault(fault: &Fault) {
-    configure_nth(fault.point.scope(), &fault.point.point, fault.action.clone(), fault.nth);
+    configure_nth(
+        fault.point.scope(),
+        &fault.point.point,
+        fault.action.clone(),
+        fault.nth,
+    );
 }
 
 /// Reads a fault log written by a child process configured with
@@ -599,7 +606,11 @@ mod tests {
         let _turn = serial();
         configure_fault(&"web:p@3=error".parse().unwrap());
         assert_eq!(reach(Some("web"), "p"), None);
-        assert_eq!(unfired(), ["web:p".to_string()], "not yet fired: 1 of 3 hits");
+        assert_eq!(
+            unfired(),
+            ["web:p".to_string()],
+            "not yet fired: 1 of 3 hits"
+        );
         assert_eq!(reach(Some("web"), "p"), None);
         assert!(reach(Some("web"), "p").is_some(), "the third hit fails");
         assert_eq!(reach(Some("web"), "p"), None, "and only the third");
@@ -614,16 +625,25 @@ mod tests {
         let seen = std::sync::Arc::new(StdMutex::new(Vec::new()));
         let log = seen.clone();
         set_intervention_handler(move |scope, what| {
-            log.lock().unwrap().push((scope.map(str::to_string), what, history().len()));
+            log.lock()
+                .unwrap()
+                .push((scope.map(str::to_string), what, history().len()));
         });
-        configure(Some("web"), "p", Action::Intervene(Intervention::KillExecutor));
+        configure(
+            Some("web"),
+            "p",
+            Action::Intervene(Intervention::KillExecutor),
+        );
         assert_eq!(reach(Some("web"), "p"), None);
         assert_eq!(
             *seen.lock().unwrap(),
             [(Some("web".to_string()), Intervention::KillExecutor, 0)],
             "acted on before the hit was recorded"
         );
-        assert_eq!(history()[0].action, Some(Action::Intervene(Intervention::KillExecutor)));
+        assert_eq!(
+            history()[0].action,
+            Some(Action::Intervene(Intervention::KillExecutor))
+        );
     }
 
     #[test]
@@ -661,7 +681,11 @@ mod tests {
         assert_eq!(worker.join().unwrap(), None);
         log_to(None).unwrap();
         let names: Vec<_> = history().into_iter().map(|h| h.name).collect();
-        assert_eq!(names, ["a:held", "b:go", "b:go", "a:held"], "arrival, then the pass after b's second hit");
+        assert_eq!(
+            names,
+            ["a:held", "b:go", "b:go", "a:held"],
+            "arrival, then the pass after b's second hit"
+        );
     }
 
     #[test]
@@ -674,15 +698,31 @@ mod tests {
         assert_eq!(faults[0].nth, 2);
         assert_eq!(faults[1].point, PointName::new(None, "ar.kill_started"));
         let spec = env_spec(&faults);
-        assert_eq!(spec, "web:tr.before_prestart@2=kill;ar.kill_started=delay(5)");
-        for action in [Action::Park, Action::Delay(7), Action::Error, Action::Panic, Action::KillAgent]
-            .into_iter()
-            .chain(Intervention::ALL.map(Action::Intervene))
+        assert_eq!(
+            spec,
+            "web:tr.before_prestart@2=kill;ar.kill_started=delay(5)"
+        );
+        for action in [
+            Action::Park,
+            Action::Delay(7),
+            Action::Error,
+            Action::Panic,
+            Action::KillAgent,
+        ]
+        .into_iter()
+        .chain(Intervention::ALL.map(Action::Intervene))
         {
             assert_eq!(action.to_string().parse::<Action>(), Ok(action));
         }
         assert!("explode".parse::<Action>().is_err());
-        for bad in ["p@0=kill", "p@x=kill", "p", ":p=kill", "a:b:c=kill", "p=explode"] {
+        for bad in [
+            "p@0=kill",
+            "p@x=kill",
+            "p",
+            ":p=kill",
+            "a:b:c=kill",
+            "p=explode",
+        ] {
             assert!(bad.parse::<Fault>().is_err(), "{bad}");
         }
         let dir = tempfile::tempdir().unwrap();

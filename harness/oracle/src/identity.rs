@@ -169,8 +169,16 @@ mod tests {
             task_cgroup_dir("0::/taskgate.a1.web\n", v2_mounts),
             Some("/sys/fs/cgroup/taskgate.a1.web".into())
         );
-        assert_eq!(task_cgroup_dir("0::/agent\n", v2_mounts), None, "not a task cgroup");
-        assert_eq!(task_cgroup_dir(v1_cgroup, v2_mounts), None, "no pids hierarchy mounted");
+        assert_eq!(
+            task_cgroup_dir("0::/agent\n", v2_mounts),
+            None,
+            "not a task cgroup"
+        );
+        assert_eq!(
+            task_cgroup_dir(v1_cgroup, v2_mounts),
+            None,
+            "no pids hierarchy mounted"
+        );
     }
 
     #[test]

@@ -14,9 +14,9 @@
 pub mod gate;
 pub mod identity;
 pub mod invariants;
-pub mod lifecycle;
 pub mod judge;
 pub mod layout;
+pub mod lifecycle;
 pub mod marked_fs;
 
 pub use gate::{Answer, ExecGate, ExecRecord, Judge, PendingExec, Verdict};

@@ -45,9 +45,10 @@ fn violation(invariant: &'static str, task: &str, detail: String) -> Violation {
 
 /// Where an executor for `task` was exec'd: one per launch of an attempt.
 fn launches(history: &[Event], task: &str) -> Vec<usize> {
-    positions(history, |e| {
-        matches!(e, Event::Exec(r) if matches!(&r.identity, ExecIdentity::Executor { task: t, .. } if t == task))
-    })
+    positions(
+        history,
+        |e| matches!(e, Event::Exec(r) if matches!(&r.identity, ExecIdentity::Executor { task: t, .. } if t == task)),
+    )
 }
 
 /// Where each launch's task process was exec'd: the first exec in the
@@ -81,7 +82,10 @@ fn exits(history: &[Event], task: &str) -> Vec<(usize, TaskExit)> {
 
 fn kills(history: &[Event], task: &str) -> Vec<usize> {
     let name = scoped(Some(task), TR_KILLING);
-    positions(history, |e| matches!(e, Event::FaultHit(h) if h.name == name))
+    positions(
+        history,
+        |e| matches!(e, Event::FaultHit(h) if h.name == name),
+    )
 }
 
 /// Where the harness SIGKILLed the task's executor behind the engine's back.
@@ -202,16 +206,21 @@ pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
     };
     for window in bounds.windows(2) {
         let (lo, hi) = (window[0], window[1]);
-        let first_kill =
-            |t: &TaskShape| within(kills(history, &t.name), lo, hi).first().copied();
-        if let Some(leader) = tasks.iter().find(|t| t.role == TaskRole::Main { leader: true }) {
+        let first_kill = |t: &TaskShape| within(kills(history, &t.name), lo, hi).first().copied();
+        if let Some(leader) = tasks
+            .iter()
+            .find(|t| t.role == TaskRole::Main { leader: true })
+        {
             if let Some(leader_kill) = first_kill(leader) {
                 for other in tasks.iter().filter(|t| t.name != leader.name) {
                     if let Some(k) = first_kill(other).filter(|&k| k < leader_kill) {
                         out.push(violation(
                             KILL_ORDER,
                             &other.name,
-                            format!("told to die at #{k}, before the leader {} at #{leader_kill}", leader.name),
+                            format!(
+                                "told to die at #{k}, before the leader {} at #{leader_kill}",
+                                leader.name
+                            ),
                         ));
                     }
                 }
@@ -221,7 +230,10 @@ pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
             let Some(sidecar_kill) = first_kill(sidecar) else {
                 continue;
             };
-            for main in tasks.iter().filter(|t| matches!(t.role, TaskRole::Main { .. })) {
+            for main in tasks
+                .iter()
+                .filter(|t| matches!(t.role, TaskRole::Main { .. }))
+            {
                 let Some(main_kill) = first_kill(main) else {
                     continue;
                 };
@@ -230,8 +242,7 @@ pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
                 // is told.
                 let current = launches(history, &main.name)
                     .into_iter()
-                    .filter(|&l| l < sidecar_kill)
-                    .next_back();
+                    .rfind(|&l| l < sidecar_kill);
                 let died = exits(history, &main.name)
                     .into_iter()
                     .any(|(i, _)| current.is_none_or(|l| i > l) && i < sidecar_kill);
@@ -273,7 +284,9 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
     let finished = history.iter().any(|e| {
         matches!(
             e,
-            Event::AllocStatus(crate::invariants::AllocStatus::Complete | crate::invariants::AllocStatus::Failed)
+            Event::AllocStatus(
+                crate::invariants::AllocStatus::Complete | crate::invariants::AllocStatus::Failed
+            )
         )
     });
     let any_ran = tasks
@@ -340,7 +353,10 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
             .into_iter()
             .find(|&k| !launched.iter().any(|&l| l > k) && !killed.iter().any(|&t| t < k));
         if let Some(at) = lost {
-            why = Some(format!("{}'s executor died at #{at} and no attempt followed", task.name));
+            why = Some(format!(
+                "{}'s executor died at #{at} and no attempt followed",
+                task.name
+            ));
             continue;
         }
         // A failed exit the policy would retry is last only because a stop
@@ -351,17 +367,21 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         };
         match exits(history, &task.name).last() {
             Some(&(at, exit))
-                if !exit.successful()
-                    && !killed.iter().any(|&k| k < at)
-                    && policy_gives_up(at) =>
+                if !exit.successful() && !killed.iter().any(|&k| k < at) && policy_gives_up(at) =>
             {
-                why = Some(format!("{} last exited {exit:?} (#{at}) without being told to die", task.name));
+                why = Some(format!(
+                    "{} last exited {exit:?} (#{at}) without being told to die",
+                    task.name
+                ));
             }
             None if tree_roots(history, &task.name).is_empty()
                 && task.role != TaskRole::Poststop
                 && gave_up(&task.name) =>
             {
-                why = Some(format!("{} never ran and its runner gave up before any stop", task.name));
+                why = Some(format!(
+                    "{} never ran and its runner gave up before any stop",
+                    task.name
+                ));
             }
             _ => {}
         }

@@ -138,7 +138,11 @@ fn no_restart_after_completion(#[case] h: H, #[case] expected: usize) {
 
 #[test]
 fn a_completed_sidecar_is_not_judged_as_completed() {
-    let h = H::default().start("proxy").exit("proxy", OK).restart(false).start("proxy");
+    let h = H::default()
+        .start("proxy")
+        .exit("proxy", OK)
+        .restart(false)
+        .start("proxy");
     let sidecar = shape("proxy", TaskRole::Poststart { sidecar: true }, 0);
     assert!(check_no_restart_after_completion(&h.0, &[sidecar]).is_empty());
 }
@@ -147,7 +151,10 @@ fn a_completed_sidecar_is_not_judged_as_completed() {
 #[case::launched_after_kill(H::default().start("web").kill("web").start("web"), 1)]
 #[case::killed_while_running(H::default().start("web").kill("web").exit("web", TaskExit::Signal(15)), 0)]
 fn no_exec_after_kill(#[case] h: H, #[case] expected: usize) {
-    assert_eq!(check_no_exec_after_kill(&h.0, &[main_task("web")]).len(), expected);
+    assert_eq!(
+        check_no_exec_after_kill(&h.0, &[main_task("web")]).len(),
+        expected
+    );
 }
 
 #[rstest]

@@ -43,7 +43,10 @@ pub(crate) fn run(
             .partition(|f| points::in_executor(&f.point.point));
         cmd.args(extra)
             .env(taskgate_faults::FAULT_LOG_ENV, log)
-            .env(taskgate_faults::FAULTS_ENV, taskgate_faults::env_spec(engine))
+            .env(
+                taskgate_faults::FAULTS_ENV,
+                taskgate_faults::env_spec(engine),
+            )
             .env(
                 taskgate_executor::FAILPOINTS_ENV,
                 taskgate_faults::env_spec(executor),
@@ -57,7 +60,9 @@ pub(crate) fn run(
         cmd.stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(stderr);
-        let mut child = cmd.spawn().map_err(io("running agent", &runner.agent_bin))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(io("running agent", &runner.agent_bin))?;
         let log = log.to_path_buf();
         let progress = move || std::fs::metadata(&log).map_or(0, |m| m.len());
         wait_or_kill(&mut child, patience::step(), progress)
@@ -77,7 +82,9 @@ pub(crate) fn run(
             ));
             false
         }
-        Some(status) => std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL),
+        Some(status) => {
+            std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL)
+        }
     };
     let mut records = Records::default();
     let (_, tasks) = read_state(data_dir)?;

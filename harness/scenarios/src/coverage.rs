@@ -32,7 +32,10 @@ pub struct Coverage {
 
 impl Coverage {
     pub fn missing(&self) -> impl Iterator<Item = &Pair> {
-        self.pairs.iter().filter(|(_, t)| t.runs == 0).map(|(p, _)| p)
+        self.pairs
+            .iter()
+            .filter(|(_, t)| t.runs == 0)
+            .map(|(p, _)| p)
     }
 }
 
@@ -100,12 +103,13 @@ pub fn coverage(scenarios: &[Scenario], reports: &[RunReport]) -> Coverage {
         scenarios.iter().map(|s| (s.name.as_str(), s)).collect();
     for scenario in scenarios {
         for (held, event) in declared(scenario) {
-            pairs.entry(Pair {
-                scenario: scenario.name.clone(),
-                held,
-                event,
-            })
-            .or_default();
+            pairs
+                .entry(Pair {
+                    scenario: scenario.name.clone(),
+                    held,
+                    event,
+                })
+                .or_default();
         }
     }
     for report in reports {
@@ -140,7 +144,10 @@ pub fn render(coverage: &Coverage) -> String {
     let mut out = String::from("coverage: declared depth-2 pairs (held x event)\n");
     let mut by_scenario: BTreeMap<&str, Vec<(&Pair, &Tally)>> = BTreeMap::new();
     for (pair, tally) in &coverage.pairs {
-        by_scenario.entry(&pair.scenario).or_default().push((pair, tally));
+        by_scenario
+            .entry(&pair.scenario)
+            .or_default()
+            .push((pair, tally));
     }
     for (scenario, rows) in by_scenario {
         let ran = rows.iter().filter(|(_, t)| t.runs > 0).count();
@@ -223,6 +230,9 @@ mod tests {
         let table = render(&cov);
         assert!(table.contains("1 run, 1 FAIL"), "{table}");
         assert!(table.contains("NOT RUN"), "{table}");
-        assert!(!cov.unreached.is_empty(), "one scenario names few boundaries");
+        assert!(
+            !cov.unreached.is_empty(),
+            "one scenario names few boundaries"
+        );
     }
 }

@@ -99,23 +99,33 @@ pub fn merge(
                 restarts: *restarts,
             }),
     );
-    history.extend(records.survivors.iter().map(|(task, pids)| Event::Survivors {
-        task: task.clone(),
-        pids: pids.clone(),
-    }));
+    history.extend(
+        records
+            .survivors
+            .iter()
+            .map(|(task, pids)| Event::Survivors {
+                task: task.clone(),
+                pids: pids.clone(),
+            }),
+    );
     if let Some(status) = records.status {
         history.push(Event::AllocStatus(alloc_status(status)));
     }
     for task in tasks {
         let failed = matches!(&task.state, TaskState::Dead { outcome } if outcome.failed());
         let last = task.events.len().saturating_sub(1);
-        history.extend(task.events.iter().enumerate().map(|(i, e)| Event::TaskEvent {
-            task: e.task.clone(),
-            kind: event_kind(e.kind),
-            attempt: e.attempt,
-            // Nomad flags the event that ended the task in failure.
-            failed: failed && i == last,
-        }));
+        history.extend(
+            task.events
+                .iter()
+                .enumerate()
+                .map(|(i, e)| Event::TaskEvent {
+                    task: e.task.clone(),
+                    kind: event_kind(e.kind),
+                    attempt: e.attempt,
+                    // Nomad flags the event that ended the task in failure.
+                    failed: failed && i == last,
+                }),
+        );
     }
     history
 }

@@ -46,7 +46,9 @@ pub fn task_processes(data_dir: &Path, task: &str) -> TaskProcesses {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok());
     for pid in pids {
         match ExecIdentity::of_pid(pid) {
-            ExecIdentity::Executor { alloc_id, task: t } if t == task && allocs.contains(&alloc_id) => {
+            ExecIdentity::Executor { alloc_id, task: t }
+                if t == task && allocs.contains(&alloc_id) =>
+            {
                 found.executors.push(pid)
             }
             ExecIdentity::Task { alloc_id, task: t } if t == task && allocs.contains(&alloc_id) => {
@@ -95,7 +97,10 @@ pub fn kill_and_reap(pids: &[i32]) {
                 nix::poll::PollFlags::POLLIN,
             )];
             let wait = patience::step().as_millis().min(i32::MAX as u128) as i32;
-            let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(wait).unwrap_or(nix::poll::PollTimeout::MAX));
+            let _ = nix::poll::poll(
+                &mut fds,
+                nix::poll::PollTimeout::try_from(wait).unwrap_or(nix::poll::PollTimeout::MAX),
+            );
         }
     }
 }

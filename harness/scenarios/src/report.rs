@@ -97,7 +97,10 @@ pub fn cases(scenario: &Scenario, random: u32, seed: u64) -> Vec<Case> {
     match &scenario.kind {
         Kind::StopRace { .. } => Schedule::enumerate()
             .into_iter()
-            .chain((0..random as u64).map(|i| Schedule::random(seed.wrapping_add(i), Schedule::PCT_DEPTH - 1)))
+            .chain(
+                (0..random as u64)
+                    .map(|i| Schedule::random(seed.wrapping_add(i), Schedule::PCT_DEPTH - 1)),
+            )
             .map(Case::Schedule)
             .collect(),
         Kind::Faults(plan) => (0..plan.cases.len()).map(Case::Fault).collect(),

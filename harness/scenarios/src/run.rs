@@ -7,13 +7,13 @@
 //! placed in it by the log's length when each exec was judged.
 
 use crate::agent_run;
+use crate::control;
 use crate::history::{self, Records};
 use crate::interventions;
 use crate::lab::{io, FaultSource, Lab, LabError};
 use crate::leftovers;
 use crate::model::{FaultCase, Host, Kind, Restore, Scenario, Then};
 use crate::report::{Case, RunReport, Token};
-use crate::control;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -72,7 +72,10 @@ impl<'s> Plan<'s> {
             }
             (Kind::Faults(plan), Case::Fault(i)) => {
                 let case = plan.cases.get(*i).ok_or_else(|| {
-                    mismatch(format!("has {} cases; #{i} is out of range", plan.cases.len()))
+                    mismatch(format!(
+                        "has {} cases; #{i} is out of range",
+                        plan.cases.len()
+                    ))
                 })?;
                 Ok(match plan.host {
                     Host::InProcess => Plan::InProcess(InProcess::Faults {
@@ -89,9 +92,9 @@ impl<'s> Plan<'s> {
             (Kind::StopRace { .. }, Case::Fault(_)) => {
                 Err(mismatch("is a stop race: its cases are schedules".into()))
             }
-            (Kind::Faults(_), Case::Schedule(_)) => {
-                Err(mismatch("is a fault scenario: its cases are numbered".into()))
-            }
+            (Kind::Faults(_), Case::Schedule(_)) => Err(mismatch(
+                "is a fault scenario: its cases are numbered".into(),
+            )),
         }
     }
 
@@ -368,7 +371,10 @@ impl<'a> Runner<'a> {
                 }
             }
         }
-        let tasks = summary.as_ref().map(|s| s.tasks.clone()).unwrap_or_default();
+        let tasks = summary
+            .as_ref()
+            .map(|s| s.tasks.clone())
+            .unwrap_or_default();
         Ok(Outcome {
             hits,
             execs: Vec::new(),
@@ -462,7 +468,8 @@ fn drive_faults(
         taskgate_faults::wait_any(&[Await::Passed(event.to_string())], idle)?;
         taskgate_faults::release_all();
     }
-    let passed = |task: &str, point: &str| Await::Passed(taskgate_faults::scoped(Some(task), point));
+    let passed =
+        |task: &str, point: &str| Await::Passed(taskgate_faults::scoped(Some(task), point));
     let settled = |task: &str| {
         vec![
             passed(task, points::TR_AFTER_DRIVER_START),
@@ -528,7 +535,12 @@ pub(crate) fn shapes(scenario: &Scenario) -> Vec<TaskShape> {
 /// scenario's expectations, a known violation included.
 fn judge(scenario: &Scenario, token: Token, description: String, outcome: Outcome) -> RunReport {
     let mut problems = outcome.problems;
-    let history = history::merge(&outcome.hits, &outcome.execs, &outcome.tasks, &outcome.records);
+    let history = history::merge(
+        &outcome.hits,
+        &outcome.execs,
+        &outcome.tasks,
+        &outcome.records,
+    );
     let violations = taskgate_oracle::check(&history, &shapes(scenario));
     let expected = scenario.expect.status;
     if outcome.records.status != Some(expected) {
@@ -570,7 +582,11 @@ fn expect_known(scenario: &Scenario, report: &mut RunReport) {
     let Some(known) = &scenario.expect.known_violation else {
         return;
     };
-    if report.violations.iter().any(|v| v.invariant == known.invariant) {
+    if report
+        .violations
+        .iter()
+        .any(|v| v.invariant == known.invariant)
+    {
         report.expected.extend(
             std::mem::take(&mut report.violations)
                 .into_iter()

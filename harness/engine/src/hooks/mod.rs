@@ -144,7 +144,10 @@ pub fn hook_points() -> Vec<String> {
     let set = HookSet::standard("nobody");
     let phases: [(&str, Vec<&'static str>); 4] = [
         ("prestart", set.prestart.iter().map(|h| h.name()).collect()),
-        ("poststart", set.poststart.iter().map(|h| h.name()).collect()),
+        (
+            "poststart",
+            set.poststart.iter().map(|h| h.name()).collect(),
+        ),
         ("exited", set.exited.iter().map(|h| h.name()).collect()),
         ("stop", set.stop.iter().map(|h| h.name()).collect()),
     ];

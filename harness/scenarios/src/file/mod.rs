@@ -223,7 +223,12 @@ fn invariant(cx: &Cx, attr: &Attribute) -> Result<String> {
     }
     Err(cx.error(
         attr.value.span(),
-        unknown("invariant", &name, "the oracle", taskgate_oracle::INVARIANTS),
+        unknown(
+            "invariant",
+            &name,
+            "the oracle",
+            taskgate_oracle::INVARIANTS,
+        ),
     ))
 }
 
