@@ -7,7 +7,8 @@ use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Instant;
 use taskgate_scenarios::catalogue;
-use taskgate_scenarios::report::cases;
+use taskgate_scenarios::fake_run::FakeRunner;
+use taskgate_scenarios::report::{cases, RunReport};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,6 +36,17 @@ pub struct Args {
     /// sorted: two explorations of one build can then be compared.
     #[arg(long, value_name = "FILE")]
     pub failing_tokens: Option<PathBuf>,
+    /// `real`: real executors under the kernel's exec oracle (needs root).
+    /// `fake`: the engine's fake driver, no processes and no root: the wide
+    /// search (stop races and in-process faults only).
+    #[arg(long, value_enum, default_value_t = Driver::Real)]
+    pub driver: Driver,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Driver {
+    Real,
+    Fake,
 }
 
 /// What each random schedule is worth, as PCT proves it.
@@ -50,16 +62,31 @@ pub fn pct_guarantee() -> String {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let scenario = catalogue::choose(args.file.as_deref(), args.name.as_deref())?;
-    let session = Session::open()?;
-    let mut runner = session.runner();
-    runner.keep_failures = !args.expect_violation;
     let all = cases(&scenario, args.random, args.seed);
+    let scenario = &scenario;
+    // One runner or the other: the real one holds a lab (root) for its life.
+    let (session, fake_runtime);
+    let run: Box<dyn Fn(&taskgate_scenarios::report::Case) -> RunReport + '_> = match args.driver {
+        Driver::Real => {
+            session = Session::open()?;
+            let mut runner = session.runner();
+            runner.keep_failures = !args.expect_violation;
+            Box::new(move |case| runner.run(scenario, case))
+        }
+        Driver::Fake => {
+            fake_runtime = super::runtime()?;
+            let runner = FakeRunner {
+                runtime: &fake_runtime,
+            };
+            Box::new(move |case| runner.run(scenario, case))
+        }
+    };
     let mut progress = Progress::new(&scenario.name, all.len())?;
     let started = Instant::now();
     let mut reports = Vec::new();
     let mut first_failure = None;
     for case in &all {
-        let report = runner.run(&scenario, case);
+        let report = run(case);
         progress.finished(&report);
         if !report.passed() && first_failure.is_none() {
             first_failure = Some((reports.len() + 1, started.elapsed()));

@@ -140,6 +140,12 @@ impl Driver for FakeDriver {
     fn start(&self, spec: TaskSpec) -> DriverFuture<'_, RunningTask> {
         let world = self.world.clone();
         Box::pin(async move {
+            // Where a real launch's executor would be spawned: a harness
+            // exploring against the fake takes each hit for one launch.
+            taskgate_faults::fault_point!(
+                taskgate_faults::points::EX_SPAWNED,
+                spec.task_name.as_str()
+            );
             let mut w = lock(&world);
             let socket =
                 taskgate_executor::socket_path(&w.run_dir, &spec.alloc_id, &spec.task_name);
@@ -186,6 +192,10 @@ impl Driver for FakeDriver {
             w.calls.push(Call::Start {
                 task: spec.task_name,
             });
+            drop(w);
+            if let Exit::Code(code) = exit {
+                task.exited(Some(code), None);
+            }
             Ok(task as RunningTask)
         })
     }
@@ -203,6 +213,26 @@ impl Driver for FakeDriver {
                 ExecutorError::Protocol(format!("no executor at {}", info.socket_path.display()))
             })
         })
+    }
+}
+
+impl FakeTask {
+    /// Ends a running task by `signal`; an ended one stays as it ended.
+    fn end(&self, signal: i32) {
+        let running = self.exit.borrow().is_none();
+        if running {
+            self.exit.send_replace(Some(result(None, Some(signal))));
+            self.exited(None, Some(signal));
+        }
+    }
+
+    /// What a real executor records when it reaps its task.
+    fn exited(&self, code: Option<i32>, signal: Option<i32>) {
+        taskgate_faults::record_point!(
+            taskgate_faults::points::EX_TASK_EXITED,
+            self.task.as_str(),
+            taskgate_faults::Detail::Exit { code, signal }
+        );
     }
 }
 
@@ -228,27 +258,14 @@ impl TaskHandle for FakeTask {
                 task: self.task.clone(),
                 signal: signal.clone(),
             });
-            let number = signal_number(&signal);
-            self.exit.send_if_modified(|exit| {
-                let running = exit.is_none();
-                if running {
-                    *exit = Some(result(None, Some(number)));
-                }
-                running
-            });
+            self.end(signal_number(&signal));
             Ok(())
         })
     }
 
     fn shutdown(&self) -> Result<(), ExecutorError> {
         // Like the executor's teardown: kill what is left, then go away.
-        self.exit.send_if_modified(|exit| {
-            let running = exit.is_none();
-            if running {
-                *exit = Some(result(None, Some(libc::SIGKILL)));
-            }
-            running
-        });
+        self.end(libc::SIGKILL);
         let mut w = lock(&self.world);
         w.live.remove(&self.info.socket_path);
         w.calls.push(Call::Shutdown {

@@ -15,6 +15,7 @@
 mod agent_run;
 pub mod catalogue;
 pub mod control;
+pub mod fake_run;
 pub mod coverage;
 pub mod file;
 pub mod history;

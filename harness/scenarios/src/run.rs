@@ -36,6 +36,7 @@ pub struct Runner<'a> {
 }
 
 /// One case of a scenario, resolved to what it runs.
+#[derive(Clone, Copy)]
 pub(crate) enum Plan<'s> {
     InProcess(InProcess<'s>),
     Agent {
@@ -46,6 +47,7 @@ pub(crate) enum Plan<'s> {
 }
 
 /// A case the engine runs in the harness's own process.
+#[derive(Clone, Copy)]
 pub(crate) enum InProcess<'s> {
     Race {
         controlled: &'s str,
@@ -55,6 +57,16 @@ pub(crate) enum InProcess<'s> {
         case: &'s FaultCase,
         then: Then,
     },
+}
+
+impl InProcess<'_> {
+    /// The faults the plan configures (a schedule's parks aside).
+    pub(crate) fn faults(&self) -> &[Fault] {
+        match self {
+            InProcess::Race { .. } => &[],
+            InProcess::Faults { case, .. } => &case.faults,
+        }
+    }
 }
 
 impl<'s> Plan<'s> {
@@ -303,61 +315,9 @@ impl<'a> Runner<'a> {
     ) -> Result<Outcome, LabError> {
         let engine = Engine::open(self.engine_config(data_dir))
             .map_err(|e| LabError::Engine(e.to_string()))?;
-        let mut problems = Vec::new();
-        // Configure before the alloc exists, so no boundary can be missed.
-        let faults: &[Fault] = match plan {
-            InProcess::Race {
-                controlled,
-                schedule,
-            } => {
-                control::arm(schedule, controlled);
-                &[]
-            }
-            InProcess::Faults { case, .. } => {
-                configure(&case.faults);
-                &case.faults
-            }
-        };
-        let stop_slot: std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>> =
-            Default::default();
-        let slot = stop_slot.clone();
-        interventions::install(data_dir.to_path_buf(), move || {
-            if let Some(stop) = slot.get() {
-                stop()
-            }
-        });
-        let _guard = self.runtime.enter();
-        let alloc = engine
-            .submit(&scenario.job, None)
-            .map_err(|e| LabError::Engine(e.to_string()))?;
-        let updater = alloc.updater();
-        let stop = move || {
-            taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
-            let _ = updater.send(taskgate_engine::AllocUpdate::stop());
-        };
-        let _ = stop_slot.set(Box::new(stop.clone()));
-        match plan {
-            InProcess::Race {
-                controlled,
-                schedule,
-            } => {
-                if let Err(err) = control::drive(schedule, controlled, stop) {
-                    problems.push(err.to_string());
-                    // Hung: let every parked actor go, so the run can end
-                    // and its report show what it got stuck on.
-                    taskgate_faults::release_all();
-                }
-            }
-            InProcess::Faults { case, then } => {
-                if let Err(err) = drive_faults(scenario, case, *then, stop) {
-                    problems.push(format!("engine hung: {err}"));
-                    taskgate_faults::release_all();
-                }
-            }
-        }
-        let summary = self.finish(alloc, &mut problems);
+        let (summary, mut problems) = drive(&engine, scenario, plan, data_dir, self.runtime)?;
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
-        problems.extend(unfired(faults, &hits));
+        problems.extend(unfired(plan.faults(), &hits));
         if let InProcess::Race { schedule, .. } = plan {
             // Later parks of a schedule legitimately go unreached when the
             // runner correctly bails out; the first park must always fire.
@@ -387,38 +347,98 @@ impl<'a> Runner<'a> {
             problems,
         })
     }
+}
 
-    /// Waits for the alloc to finish. A run that stops making progress is
-    /// hung: its parks are released (the history stays whole for the report)
-    /// and it gets one more idle window to wind down.
-    fn finish(
-        &self,
-        alloc: taskgate_engine::AllocHandle,
-        problems: &mut Vec<String>,
-    ) -> Option<AllocSummary> {
-        let idle = patience::step();
-        let waited = self.runtime.block_on(async {
-            let wait = alloc.wait();
-            tokio::pin!(wait);
-            if let Some(summary) = until_idle(&mut wait, idle).await {
-                return Ok(summary);
+/// Runs an in-process plan on `engine`: configures its faults, submits the
+/// job, drives the schedule or the faults, and waits for the alloc to end.
+/// The real and the fake driver's runs share it.
+pub(crate) fn drive(
+    engine: &Engine,
+    scenario: &Scenario,
+    plan: &InProcess<'_>,
+    data_dir: &Path,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<(Option<AllocSummary>, Vec<String>), LabError> {
+    let mut problems = Vec::new();
+    // Configure before the alloc exists, so no boundary can be missed.
+    match plan {
+        InProcess::Race {
+            controlled,
+            schedule,
+        } => control::arm(schedule, controlled),
+        InProcess::Faults { case, .. } => configure(&case.faults),
+    }
+    let stop_slot: std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>> =
+        Default::default();
+    let slot = stop_slot.clone();
+    interventions::install(data_dir.to_path_buf(), move || {
+        if let Some(stop) = slot.get() {
+            stop()
+        }
+    });
+    let _guard = runtime.enter();
+    let alloc = engine
+        .submit(&scenario.job, None)
+        .map_err(|e| LabError::Engine(e.to_string()))?;
+    let updater = alloc.updater();
+    let stop = move || {
+        taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
+        let _ = updater.send(taskgate_engine::AllocUpdate::stop());
+    };
+    let _ = stop_slot.set(Box::new(stop.clone()));
+    match plan {
+        InProcess::Race {
+            controlled,
+            schedule,
+        } => {
+            if let Err(err) = control::drive(schedule, controlled, stop) {
+                problems.push(err.to_string());
+                // Hung: let every parked actor go, so the run can end
+                // and its report show what it got stuck on.
+                taskgate_faults::release_all();
             }
-            taskgate_faults::release_all();
-            Err(until_idle(&mut wait, idle).await)
-        });
-        match waited {
-            Ok(summary) => Some(summary),
-            Err(late) => {
-                problems.push(format!(
-                    "allocation did not finish: no progress for {idle:?}{}",
-                    if late.is_some() {
-                        " until its parks were released"
-                    } else {
-                        ", even after its parks were released"
-                    }
-                ));
-                late
+        }
+        InProcess::Faults { case, then } => {
+            if let Err(err) = drive_faults(scenario, case, *then, stop) {
+                problems.push(format!("engine hung: {err}"));
+                taskgate_faults::release_all();
             }
+        }
+    }
+    let summary = finish(runtime, alloc, &mut problems);
+    Ok((summary, problems))
+}
+
+/// Waits for the alloc to finish. A run that stops making progress is
+/// hung: its parks are released (the history stays whole for the report)
+/// and it gets one more idle window to wind down.
+fn finish(
+    runtime: &tokio::runtime::Runtime,
+    alloc: taskgate_engine::AllocHandle,
+    problems: &mut Vec<String>,
+) -> Option<AllocSummary> {
+    let idle = patience::step();
+    let waited = runtime.block_on(async {
+        let wait = alloc.wait();
+        tokio::pin!(wait);
+        if let Some(summary) = until_idle(&mut wait, idle).await {
+            return Ok(summary);
+        }
+        taskgate_faults::release_all();
+        Err(until_idle(&mut wait, idle).await)
+    });
+    match waited {
+        Ok(summary) => Some(summary),
+        Err(late) => {
+            problems.push(format!(
+                "allocation did not finish: no progress for {idle:?}{}",
+                if late.is_some() {
+                    " until its parks were released"
+                } else {
+                    ", even after its parks were released"
+                }
+            ));
+            late
         }
     }
 }

@@ -1,0 +1,256 @@
+//! The wide search: a scenario's in-process cases against the engine's
+//! fake driver, without root, a kernel gate or processes, thousands of
+//! schedules a second. The fake world's launches stand in for the kernel's
+//! execs: each start the driver was asked for is an executor exec, denied
+//! (as the real gate denies it) when the task dir it needs is missing.
+//! Only what the fake world can know is judged; the real executor under
+//! the exec oracle remains where it counts.
+
+use crate::lab::LabError;
+use crate::model::Scenario;
+use crate::report::{Case, RunReport, Token};
+use crate::history::Records;
+use crate::model::Then;
+use crate::run::{drive, restart_counts, shapes, unfired, InProcess, Plan};
+use std::time::{Duration, Instant};
+use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
+use taskgate_engine::{Engine, EngineConfig};
+use taskgate_faults::points::EX_SPAWNED;
+use taskgate_faults::{Action, Hit, Intervention};
+use taskgate_oracle::{Answer, Event, ExecIdentity, ExecRecord};
+
+pub struct FakeRunner<'a> {
+    pub runtime: &'a tokio::runtime::Runtime,
+}
+
+impl FakeRunner<'_> {
+    pub fn run(&self, scenario: &Scenario, case: &Case) -> RunReport {
+        let started = Instant::now();
+        let token = Token {
+            scenario: scenario.name.clone(),
+            case: case.clone(),
+        };
+        let mut report = match self.run_in(scenario, case) {
+            Ok((description, history, problems)) => RunReport {
+                token,
+                description,
+                violations: taskgate_oracle::check(&history, &shapes(scenario)),
+                problems,
+                expected: Vec::new(),
+                history,
+                duration: Duration::ZERO,
+            },
+            Err(err) => RunReport {
+                token,
+                description: String::new(),
+                violations: Vec::new(),
+                problems: vec![format!("harness error: {err}")],
+                expected: Vec::new(),
+                history: Vec::new(),
+                duration: Duration::ZERO,
+            },
+        };
+        report.duration = started.elapsed();
+        report
+    }
+
+    fn run_in(
+        &self,
+        scenario: &Scenario,
+        case: &Case,
+    ) -> Result<(String, Vec<Event>, Vec<String>), LabError> {
+        let plan = match Plan::of(scenario, case)? {
+            Plan::InProcess(plan) => plan,
+            Plan::Agent { .. } => return Err(fake_cannot("kill an agent process")),
+        };
+        if plan.faults().iter().any(|f| acts_on_processes(&f.action)) {
+            return Err(fake_cannot("act on processes it does not have"));
+        }
+        if matches!(plan, InProcess::Faults { then: Then::RunToEnd, .. }) {
+            return Err(fake_cannot("tell when a task would exit on its own"));
+        }
+        let description = Plan::InProcess(plan).describe();
+        let home = tempfile::tempdir().map_err(|e| LabError::Engine(e.to_string()))?;
+        let data_dir = home.path().to_path_buf();
+        let driver = FakeDriver::new(data_dir.join("run"));
+        // Tasks that run to completion by their role exit at once, as often
+        // as their policy may start them; every other task runs until stopped.
+        for task in scenario.tasks() {
+            if task.is_poststop() || (task.is_prestart() && !task.is_sidecar()) {
+                let starts = task.restart.attempts as usize + 1;
+                driver.script(&task.name, std::iter::repeat_n(Exit::Code(0), starts));
+            }
+        }
+        let engine = Engine::open_with(
+            EngineConfig {
+                data_dir: data_dir.clone(),
+                executor_bin: "/nonexistent/taskgate-executor".into(),
+                chroot_env: Default::default(),
+                default_user: "nobody".into(),
+                pids_max: 64,
+                clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
+            },
+            std::sync::Arc::new(driver.clone()),
+        )
+        .map_err(|e| LabError::Engine(e.to_string()))?;
+        taskgate_faults::reset();
+        let driven = drive(&engine, scenario, &plan, &data_dir, self.runtime);
+        let hits = taskgate_faults::history();
+        taskgate_faults::reset();
+        let (summary, mut problems) = driven?;
+        problems.extend(unfired(plan.faults(), &hits));
+        let execs = launches_as_execs(&hits, &driver.calls());
+        let tasks = summary.as_ref().map(|s| s.tasks.clone()).unwrap_or_default();
+        for task in tasks.iter().filter(|t| !t.state.is_dead()) {
+            problems.push(format!("task {} is not dead at the end", task.task));
+        }
+        let status = summary.map(|s| s.status.client);
+        if status != Some(scenario.expect.status) {
+            problems.push(format!(
+                "alloc ended {status:?}, expected {:?}",
+                scenario.expect.status
+            ));
+        }
+        let records = Records {
+            restart_counts: restart_counts(&tasks),
+            status,
+            ..Records::default()
+        };
+        let history = crate::history::merge(&hits, &execs, &tasks, &records);
+        Ok((description, history, problems))
+    }
+}
+
+fn fake_cannot(what: &str) -> LabError {
+    LabError::Engine(format!("the fake driver cannot {what}: run this case on the real executor"))
+}
+
+/// The interventions that need real processes (a stop update does not).
+fn acts_on_processes(action: &Action) -> bool {
+    matches!(action, Action::KillAgent)
+        || matches!(action, Action::Intervene(i) if *i != Intervention::StopAlloc)
+}
+
+/// Each launch the fake driver was asked for, as the executor exec a real
+/// launch is, placed right after its hit: the k-th `ex.spawned` hit of a
+/// task is its k-th start call, denied when that start found no task dir.
+fn launches_as_execs(hits: &[Hit], calls: &[Call]) -> Vec<(ExecRecord, u64)> {
+    let mut starts: std::collections::BTreeMap<&str, Vec<Option<&str>>> = Default::default();
+    for call in calls {
+        match call {
+            Call::Start { task } => starts.entry(task).or_default().push(None),
+            Call::StartFailed { task, error } => {
+                starts.entry(task).or_default().push(Some(error))
+            }
+            _ => {}
+        }
+    }
+    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut seq = 0;
+    hits.iter()
+        .enumerate()
+        .filter_map(|(i, hit)| {
+            let task = hit.name.strip_suffix(&format!(":{EX_SPAWNED}"))?;
+            let n = seen.entry(task.to_string()).or_default();
+            let refusal = starts.get(task).and_then(|s| s.get(*n)).copied().flatten();
+            *n += 1;
+            seq += 1;
+            let record = ExecRecord {
+                seq,
+                pid: 0,
+                exe: "fake launch".into(),
+                identity: ExecIdentity::Executor {
+                    alloc_id: String::new(),
+                    task: task.to_string(),
+                },
+                verdict: if refusal.is_some() {
+                    Answer::Deny
+                } else {
+                    Answer::Allow
+                },
+                reason: refusal.map_or(String::new(), |r| {
+                    format!("{}: {r}", taskgate_oracle::DENY_LAYOUT)
+                }),
+                judged: true,
+                cgroup_peers: Vec::new(),
+            };
+            Some((record, i as u64 + 1))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::{catalogue, find};
+    use crate::report::cases;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// Without root: every stop-race schedule of the report's scenario,
+    /// and fault cases, against the fake driver, all judged and passing.
+    #[test]
+    fn the_catalogues_in_process_cases_pass_against_the_fake() {
+        let runtime = runtime();
+        let runner = FakeRunner { runtime: &runtime };
+        let all_scenarios = catalogue();
+        for name in [
+            "sidecar-stop",
+            "prestart-stop",
+            "poststop-after-stop",
+            "slow-boundaries",
+            "prestart-hook-error",
+        ] {
+            let scenario = find(&all_scenarios, name).unwrap();
+            for case in &cases(scenario, 5, 1) {
+                let report = runner.run(scenario, case);
+                assert!(report.passed(), "{}", report.explain());
+                assert!(
+                    report.history.iter().any(|e| matches!(e, Event::Exec(_)))
+                        || name == "prestart-hook-error",
+                    "launches show as execs: {}",
+                    report.explain()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn cases_needing_processes_are_refused_by_name() {
+        let runtime = runtime();
+        let runner = FakeRunner { runtime: &runtime };
+        let all = catalogue();
+        for name in ["agent-kill", "b3-executor-death", "held-runner-stop"] {
+            let report = runner.run(find(&all, name).unwrap(), &Case::Fault(0));
+            assert!(
+                report.problems[0].contains("the fake driver cannot"),
+                "{:?}",
+                report.problems
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_start_is_a_denied_exec() {
+        let hits = [Hit {
+            seq: 1,
+            name: format!("web:{EX_SPAWNED}"),
+            action: None,
+            detail: None,
+        }];
+        let calls = [Call::StartFailed {
+            task: "web".into(),
+            error: "task dir /x missing".into(),
+        }];
+        let (r, at) = &launches_as_execs(&hits, &calls)[0];
+        assert_eq!(*at, 1, "right after its hit");
+        assert_eq!(r.verdict, Answer::Deny);
+        assert!(r.reason.starts_with(taskgate_oracle::DENY_LAYOUT), "{}", r.reason);
+    }
+}
