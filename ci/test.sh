@@ -14,6 +14,9 @@
 #              target/taskgate-gate.xml; zero violations required
 #   legacy     proof that the gate can fail: the legacy build (the report's
 #              original logic) must make `explore sidecar-stop` fail
+#   fake       ci/fake.sh: the wide search as nobody, against the engine's
+#              fake driver; on the legacy build it fails on exactly the
+#              schedules the real executor fails on
 #   stress     ci/stress.sh: the same verdicts when the harness is starved of
 #              CPU (20% of one core, beside a busy load): replay tokens 100 of
 #              100 times, the explore's set of failing schedules
@@ -33,7 +36,7 @@ set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
-ALL_STAGES=(build test gate legacy stress lint qemu-v2 qemu-v1 leftovers)
+ALL_STAGES=(build test gate legacy fake stress lint qemu-v2 qemu-v1 leftovers)
 if [ $# -eq 0 ]; then
     stages=("${ALL_STAGES[@]}")
 else
@@ -74,6 +77,7 @@ LEGACY_DIR=target/legacy-bin
 TEST_CMD=(env PROPTEST_CASES=10000 cargo test --workspace --features failpoints,privileged -- --test-threads=1)
 GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml)
 LEGACY_EXPLORE_CMD=("$LEGACY_DIR/taskgate" explore sidecar-stop --random 0 --expect-violation)
+FAKE_CMD=(ci/fake.sh target/debug/taskgate "$LEGACY_DIR/taskgate")
 STRESS_CMD=(ci/stress.sh target/debug/taskgate "$LEGACY_DIR/taskgate" "${STRESS_REPEAT:-100}")
 LINT_CMD=(ci/lint.sh)
 # Integration tests (tests/NAME.rs) that also run in the qemu cgroup v2 / v1
@@ -165,6 +169,7 @@ needs_build() { # needs_build NAME COMMAND...: a stage that runs what `build` bu
 wants test && needs_build test "${TEST_CMD[@]}"
 wants gate && needs_build gate "${GATE_CMD[@]}"
 wants legacy && needs_build "legacy (must find the violation)" "${LEGACY_EXPLORE_CMD[@]}"
+wants fake && needs_build "fake (the wide search, unprivileged)" "${FAKE_CMD[@]}"
 wants stress && needs_build stress "${STRESS_CMD[@]}"
 wants lint && stage lint "${LINT_CMD[@]}"
 
