@@ -357,7 +357,7 @@ fn stop_sends_the_signal_then_kills_after_the_grace(
         taskgate_faults::patience::scaled(Duration::from_secs(60))
     };
     let t0 = Instant::now();
-    exec.stop("SIGTERM", grace).expect("stop");
+    exec.stop(taskgate_executor::KillSignal::SIGTERM, grace).expect("stop");
     let took = t0.elapsed();
     let result = exec.wait().expect("wait");
     assert_eq!(
@@ -444,8 +444,6 @@ type Spoil = fn(&mut TaskSpec);
     |e: &ExecutorError| matches!(e, ExecutorError::InvalidLimit { name, .. } if name == "pids_max"))]
 #[case::unknown_user(|s: &mut TaskSpec| s.user = "no-such-user-tg".into(),
     |e: &ExecutorError| matches!(e, ExecutorError::UnknownUser { user } if user == "no-such-user-tg"))]
-#[case::bad_signal(|s: &mut TaskSpec| s.kill_signal = "SIGNOPE".into(),
-    |e: &ExecutorError| matches!(e, ExecutorError::InvalidSignal { .. }))]
 // Passes validation; fails inside the executor after cgroup and mounts exist.
 #[case::command_not_in_root(|s: &mut TaskSpec| s.command = "/bin/no-such-tool".into(),
     |e: &ExecutorError| matches!(e, ExecutorError::Exec { command, .. } if command == "/bin/no-such-tool"))]

@@ -119,7 +119,7 @@ impl Sandbox {
                 max_files: 3,
                 max_file_size_bytes: 1 << 20,
             },
-            kill_signal: "SIGTERM".into(),
+            kill_signal: taskgate_executor::KillSignal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
             rlimits: Rlimits::default(),
         }

@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_executor::{
-    Executor, ExecutorConfig, ExecutorError, ExitResult, ReattachInfo, TaskSpec,
+    Executor, ExecutorConfig, ExecutorError, ExitResult, KillSignal, ReattachInfo, TaskSpec,
 };
 
 pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ExecutorError>> + Send + 'a>>;
@@ -37,7 +37,7 @@ pub trait Driver: Send + Sync {
 pub trait TaskHandle: Send + Sync {
     fn reattach_info(&self) -> ReattachInfo;
     fn wait(&self) -> DriverFuture<'_, ExitResult>;
-    fn stop(&self, signal: String, grace: Duration) -> DriverFuture<'_, ()>;
+    fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, ()>;
     fn shutdown(&self) -> Result<(), ExecutorError>;
 }
 
@@ -92,9 +92,9 @@ impl TaskHandle for ExecTask {
         Box::pin(blocking(move || ex.wait()))
     }
 
-    fn stop(&self, signal: String, grace: Duration) -> DriverFuture<'_, ()> {
+    fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, ()> {
         let ex = self.executor.clone();
-        Box::pin(blocking(move || ex.stop(&signal, grace)))
+        Box::pin(blocking(move || ex.stop(signal, grace)))
     }
 
     fn shutdown(&self) -> Result<(), ExecutorError> {

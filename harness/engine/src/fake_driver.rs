@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use taskgate_executor::{ExecutorError, ExitResult, ReattachInfo, TaskSpec};
+use taskgate_executor::{ExecutorError, ExitResult, KillSignal, ReattachInfo, TaskSpec};
 use tokio::sync::watch;
 
 /// How one start of a task ends.
@@ -38,7 +38,7 @@ pub enum Call {
     },
     Stop {
         task: String,
-        signal: String,
+        signal: KillSignal,
     },
     Reattach {
         socket: PathBuf,
@@ -252,13 +252,13 @@ impl TaskHandle for FakeTask {
         })
     }
 
-    fn stop(&self, signal: String, _grace: Duration) -> DriverFuture<'_, ()> {
+    fn stop(&self, signal: KillSignal, _grace: Duration) -> DriverFuture<'_, ()> {
         Box::pin(async move {
             lock(&self.world).calls.push(Call::Stop {
                 task: self.task.clone(),
-                signal: signal.clone(),
+                signal,
             });
-            self.end(signal_number(&signal));
+            self.end(signal.signal() as i32);
             Ok(())
         })
     }
@@ -273,14 +273,4 @@ impl TaskHandle for FakeTask {
         });
         Ok(())
     }
-}
-
-fn signal_number(name: &str) -> i32 {
-    let full = if name.starts_with("SIG") {
-        name.to_string()
-    } else {
-        format!("SIG{name}")
-    };
-    full.parse::<nix::sys::signal::Signal>()
-        .map_or(libc::SIGKILL, |s| s as i32)
 }

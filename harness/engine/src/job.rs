@@ -1,6 +1,7 @@
 //! The job model: what a jobspec describes, as the engine runs it and as
 //! the state database keeps it. Parsing it from HCL is `jobspec`'s work.
 
+use taskgate_executor::KillSignal;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,7 +28,7 @@ pub struct Task {
     pub leader: bool,
     pub lifecycle: Option<Lifecycle>,
     pub kill_timeout: Duration,
-    pub kill_signal: String,
+    pub kill_signal: KillSignal,
     pub restart: RestartPolicy,
     pub logs: Logs,
     pub user: Option<String>,
@@ -117,7 +118,7 @@ impl Task {
             leader: false,
             lifecycle: None,
             kill_timeout: Duration::from_secs(5),
-            kill_signal: "SIGINT".to_owned(),
+            kill_signal: KillSignal::SIGINT,
             restart: RestartPolicy::default(),
             logs: Logs::default(),
             user: None,

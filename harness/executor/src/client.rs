@@ -5,7 +5,8 @@ use crate::isolation::cgroup::TaskCgroup;
 use crate::protocol::{self, Ready, Request, Response, RunPaths, READY_FD, SPEC_FD};
 use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
 use crate::sys::pidfd_open;
-use crate::validate::{parse_signal, validate};
+use crate::validate::validate;
+use crate::KillSignal;
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
@@ -188,13 +189,9 @@ impl Executor {
 
     /// Sends `signal`, waits up to `grace` for the task to exit, then kills its whole cgroup.
     /// Returns once the task has exited.
-    pub fn stop(&self, signal: &str, grace: Duration) -> Result<(), ExecutorError> {
-        parse_signal(signal)?;
+    pub fn stop(&self, signal: KillSignal, grace: Duration) -> Result<(), ExecutorError> {
         let grace_ms = grace.as_millis().try_into().unwrap_or(u64::MAX);
-        self.done(Request::Stop {
-            signal: signal.to_string(),
-            grace_ms,
-        })
+        self.done(Request::Stop { signal, grace_ms })
     }
 
     /// Kills whatever is left of the task, removes the executor's cgroup,

@@ -28,7 +28,10 @@ pub(crate) enum Ready {
 pub(crate) enum Request {
     Info,
     Wait,
-    Stop { signal: String, grace_ms: u64 },
+    Stop {
+        signal: crate::KillSignal,
+        grace_ms: u64,
+    },
     Shutdown,
 }
 

@@ -8,7 +8,7 @@ use crate::logs::RotatingWriter;
 use crate::protocol::{self, Ready, Request, Response, RunPaths, READY_FD, SPEC_FD};
 use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
 use crate::sys::{now_ms, pidfd_send_signal};
-use crate::validate::{check_task_dir, parse_signal, validate, Credentials};
+use crate::validate::{check_task_dir, validate, Credentials};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -306,7 +306,7 @@ impl Supervisor {
                 return sent;
             }
             Request::Stop { signal, grace_ms } => {
-                match self.stop(&signal, Duration::from_millis(grace_ms)) {
+                match self.stop(signal, Duration::from_millis(grace_ms)) {
                     Ok(()) => Response::Done,
                     Err(e) => Response::Failed(e),
                 }
@@ -351,12 +351,11 @@ impl Supervisor {
         true
     }
 
-    fn stop(&self, signal: &str, grace: Duration) -> Result<(), ExecutorError> {
-        let signal = parse_signal(signal)?;
+    fn stop(&self, signal: crate::KillSignal, grace: Duration) -> Result<(), ExecutorError> {
         if self.lock().exit.is_some() {
             return Ok(());
         }
-        pidfd_send_signal(self.pidfd.as_fd(), signal)?;
+        pidfd_send_signal(self.pidfd.as_fd(), signal.signal())?;
         if !self.exits_within(grace) {
             tracing::info!("task outlived its {grace:?} grace after {signal}: killing its cgroup");
             self.kill_all()?;

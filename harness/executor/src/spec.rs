@@ -36,7 +36,7 @@ pub struct TaskSpec {
     pub network_isolation: bool,
     pub logs: LogConfig,
     /// Signal sent first on stop, e.g. "SIGTERM" or "SIGINT".
-    pub kill_signal: String,
+    pub kill_signal: crate::KillSignal,
     #[serde(with = "duration_ms")]
     pub kill_timeout: Duration,
     pub rlimits: Rlimits,

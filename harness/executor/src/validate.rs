@@ -4,10 +4,8 @@
 
 use crate::error::ExecutorError;
 use crate::spec::TaskSpec;
-use nix::sys::signal::Signal;
 use nix::unistd::{Gid, Uid, User};
 use std::path::{Component, Path};
-use std::str::FromStr;
 
 /// The host user a task runs as, resolved before the task's root hides the host's /etc.
 #[derive(Debug, Clone, Copy)]
@@ -69,7 +67,6 @@ pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
     positive("logs.max_files", spec.logs.max_files.into())?;
     positive("logs.max_file_size_bytes", spec.logs.max_file_size_bytes)?;
     positive("rlimits.nofile", spec.rlimits.nofile)?;
-    parse_signal(&spec.kill_signal)?;
     resolve_user(&spec.user)
 }
 
@@ -90,19 +87,6 @@ pub(crate) fn check_task_dir(spec: &TaskSpec) -> Result<(), ExecutorError> {
         }
     }
     Ok(())
-}
-
-/// Accepts "SIGTERM" and "TERM": the one rule for signal names, which the
-/// jobspec applies too.
-pub fn parse_signal(name: &str) -> Result<Signal, ExecutorError> {
-    let full = if name.starts_with("SIG") {
-        name.to_string()
-    } else {
-        format!("SIG{name}")
-    };
-    Signal::from_str(&full).map_err(|_| ExecutorError::InvalidSignal {
-        signal: name.to_string(),
-    })
 }
 
 /// Why `name` cannot be one path component of the executor's file names, if
@@ -183,15 +167,5 @@ mod tests {
         for good in ["web", "web-1", "a.b", "db_2"] {
             assert_eq!(component_problem(good), None, "{good:?}");
         }
-    }
-
-    #[test]
-    fn signals_parse_with_or_without_prefix() {
-        assert_eq!(parse_signal("SIGINT").unwrap(), Signal::SIGINT);
-        assert_eq!(parse_signal("TERM").unwrap(), Signal::SIGTERM);
-        assert!(matches!(
-            parse_signal("SIGNOPE"),
-            Err(ExecutorError::InvalidSignal { .. })
-        ));
     }
 }

@@ -242,7 +242,7 @@ impl Bench {
                 max_files: 2,
                 max_file_size_bytes: 1 << 20,
             },
-            kill_signal: "SIGTERM".into(),
+            kill_signal: taskgate_executor::KillSignal::SIGTERM,
             kill_timeout: Duration::from_secs(1),
             rlimits: Rlimits::default(),
         })
@@ -321,7 +321,7 @@ impl Bench {
             .map(|e| Memory::of(e.reattach_info().executor_pid))
             .collect::<anyhow::Result<Vec<_>>>()?;
         for exec in &execs {
-            exec.stop("SIGKILL", Duration::ZERO)?;
+            exec.stop(taskgate_executor::KillSignal::SIGKILL, Duration::ZERO)?;
             scratch.shutdown(exec)?;
         }
         Ok(memory)

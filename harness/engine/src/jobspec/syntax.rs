@@ -12,6 +12,7 @@ use hcl::edit::Span;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Duration;
+use taskgate_executor::KillSignal;
 
 /// Parsing context: the source text turns spans into line/column positions.
 pub struct Cx<'a> {
@@ -285,8 +286,8 @@ impl Cx<'_> {
             let signal = self.string(attr)?;
             // The executor's rule, so both accept the same names; stored
             // in its full form.
-            task.kill_signal = match taskgate_executor::parse_signal(&signal) {
-                Ok(parsed) => parsed.as_str().to_owned(),
+            task.kill_signal = match KillSignal::parse(&signal) {
+                Ok(parsed) => parsed,
                 Err(_) => {
                     return Err(self.error(
                         attr.value.span(),

@@ -3,6 +3,7 @@
 use super::suggest::closest;
 use super::*;
 use rstest::rstest;
+use taskgate_executor::KillSignal;
 use std::time::Duration;
 
 const SIDECAR_HCL: &str = include_str!("../../../../examples/sidecar.hcl");
@@ -82,7 +83,7 @@ fn lifecycle_example_parses_every_hook() {
     assert_eq!(init.env["DATA_DIR"], "/tmp/taskgate-data");
     let shipper = task(&job, "log-shipper");
     assert!(shipper.is_prestart() && shipper.is_sidecar());
-    assert_eq!(shipper.kill_signal, "SIGTERM");
+    assert_eq!(shipper.kill_signal, KillSignal::SIGTERM);
     assert_eq!(shipper.kill_timeout, Duration::from_secs(1));
     assert_eq!(
         shipper.resources,
@@ -143,7 +144,7 @@ fn minimal_task_gets_nomad_defaults() {
         }
     );
     assert_eq!(t.kill_timeout, Duration::from_secs(5));
-    assert_eq!(t.kill_signal, "SIGINT");
+    assert_eq!(t.kill_signal, KillSignal::SIGINT);
     assert_eq!(
         t.restart,
         RestartPolicy {
@@ -562,7 +563,7 @@ mod exec_limits {
             "j",
         )
         .unwrap();
-        assert_eq!(job.groups[0].tasks[0].kill_signal, "SIGTERM");
+        assert_eq!(job.groups[0].tasks[0].kill_signal, KillSignal::SIGTERM);
     }
 
     #[test]

@@ -338,7 +338,7 @@ impl TaskRunner {
             ),
         );
         self.publish();
-        if let Err(err) = running.stop(self.task.kill_signal.clone(), grace).await {
+        if let Err(err) = running.stop(self.task.kill_signal, grace).await {
             tracing::warn!(task = self.name(), error = %err, "stopping task failed");
         }
         let result = running.wait().await.ok();
@@ -552,7 +552,7 @@ impl TaskRunner {
                 max_files: task.logs.max_files,
                 max_file_size_bytes: task.logs.max_file_size_mb * 1024 * 1024,
             },
-            kill_signal: task.kill_signal.clone(),
+            kill_signal: task.kill_signal,
             kill_timeout: task.kill_timeout,
             rlimits: Rlimits::default(),
         }
