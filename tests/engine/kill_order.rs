@@ -49,7 +49,7 @@ fn stop_kills_the_leader_first_and_the_others_only_after_it_is_dead() {
         assert!(
             !held
                 .iter()
-                .any(|h| h.name.starts_with(&format!("{t}:hook.exited."))),
+                .any(|h| h.point.scope() == Some(t) && h.point.point.starts_with("hook.exited.")),
             "{t} was stopped while the leader was still alive: {:#?}",
             names(&held)
         );

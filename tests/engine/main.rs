@@ -105,8 +105,8 @@ fn wait_passed(scope: Option<&str>, point: &str) {
 fn names(hits: &[Hit]) -> Vec<String> {
     hits.iter()
         .map(|h| match &h.action {
-            Some(a) => format!("{} [{a}]", h.name),
-            None => h.name.clone(),
+            Some(a) => format!("{} [{a}]", h.point),
+            None => h.name(),
         })
         .collect()
 }
@@ -115,16 +115,16 @@ fn names(hits: &[Hit]) -> Vec<String> {
 /// carries `Some(Park)`, does not count).
 fn passed_at(hits: &[Hit], name: &str) -> Option<usize> {
     hits.iter()
-        .position(|h| h.name == name && h.action != Some(Action::Park))
+        .position(|h| h.name() == name && h.action != Some(Action::Park))
 }
 
 fn arrived_at(hits: &[Hit], name: &str) -> Option<usize> {
-    hits.iter().position(|h| h.name == name)
+    hits.iter().position(|h| h.name() == name)
 }
 
 fn passes(hits: &[Hit], name: &str) -> usize {
     hits.iter()
-        .filter(|h| h.name == name && h.action != Some(Action::Park))
+        .filter(|h| h.name() == name && h.action != Some(Action::Park))
         .count()
 }
 

@@ -93,7 +93,7 @@ fn report_stop_before_sidecar_prestart_never_execs_the_sidecar() {
     assert!(
         !hits
             .iter()
-            .any(|h| h.name.starts_with("sidecar:hook.prestart.")),
+            .any(|h| h.point.scope() == Some("sidecar") && h.point.point.starts_with("hook.prestart.")),
         "a sidecar prestart hook ran: {:#?}",
         names(&hits)
     );

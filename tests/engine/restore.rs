@@ -102,7 +102,7 @@ fn kill_and_restore(kill_at: &str) -> AgentRestart {
     let before = taskgate_faults::read_log(&log).unwrap();
     let last = before.last().expect("the first agent logged hits");
     assert_eq!(
-        (last.name.as_str(), &last.action),
+        (last.name().as_str(), &last.action),
         (kill_at, &Some(Action::KillAgent)),
         "{:#?}",
         names(&before)
@@ -335,7 +335,7 @@ fn agent_killed_after_leader_launch_reattaches_the_leader() {
     run.assert_common(0);
     let before = &run.hits[..run.restarted_at];
     assert!(
-        !before.iter().any(|h| h.name.starts_with("sidecar:")),
+        !before.iter().any(|h| h.point.scope() == Some("sidecar")),
         "{:#?}",
         names(before)
     );

@@ -132,13 +132,24 @@ impl std::fmt::Display for Action {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hit {
     pub seq: u64,
-    /// The point's full name, `scope:point` for per-task points.
-    pub name: String,
+    pub point: PointName,
     /// The action that was applied, if the point was configured.
     pub action: Option<Action>,
     /// What a record-only point reports about the moment it marks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Detail>,
+}
+
+impl Hit {
+    /// The point's full name, `scope:point` for per-task points.
+    pub fn name(&self) -> String {
+        self.point.to_string()
+    }
+
+    /// Whether this is `point` reached by `task` (or, for `None`, alloc-wide).
+    pub fn is(&self, task: Option<&str>, point: &str) -> bool {
+        self.point.scope() == task && self.point.point == point
+    }
 }
 
 /// Facts a process records at a point for the harness's history.

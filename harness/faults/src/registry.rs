@@ -1,6 +1,6 @@
 //! The process-wide fault configuration and history (failpoints builds only).
 
-use crate::{scoped, Action, Detail, Fault, Hit, Intervention, INJECTED};
+use crate::{scoped, Action, Detail, Fault, Hit, Intervention, PointName, INJECTED};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
@@ -47,7 +47,8 @@ fn lock() -> MutexGuard<'static, State> {
 /// for this hit, in the order they were configured. Returns the injected
 /// message when one of them is [`Action::Error`].
 pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
-    let name = scoped(scope, point);
+    let at = PointName::new(scope, point);
+    let name = at.to_string();
     let actions: Vec<Action> = {
         let mut st = lock();
         match st.configured.get(&name).cloned() {
@@ -65,12 +66,12 @@ pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
         }
     };
     if actions.is_empty() {
-        record(&name, &None);
+        record(&at, &None);
         return None;
     }
     let mut injected = None;
     for action in actions {
-        injected = injected.or(apply(scope, &name, action));
+        injected = injected.or(apply(&at, &name, action));
     }
     injected
 }
@@ -82,43 +83,43 @@ pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
 /// test let happen meanwhile. Panics and kills never pass, so they record
 /// first; a park (or an await) records its arrival too, with the action,
 /// because what the point names (e.g. "alloc state set") already happened.
-fn apply(scope: Option<&str>, name: &str, action: Action) -> Option<String> {
+fn apply(at: &PointName, name: &str, action: Action) -> Option<String> {
     let some = Some(action.clone());
     match action {
         Action::Park => {
-            record(name, &some);
+            record(at, &some);
             blocking(|| park(name));
-            record(name, &None);
+            record(at, &None);
             None
         }
         Action::AwaitHit { point, nth } => {
-            record(name, &some);
+            record(at, &some);
             blocking(|| await_hit(&point.to_string(), nth));
-            record(name, &None);
+            record(at, &None);
             None
         }
         Action::Delay(ms) => {
             blocking(|| std::thread::sleep(Duration::from_millis(ms)));
-            record(name, &some);
+            record(at, &some);
             None
         }
         Action::Intervene(what) => {
             // Done before the pass is recorded, so the history shows the
             // point passed only once the task's processes were acted on.
-            intervene(scope, what);
-            record(name, &some);
+            intervene(at.scope(), what);
+            record(at, &some);
             None
         }
         Action::Error => {
-            record(name, &some);
+            record(at, &some);
             Some(injected_message(name))
         }
         Action::Panic => {
-            record(name, &some);
+            record(at, &some);
             panic!("{}", injected_message(name))
         }
         Action::KillAgent => {
-            record(name, &some);
+            record(at, &some);
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
             unreachable!("SIGKILL cannot be caught")
         }
@@ -137,7 +138,7 @@ fn blocking(f: impl FnOnce()) {
 
 /// Records a record-only point with a detail (see [`Detail`]).
 pub fn record_detail(scope: Option<&str>, point: &str, detail: Detail) {
-    append(&scoped(scope, point), &None, Some(detail));
+    append(&PointName::new(scope, point), &None, Some(detail));
 }
 
 /// Sends every later hit of this process to `path` too (appended, one JSON
@@ -158,16 +159,16 @@ pub fn log_to(path: Option<&std::path::Path>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn record(name: &str, action: &Option<Action>) {
-    append(name, action, None)
+fn record(at: &PointName, action: &Option<Action>) {
+    append(at, action, None)
 }
 
-fn append(name: &str, action: &Option<Action>, detail: Option<Detail>) {
+fn append(at: &PointName, action: &Option<Action>, detail: Option<Detail>) {
     let mut st = lock();
     st.seq += 1;
     let hit = Hit {
         seq: st.seq,
-        name: name.to_string(),
+        point: at.clone(),
         action: action.clone(),
         detail,
     };
@@ -246,7 +247,7 @@ fn await_hit(name: &str, nth: u32) {
     let mut last_growth = Instant::now();
     loop {
         let hits = read_log(&path).unwrap_or_default();
-        if hits.iter().filter(|h| h.name == name).count() >= nth as usize {
+        if hits.iter().filter(|h| h.name() == name).count() >= nth as usize {
             return;
         }
         let now = std::fs::metadata(&path).map_or(0, |m| m.len());
@@ -416,7 +417,7 @@ pub enum Await {
 pub fn wait_any(conditions: &[Await], idle: Duration) -> Result<usize, WaitTimeout> {
     let holds = |st: &State, c: &Await| match c {
         Await::Parked(name) => st.parked.get(name).copied().unwrap_or(0) > 0,
-        Await::Passed(name) => st.history.iter().any(|h| &h.name == name),
+        Await::Passed(name) => st.history.iter().any(|h| &h.name() == name),
     };
     let mut found = None;
     wait_until(idle, &format!("any of {conditions:?}"), |st| {
@@ -522,7 +523,7 @@ mod tests {
         reach(None, "meanwhile");
         release(Some("web"), "p");
         assert_eq!(worker.join().unwrap(), None);
-        let names: Vec<_> = history().into_iter().map(|h| (h.name, h.action)).collect();
+        let names: Vec<_> = history().into_iter().map(|h| (h.name(), h.action)).collect();
         assert_eq!(
             names,
             [
@@ -597,7 +598,7 @@ mod tests {
         wait_any(&[Await::Parked("held".into())], T).unwrap();
         release_all();
         worker.join().unwrap();
-        let names: Vec<_> = history().into_iter().map(|h| h.name).collect();
+        let names: Vec<_> = history().into_iter().map(|h| h.name()).collect();
         assert_eq!(names, ["before", "held", "held"]);
     }
 
@@ -680,7 +681,7 @@ mod tests {
         reach(Some("b"), "go");
         assert_eq!(worker.join().unwrap(), None);
         log_to(None).unwrap();
-        let names: Vec<_> = history().into_iter().map(|h| h.name).collect();
+        let names: Vec<_> = history().into_iter().map(|h| h.name()).collect();
         assert_eq!(
             names,
             ["a:held", "b:go", "b:go", "a:held"],
@@ -729,7 +730,7 @@ mod tests {
         let log = dir.path().join("faults.jsonl");
         let hit = Hit {
             seq: 1,
-            name: "a".into(),
+            point: PointName::new(Some("web"), "a"),
             action: None,
             detail: Some(Detail::Exit {
                 code: Some(1),

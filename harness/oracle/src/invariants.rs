@@ -192,7 +192,7 @@ fn violation(invariant: &'static str, task: &str, detail: String) -> Violation {
 }
 
 fn is_hit(event: &Event, name: &str) -> bool {
-    matches!(event, Event::FaultHit(h) if h.name == name)
+    matches!(event, Event::FaultHit(h) if h.name() == name)
 }
 
 fn executor_exec_of<'a>(event: &'a Event, task: &str) -> Option<&'a ExecRecord> {
@@ -389,7 +389,7 @@ mod tests {
             self.0.push(Event::FaultHit(Hit {
                 detail: None,
                 seq,
-                name: name.into(),
+                point: name.parse().unwrap(),
                 action: None,
             }));
             self

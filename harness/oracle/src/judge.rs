@@ -6,7 +6,7 @@ use crate::gate::{PendingExec, Verdict};
 use crate::layout::check_task_layout;
 use std::collections::BTreeSet;
 use std::path::Path;
-use taskgate_faults::{points, scoped, Hit};
+use taskgate_faults::{points, Hit};
 
 /// Denial reasons start with the invariant they protect, so a history
 /// reader can tell a missing layout from a start after terminal.
@@ -47,15 +47,19 @@ pub fn judge(facts: &RunFacts<'_>, exec: &PendingExec) -> Verdict {
 /// stop updates in the harness's scenarios) before the task runner passed
 /// its last start decision (`tr.before_driver_start`).
 pub fn terminal_before_decision(history: &[Hit], task: &str) -> Option<String> {
-    let decision = scoped(Some(task), points::TR_BEFORE_DRIVER_START);
-    let last_decision = history.iter().rev().find(|h| h.name == decision)?;
+    // Positions, not sequence numbers: the history may span an agent
+    // restart, and each process numbers its own hits.
+    let last_decision = history
+        .iter()
+        .rposition(|h| h.is(Some(task), points::TR_BEFORE_DRIVER_START))?;
     let terminal = history
         .iter()
-        .find(|h| h.name == points::AR_ALLOC_STATE_SET)?;
-    (terminal.seq < last_decision.seq).then(|| {
+        .position(|h| h.is(None, points::AR_ALLOC_STATE_SET))?;
+    (terminal < last_decision).then(|| {
         format!(
             "alloc terminal at fault #{} before the start decision at fault #{}",
-            terminal.seq, last_decision.seq
+            terminal + 1,
+            last_decision + 1
         )
     })
 }
@@ -71,7 +75,7 @@ mod tests {
         Hit {
             detail: None,
             seq,
-            name: name.into(),
+            point: name.parse().unwrap(),
             action: None,
         }
     }

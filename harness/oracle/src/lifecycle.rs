@@ -84,15 +84,14 @@ fn kills(history: &[Event], task: &str) -> Vec<usize> {
     let name = scoped(Some(task), TR_KILLING);
     positions(
         history,
-        |e| matches!(e, Event::FaultHit(h) if h.name == name),
+        |e| matches!(e, Event::FaultHit(h) if h.name() == name),
     )
 }
 
 /// Where the harness SIGKILLed the task's executor behind the engine's back.
 fn executor_kills(history: &[Event], task: &str) -> Vec<usize> {
-    let prefix = format!("{task}:");
     positions(history, |e| {
-        matches!(e, Event::FaultHit(h) if h.name.starts_with(&prefix)
+        matches!(e, Event::FaultHit(h) if h.point.scope() == Some(task)
             && h.action == Some(Action::Intervene(Intervention::KillExecutor)))
     })
 }
@@ -342,7 +341,7 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         let exited = scoped(Some(task), taskgate_faults::points::TR_MAIN_EXITED);
         history
             .iter()
-            .position(|e| matches!(e, Event::FaultHit(h) if h.name == exited))
+            .position(|e| matches!(e, Event::FaultHit(h) if h.name() == exited))
             .is_some_and(|at| stop.is_none_or(|s| at < s))
     };
     let mut why = None;

@@ -50,7 +50,7 @@ impl H {
     fn hit(mut self, name: String) -> Self {
         self.0.push(Event::FaultHit(Hit {
             seq: 0,
-            name,
+            point: name.parse().unwrap(),
             action: None,
             detail: None,
         }));
@@ -59,7 +59,7 @@ impl H {
     fn hit_with(mut self, name: &str, action: Action) -> Self {
         self.0.push(Event::FaultHit(Hit {
             seq: 0,
-            name: name.into(),
+            point: name.parse().unwrap(),
             action: Some(action),
             detail: None,
         }));

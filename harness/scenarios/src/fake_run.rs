@@ -150,7 +150,10 @@ fn launches_as_execs(hits: &[Hit], calls: &[Call]) -> Vec<(ExecRecord, u64)> {
     hits.iter()
         .enumerate()
         .filter_map(|(i, hit)| {
-            let task = hit.name.strip_suffix(&format!(":{EX_SPAWNED}"))?;
+            let task = hit
+                .point
+                .scope()
+                .filter(|_| hit.point.point == EX_SPAWNED)?;
             let n = seen.entry(task.to_string()).or_default();
             let refusal = starts.get(task).and_then(|s| s.get(*n)).copied().flatten();
             *n += 1;
@@ -240,7 +243,7 @@ mod tests {
     fn a_refused_start_is_a_denied_exec() {
         let hits = [Hit {
             seq: 1,
-            name: format!("web:{EX_SPAWNED}"),
+            point: taskgate_faults::PointName::new(Some("web"), EX_SPAWNED),
             action: None,
             detail: None,
         }];

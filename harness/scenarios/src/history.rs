@@ -64,11 +64,11 @@ pub fn merge(
     let mut keyed: Vec<(u64, u8, Event)> = Vec::new();
     for (i, hit) in hits.iter().enumerate() {
         let at = i as u64 + 1;
-        let event = match (hit.name.as_str(), hit.detail) {
-            (HARNESS_STOP_DELIVERED, _) => Event::StopDelivered { seq: hit.seq },
-            (name, Some(Detail::Exit { code, signal })) if name.ends_with(EX_TASK_EXITED) => {
+        let event = match (hit.point.scope(), hit.point.point.as_str(), hit.detail) {
+            (None, HARNESS_STOP_DELIVERED, _) => Event::StopDelivered { seq: hit.seq },
+            (Some(task), EX_TASK_EXITED, Some(Detail::Exit { code, signal })) => {
                 keyed.push((at, 0, Event::FaultHit(hit.clone())));
-                let task = name.split_once(':').map_or("", |(t, _)| t).to_string();
+                let task = task.to_string();
                 let exit = match (code, signal) {
                     (_, Some(sig)) => TaskExit::Signal(sig),
                     (Some(code), None) => TaskExit::Code(code),

@@ -176,8 +176,8 @@ impl RunReport {
 fn describe(e: &Event) -> String {
     match e {
         Event::FaultHit(h) => match &h.action {
-            Some(a) => format!("point  {} [{a}]", h.name),
-            None => format!("point  {}", h.name),
+            Some(a) => format!("point  {} [{a}]", h.point),
+            None => format!("point  {}", h.point),
         },
         Event::Exec(r) => format!(
             "exec   {:?} {} pid {} -> {:?}{}",

@@ -466,10 +466,9 @@ pub(crate) fn unfired(faults: &[Fault], hits: &[Hit]) -> Vec<String> {
     faults
         .iter()
         .filter(|f| {
-            let name = f.point.to_string();
             !hits
                 .iter()
-                .any(|h| h.name == name && h.action.as_ref() == Some(&f.action))
+                .any(|h| h.point == f.point && h.action.as_ref() == Some(&f.action))
         })
         .map(|f| format!("configured fault {f} never fired"))
         .collect()
