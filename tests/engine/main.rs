@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
-use taskgate_engine::alloc_runner::AllocWaiter;
+use taskgate_engine::AllocWaiter;
 use taskgate_engine::clock::{Clock, SystemClock, VirtualClock};
 use taskgate_engine::jobspec::{
     self, Job, JobspecError, LifecycleHook, RestartMode, RestartPolicy, Task,

@@ -2,22 +2,23 @@
 //! per task, hooks around each start, and state that survives a restart.
 
 pub mod alloc;
-pub mod alloc_dir;
-pub mod alloc_runner;
+mod alloc_dir;
+mod alloc_runner;
 pub mod clock;
 pub mod driver;
-pub mod engine;
+mod engine;
 pub mod fake_driver;
-pub mod hooks;
-pub mod job;
+mod hooks;
+mod job;
 pub mod jobspec;
-pub mod lifecycle;
-pub mod restart;
-pub mod start_gate;
+mod lifecycle;
+mod restart;
+mod start_gate;
 pub mod state;
-pub mod task_runner;
+mod task_runner;
 pub mod task_state;
 
 pub use alloc::{AllocStatus, AllocUpdate, ClientStatus, DesiredStatus};
-pub use alloc_runner::{AllocHandle, AllocSummary};
+pub use alloc_runner::{AllocHandle, AllocSummary, AllocWaiter};
 pub use engine::{Engine, EngineConfig, EngineError};
+pub use hooks::hook_points;

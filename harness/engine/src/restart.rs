@@ -27,10 +27,6 @@ impl RestartTracker {
         }
     }
 
-    pub fn restarts(&self) -> u32 {
-        self.count
-    }
-
     /// The task exited on its own. Batch semantics: success is completion.
     pub fn on_exit(&mut self, success: bool, now: Duration) -> RestartDecision {
         if success {

@@ -108,17 +108,9 @@ impl StartGate {
         !std::mem::replace(&mut st.terminal, true)
     }
 
-    pub fn is_terminal(&self) -> bool {
-        self.lock().terminal
-    }
-
     /// Marks a task as told to die; a later `commit_start` for it fails.
     pub fn kill(&self, task: &str) {
         self.lock().killed.insert(task.to_string());
-    }
-
-    pub fn is_killed(&self, task: &str) -> bool {
-        self.lock().killed.contains(task)
     }
 
     /// Records an attempt restored from the state database as committed, so

@@ -132,7 +132,7 @@ pub fn coverage(scenarios: &[Scenario], reports: &[RunReport]) -> Coverage {
     let unreached = points::TASK_POINTS
         .iter()
         .map(|p| p.to_string())
-        .chain(taskgate_engine::hooks::hook_points())
+        .chain(taskgate_engine::hook_points())
         .chain(points::ALLOC_POINTS.iter().map(|p| p.to_string()))
         .filter(|p| !named.contains(p))
         .collect();

@@ -224,7 +224,7 @@ struct Points<'a> {
 impl<'a> Points<'a> {
     fn of(job: &'a Job) -> Points<'a> {
         let task_points = (TASK_POINTS.iter().map(|p| p.to_string()))
-            .chain(taskgate_engine::hooks::hook_points())
+            .chain(taskgate_engine::hook_points())
             .collect();
         Points {
             job,
