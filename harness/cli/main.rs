@@ -24,7 +24,7 @@ enum Command {
     Status(commands::status::Args),
     /// Measure start-to-exit latency against runc, executor memory and engine throughput.
     Bench(commands::bench::Args),
-    /// Explore every interleaving of a stop update with a task runner (needs a `failpoints` build).
+    /// Run every case of one scenario (its schedules or its faults), judged by the oracle (needs a `failpoints` build).
     #[cfg(feature = "failpoints")]
     Explore(commands::explore::Args),
     /// Re-run exactly the case a failure's replay token names.
@@ -43,7 +43,19 @@ enum Command {
     Harness(Vec<String>),
 }
 
-fn main() -> anyhow::Result<()> {
+/// Errors print as their chain of causes, one line, never a backtrace: the
+/// first line a user sees is what went wrong (file:line:col for bad input).
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("Error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("TASKGATE_LOG"))

@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
-use taskgate_engine::AllocWaiter;
 use taskgate_engine::clock::{Clock, SystemClock, VirtualClock};
 use taskgate_engine::jobspec::{
     self, Job, JobspecError, LifecycleHook, RestartMode, RestartPolicy, Task,
@@ -32,6 +31,7 @@ use taskgate_engine::jobspec::{
 use taskgate_engine::state::{StateDb, TaskRecord};
 use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
+use taskgate_engine::AllocWaiter;
 use taskgate_engine::{AllocHandle, AllocSummary, AllocUpdate, ClientStatus, DesiredStatus};
 use taskgate_engine::{Engine, EngineConfig};
 use taskgate_faults::points::{self, hook_point, Edge};

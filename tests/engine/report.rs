@@ -93,7 +93,8 @@ fn report_stop_before_sidecar_prestart_never_execs_the_sidecar() {
     assert!(
         !hits
             .iter()
-            .any(|h| h.point.scope() == Some("sidecar") && h.point.point.starts_with("hook.prestart.")),
+            .any(|h| h.point.scope() == Some("sidecar")
+                && h.point.point.starts_with("hook.prestart.")),
         "a sidecar prestart hook ran: {:#?}",
         names(&hits)
     );

@@ -1,6 +1,8 @@
-//! `taskgate explore SCENARIO` (or `--scenario FILE [SCENARIO]`): every ordering of "stop delivered at update
-//! boundary q" × "task runner parked at boundary p", plus PCT-style random
-//! schedules from a seed, each on the real executor.
+//! `taskgate explore SCENARIO` (or `--scenario FILE [SCENARIO]`): every
+//! case of one scenario. For a stop race, every ordering of "stop delivered
+//! at update boundary q" x "task runner parked at boundary p", plus PCT
+//! random schedules from a seed; for a fault scenario, each of its fault
+//! cases. On real executors under the exec oracle, or on the fake driver.
 
 use super::lab_session::{print_failures, Progress, Session};
 use anyhow::Context;
@@ -41,6 +43,10 @@ pub struct Args {
     /// search (stop races and in-process faults only).
     #[arg(long, value_enum, default_value_t = Driver::Real)]
     pub driver: Driver,
+    /// Show every run's report (what it did, its history, its final
+    /// status), not only the failing ones.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -98,6 +104,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     progress.finish();
     let failed = reports.iter().filter(|r| !r.passed()).count();
+    if args.verbose {
+        // Known bugs' runs are shown below, with the failures.
+        for r in reports.iter().filter(|r| r.verdict() == "pass") {
+            println!("{}", r.explain());
+        }
+    }
     print_failures(&reports, 3);
     if let Some(path) = &args.failing_tokens {
         let mut tokens: Vec<String> = reports

@@ -1,10 +1,10 @@
 //! The job model: what a jobspec describes, as the engine runs it and as
 //! the state database keeps it. Parsing it from HCL is `jobspec`'s work.
 
-use taskgate_executor::KillSignal;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
+use taskgate_executor::KillSignal;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {

@@ -76,8 +76,14 @@ mod tests {
     fn round_trips_as_its_name_and_refuses_an_unknown_one_on_load() {
         let json = serde_json::to_string(&KillSignal::SIGTERM).unwrap();
         assert_eq!(json, "\"SIGTERM\"");
-        assert_eq!(serde_json::from_str::<KillSignal>(&json).unwrap(), KillSignal::SIGTERM);
+        assert_eq!(
+            serde_json::from_str::<KillSignal>(&json).unwrap(),
+            KillSignal::SIGTERM
+        );
         let bad = serde_json::from_str::<KillSignal>("\"SIGNOPE\"").unwrap_err();
-        assert!(bad.to_string().contains("unknown signal \"SIGNOPE\""), "{bad}");
+        assert!(
+            bad.to_string().contains("unknown signal \"SIGNOPE\""),
+            "{bad}"
+        );
     }
 }

@@ -105,7 +105,7 @@ impl std::str::FromStr for Action {
                     .map(Action::Delay)
                     .map_err(|_| format!("bad delay in fault action {s:?}")),
                 None => Err(format!(
-                    "unknown fault action {s:?} (expected park, delay(MS), error, panic, kill, {})",
+                    "unknown fault action {s:?} (expected park, delay(MS), error, panic, kill, {}, await(POINT@N))",
                     Intervention::ALL.map(Intervention::as_str).join(", ")
                 )),
             },

@@ -523,7 +523,10 @@ mod tests {
         reach(None, "meanwhile");
         release(Some("web"), "p");
         assert_eq!(worker.join().unwrap(), None);
-        let names: Vec<_> = history().into_iter().map(|h| (h.name(), h.action)).collect();
+        let names: Vec<_> = history()
+            .into_iter()
+            .map(|h| (h.name(), h.action))
+            .collect();
         assert_eq!(
             names,
             [

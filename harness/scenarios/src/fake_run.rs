@@ -6,11 +6,11 @@
 //! Only what the fake world can know is judged; the real executor under
 //! the exec oracle remains where it counts.
 
+use crate::history::Records;
 use crate::lab::LabError;
 use crate::model::Scenario;
-use crate::report::{Case, RunReport, Token};
-use crate::history::Records;
 use crate::model::Then;
+use crate::report::{Case, RunReport, Token};
 use crate::run::{drive, restart_counts, shapes, unfired, InProcess, Plan};
 use std::time::{Duration, Instant};
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
@@ -66,7 +66,13 @@ impl FakeRunner<'_> {
         if plan.faults().iter().any(|f| acts_on_processes(&f.action)) {
             return Err(fake_cannot("act on processes it does not have"));
         }
-        if matches!(plan, InProcess::Faults { then: Then::RunToEnd, .. }) {
+        if matches!(
+            plan,
+            InProcess::Faults {
+                then: Then::RunToEnd,
+                ..
+            }
+        ) {
             return Err(fake_cannot("tell when a task would exit on its own"));
         }
         let description = Plan::InProcess(plan).describe();
@@ -100,7 +106,10 @@ impl FakeRunner<'_> {
         let (summary, mut problems) = driven?;
         problems.extend(unfired(plan.faults(), &hits));
         let execs = launches_as_execs(&hits, &driver.calls());
-        let tasks = summary.as_ref().map(|s| s.tasks.clone()).unwrap_or_default();
+        let tasks = summary
+            .as_ref()
+            .map(|s| s.tasks.clone())
+            .unwrap_or_default();
         for task in tasks.iter().filter(|t| !t.state.is_dead()) {
             problems.push(format!("task {} is not dead at the end", task.task));
         }
@@ -122,7 +131,9 @@ impl FakeRunner<'_> {
 }
 
 fn fake_cannot(what: &str) -> LabError {
-    LabError::Engine(format!("the fake driver cannot {what}: run this case on the real executor"))
+    LabError::Engine(format!(
+        "the fake driver cannot {what}: run this case on the real executor"
+    ))
 }
 
 /// The interventions that need real processes (a stop update does not).
@@ -139,9 +150,7 @@ fn launches_as_execs(hits: &[Hit], calls: &[Call]) -> Vec<(ExecRecord, u64)> {
     for call in calls {
         match call {
             Call::Start { task } => starts.entry(task).or_default().push(None),
-            Call::StartFailed { task, error } => {
-                starts.entry(task).or_default().push(Some(error))
-            }
+            Call::StartFailed { task, error } => starts.entry(task).or_default().push(Some(error)),
             _ => {}
         }
     }
@@ -254,6 +263,10 @@ mod tests {
         let (r, at) = &launches_as_execs(&hits, &calls)[0];
         assert_eq!(*at, 1, "right after its hit");
         assert_eq!(r.verdict, Answer::Deny);
-        assert!(r.reason.starts_with(taskgate_oracle::DENY_LAYOUT), "{}", r.reason);
+        assert!(
+            r.reason.starts_with(taskgate_oracle::DENY_LAYOUT),
+            "{}",
+            r.reason
+        );
     }
 }

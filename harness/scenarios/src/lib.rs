@@ -15,8 +15,8 @@
 mod agent_run;
 pub mod catalogue;
 pub mod control;
-pub mod fake_run;
 pub mod coverage;
+pub mod fake_run;
 pub mod file;
 pub mod history;
 pub mod interventions;

@@ -3,8 +3,8 @@
 use super::suggest::closest;
 use super::*;
 use rstest::rstest;
-use taskgate_executor::KillSignal;
 use std::time::Duration;
+use taskgate_executor::KillSignal;
 
 const SIDECAR_HCL: &str = include_str!("../../../../examples/sidecar.hcl");
 const LIFECYCLE_HCL: &str = include_str!("../../../../examples/lifecycle.hcl");

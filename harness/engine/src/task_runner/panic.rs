@@ -47,7 +47,10 @@ impl PanicCleanup {
                 .unwrap_or_else(|| unknown_handle(self.socket.clone()));
             if let Ok(running) = self.driver.reattach(info).await {
                 let _ = running
-                    .stop(taskgate_executor::KillSignal::SIGKILL, std::time::Duration::ZERO)
+                    .stop(
+                        taskgate_executor::KillSignal::SIGKILL,
+                        std::time::Duration::ZERO,
+                    )
                     .await;
                 let _ = running.wait().await;
                 let _ = tokio::task::spawn_blocking(move || running.shutdown()).await;

@@ -237,7 +237,7 @@ fn scenario_errors_point_at_the_mistake(#[case] src: &str, #[case] expected: &st
 )]
 #[case::unknown_action(
     "    each {\n      points = [\"ar.*\"]\n      action = \"eror\"\n    }",
-    "6:16: unknown fault action \"eror\" (expected park, delay(MS), error, panic, kill, kill-executor, kill-task-tree, sigstop-executor, sigcont-executor, stop-alloc); did you mean `error`?"
+    "6:16: unknown fault action \"eror\" (expected park, delay(MS), error, panic, kill, kill-executor, kill-task-tree, sigstop-executor, sigcont-executor, stop-alloc, await(POINT@N)); did you mean `error`?"
 )]
 #[case::hit_zero(
     "    each {\n      points = [\"ar.*\"]\n      action = \"error\"\n      hit = 0\n    }",
