@@ -157,7 +157,7 @@ fn text(out: &Output) -> (String, String) {
 }
 
 /// The full enumeration (5 task-runner × 4 update boundaries) plus five
-/// random schedules of the report's race: all pass on this engine.
+/// random schedules of the race in docs/nomad-prestart-race-report.txt: all pass on this engine.
 #[test]
 #[serial]
 fn explore_sidecar_stop_finds_no_failing_schedule() {

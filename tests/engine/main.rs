@@ -1,5 +1,5 @@
 //! Privileged tests of the task lifecycle engine on the real executor, in
-//! process: the report's race forced through fault points, lifecycle order,
+//! process: the race of docs/nomad-prestart-race-report.txt forced through fault points, lifecycle order,
 //! leader-first kill, restart policies, poststop, jobspec errors, and restore
 //! after a real agent process is SIGKILLed. Every order a test relies on is
 //! forced by a fault point (park / release), a channel or a process exit;

@@ -67,7 +67,7 @@ struct AgentRestart {
     tasks: Vec<TaskRecord>,
 }
 
-/// Submits the report's job to an agent that SIGKILLs itself at `kill_at`,
+/// Submits the job of docs/nomad-prestart-race-report.txt to an agent that SIGKILLs itself at `kill_at`,
 /// then restores with a second agent that stops the alloc.
 fn kill_and_restore(kill_at: &str) -> AgentRestart {
     let home = EngineHome::new();

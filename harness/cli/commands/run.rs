@@ -11,7 +11,7 @@ use taskgate_engine::task_state::TaskEvent;
 #[derive(clap::Args)]
 pub struct Args {
     /// Nomad-style HCL job file; without it the built-in default job runs
-    /// (the report's leader + sidecar alloc).
+    /// (the leader + sidecar alloc of docs/nomad-prestart-race-report.txt).
     pub job: Option<PathBuf>,
     /// Task group to place (default: the first).
     #[arg(long)]

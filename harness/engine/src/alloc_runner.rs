@@ -1,6 +1,6 @@
 //! The alloc runner: starts a task runner per task, opens each task's start
 //! condition by lifecycle (prestart → main → poststart; poststop last),
-//! applies alloc updates (the report's `handleAllocUpdate`), kills tasks
+//! applies alloc updates (`handleAllocUpdate` in docs/nomad-prestart-race-report.txt), kills tasks
 //! leader first, and derives the alloc's client status from its tasks.
 
 use crate::alloc::{AllocStatus, AllocUpdate, ClientStatus};

@@ -5,7 +5,7 @@
 //! engine mid-run and restore a new one against the same world.
 //!
 //! It keeps the real driver's contract (see [`crate::driver`]), including
-//! the report's symptom: a start whose task dir prestart never built fails,
+//! the symptom in docs/nomad-prestart-race-report.txt: a start whose task dir prestart never built fails,
 //! as the real executor's does.
 
 use crate::driver::{Driver, DriverFuture, RunningTask, TaskHandle};

@@ -174,7 +174,7 @@ pub fn unknown_users(job: &Job, default_user: &str) -> Vec<String> {
 /// The job `taskgate run` uses without a file (identical to
 /// `examples/sidecar.hcl`): a leader that prints a few lines and exits after
 /// about a second, plus a poststart sidecar that runs until it is killed —
-/// the report's alloc, whose sidecar starts once the leader runs.
+/// the alloc of docs/nomad-prestart-race-report.txt, whose sidecar starts once the leader runs.
 pub fn builtin_default() -> Job {
     let sh = |script: &str| vec!["-c".to_owned(), script.to_owned()];
     let mut leader = Task::new(

@@ -71,7 +71,7 @@ pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
 }
 
 /// The task directory is the prestart hooks' work. Only the executor process
-/// checks it, as the first thing it does (the report's executor failed
+/// checks it, as the first thing it does (in docs/nomad-prestart-race-report.txt the executor failed
 /// opening `executor.out`): a task started without its prestart then shows
 /// up as an executor exec the harness's oracle can see and judge.
 pub(crate) fn check_task_dir(spec: &TaskSpec) -> Result<(), ExecutorError> {

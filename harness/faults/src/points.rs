@@ -5,7 +5,8 @@
 /// Record-only: the harness (or an agent acting for it) delivered a stop update.
 pub const HARNESS_STOP_DELIVERED: &str = "harness.stop_delivered";
 
-// Alloc runner, while applying an alloc update (the report's handleAllocUpdate).
+// Alloc runner, while applying an alloc update (handleAllocUpdate in
+// docs/nomad-prestart-race-report.txt).
 pub const AR_UPDATE_RECEIVED: &str = "ar.update_received";
 pub const AR_ALLOC_STATE_SET: &str = "ar.alloc_state_set";
 pub const AR_TASK_RUNNERS_UPDATED: &str = "ar.task_runners_updated";

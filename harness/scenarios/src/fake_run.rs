@@ -205,7 +205,7 @@ mod tests {
             .unwrap()
     }
 
-    /// Without root: every stop-race schedule of the report's scenario,
+    /// Without root: every stop-race schedule of the scenario of docs/nomad-prestart-race-report.txt,
     /// and fault cases, against the fake driver, all judged and passing.
     #[test]
     fn the_catalogues_in_process_cases_pass_against_the_fake() {
