@@ -3,27 +3,7 @@
 
 scenario "b1-stale-handle" {
   about = "an agent killed after attempt 2's executor started, before its handle was persisted"
-  job "b1" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "echo web fails; exit 1"]
-        }
-        resources {
-          memory = 32
-        }
-        restart {
-          attempts = 2
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web-failing.hcl"
   faults {
     host    = "agent"
     restore = "run"
@@ -45,27 +25,7 @@ scenario "b1-stale-handle" {
 
 scenario "b2-finished-attempt-forgotten" {
   about = "an agent killed after a batch task completed, before its death was recorded"
-  job "b2" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "echo web done"]
-        }
-        resources {
-          memory = 32
-        }
-        restart {
-          attempts = 1
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web-done.hcl"
   faults {
     host    = "agent"
     restore = "run"
@@ -86,27 +46,7 @@ scenario "b2-finished-attempt-forgotten" {
 
 scenario "b3-executor-death" {
   about = "a running task's executor is SIGKILLed; the restart launches attempt 2, then the alloc stops"
-  job "b3" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        resources {
-          memory = 32
-        }
-        restart {
-          attempts = 1
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web-retried.hcl"
   faults {
     host    = "process"
     then    = "run-to-end"
@@ -127,27 +67,7 @@ scenario "b3-executor-death" {
 
 scenario "b4-two-executors" {
   about = "an agent killed before its executor bound the socket; the restored agent launches another"
-  job "b4" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        resources {
-          memory = 32
-        }
-        restart {
-          attempts = 1
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web-retried.hcl"
   faults {
     host    = "agent"
     restore = "run"

@@ -2,27 +2,7 @@
 
 scenario "prestart-hook-error" {
   about = "every prestart hook boundary returns an error: the task is never exec'd, the alloc fails"
-  job "hook-error" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        resources {
-          memory = 32
-        }
-        restart {
-          attempts = 0
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web.hcl"
   faults {
     host    = "process"
     then    = "stop-when-settled"
@@ -38,27 +18,7 @@ scenario "prestart-hook-error" {
 
 scenario "prestart-hook-panic" {
   about = "every prestart hook boundary panics: the runner survives, the task is never exec'd"
-  job "hook-panic" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        resources {
-          memory = 32
-        }
-        restart {
-          attempts = 0
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web.hcl"
   faults {
     host    = "process"
     then    = "stop-when-settled"
@@ -96,27 +56,7 @@ scenario "slow-boundaries" {
 
 scenario "executor-fault" {
   about = "the executor fails after its cgroup, after its mounts, before exec: nothing is leaked"
-  job "executor-fault" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        resources {
-          memory = 32
-        }
-        restart {
-          attempts = 0
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web.hcl"
   faults {
     host    = "process"
     then    = "stop-when-settled"

@@ -3,24 +3,7 @@
 
 scenario "failing-batch-agent-kill" {
   about = "a batch task fails every attempt (3 allowed); the agent dies at a boundary of attempt 2 and restores: still the policy's attempts, alloc failed (B1 covers the boundaries after the launch)"
-  job "failing-batch" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "echo web fails; exit 1"]
-        }
-        restart {
-          attempts = 2
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web-failing.hcl"
   faults {
     host    = "agent"
     restore = "run"
@@ -40,24 +23,7 @@ scenario "failing-batch-agent-kill" {
 
 scenario "batch-agent-kill" {
   about = "a batch task that succeeds; the agent dies at a boundary and restores: it completes, and never runs again"
-  job "batch" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "echo web done"]
-        }
-        restart {
-          attempts = 2
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web-done.hcl"
   faults {
     host    = "agent"
     restore = "run"
@@ -109,24 +75,7 @@ scenario "delay-mode-stop" {
 
 scenario "task-tree-killed" {
   about = "a running task's whole tree is SIGKILLed behind the engine's back: it restarts once, then the alloc stops"
-  job "tree" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        restart {
-          attempts = 1
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web-retried.hcl"
   faults {
     then = "run-to-end"
     each {

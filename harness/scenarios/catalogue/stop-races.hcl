@@ -14,27 +14,7 @@ scenario "sidecar-stop" {
 
 scenario "single-task-stop" {
   about = "the report's race with a single task"
-  job "single" {
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        resources {
-          memory = 32
-        }
-        restart {
-          attempts = 0
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/web.hcl"
   stop_race {
     task = "web"
   }

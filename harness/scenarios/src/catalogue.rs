@@ -23,6 +23,22 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../catalogue/jobs/two-services.hcl"),
     ),
     (
+        "jobs/web.hcl",
+        include_str!("../catalogue/jobs/web.hcl"),
+    ),
+    (
+        "jobs/web-retried.hcl",
+        include_str!("../catalogue/jobs/web-retried.hcl"),
+    ),
+    (
+        "jobs/web-failing.hcl",
+        include_str!("../catalogue/jobs/web-failing.hcl"),
+    ),
+    (
+        "jobs/web-done.hcl",
+        include_str!("../catalogue/jobs/web-done.hcl"),
+    ),
+    (
         "jobs/report.hcl",
         include_str!("../catalogue/jobs/report.hcl"),
     ),
