@@ -7,9 +7,10 @@ use super::lab_session::{print_failures, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Instant;
-use taskgate_scenarios::catalogue;
+use taskgate_scenarios::report::Token;
 use taskgate_scenarios::report::{cases, junit};
 use taskgate_scenarios::shard::{self, Shard};
+use taskgate_scenarios::{catalogue, coverage};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -39,14 +40,19 @@ pub struct Args {
     pub merge: Vec<PathBuf>,
 }
 
+/// The built-in scenarios, or every file of `--catalogue DIR`.
+fn scenario_set(args: &Args) -> anyhow::Result<Vec<taskgate_scenarios::Scenario>> {
+    Ok(match &args.catalogue {
+        Some(dir) => catalogue::load_dir(dir)?,
+        None => catalogue::catalogue(),
+    })
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.merge.is_empty() {
         return merge(&args);
     }
-    let catalogue = match &args.catalogue {
-        Some(dir) => catalogue::load_dir(dir)?,
-        None => catalogue::catalogue(),
-    };
+    let catalogue = scenario_set(&args)?;
     if args.list {
         for s in &catalogue {
             println!("{:<22} {}", s.name, s.about);
@@ -104,25 +110,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     progress.finish();
     let mut xml = junit(&reports, "taskgate-gate");
-    let coverage = taskgate_scenarios::coverage::coverage(&selected, &reports);
+    let coverage = coverage::coverage(&selected, reports.iter().map(|r| (&r.token, r.passed())));
     if shard == Shard::WHOLE {
-        // Each scenario's suite carries its pairs: which ran, with what verdict.
-        for suite in &mut xml.test_suites {
-            let name = suite.name.to_string();
-            for (pair, tally) in coverage.pairs.iter().filter(|(p, _)| p.scenario == name) {
-                suite.add_property(quick_junit::Property::new(
-                    format!("coverage {} x {}", pair.held, pair.event),
-                    format!("{} runs, {} failed", tally.runs, tally.failed),
-                ));
-            }
-        }
+        add_coverage(&mut xml, &coverage);
     }
     shard::stamp(&mut xml, shard, &plan_tokens);
     std::fs::write(&args.junit, xml.to_string()?)
         .with_context(|| format!("writing {}", args.junit.display()))?;
     print_failures(&reports, 5);
     if shard == Shard::WHOLE {
-        print!("{}", taskgate_scenarios::coverage::render(&coverage));
+        print!("{}", coverage::render(&coverage));
     }
     if args.random > 0 {
         println!("{}", super::explore::pct_guarantee());
@@ -156,6 +153,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Each scenario's suite carries its pairs: which ran, with what verdict.
+fn add_coverage(xml: &mut quick_junit::Report, coverage: &coverage::Coverage) {
+    for suite in &mut xml.test_suites {
+        let name = suite.name.to_string();
+        for (pair, tally) in coverage.pairs.iter().filter(|(p, _)| p.scenario == name) {
+            suite.add_property(quick_junit::Property::new(
+                format!("coverage {} x {}", pair.held, pair.event),
+                format!("{} runs, {} failed", tally.runs, tally.failed),
+            ));
+        }
+    }
+}
+
 fn merge(args: &Args) -> anyhow::Result<()> {
     let mut shards = Vec::new();
     for path in &args.merge {
@@ -163,7 +173,25 @@ fn merge(args: &Args) -> anyhow::Result<()> {
             .with_context(|| format!("reading shard report {}", path.display()))?;
         shards.push((path.display().to_string(), xml));
     }
-    let report = shard::merge("taskgate-gate", &shards)?;
+    let mut report = shard::merge("taskgate-gate", &shards)?;
+    // The whole plan ran across the shards: its coverage can be told now.
+    let set = scenario_set(args)?;
+    let mut runs = Vec::new();
+    for suite in &report.test_suites {
+        for case in &suite.test_cases {
+            let (_, token) = Token::parse(case.name.as_str(), &set)?;
+            let passed = matches!(case.status, quick_junit::TestCaseStatus::Success { .. });
+            runs.push((token, passed));
+        }
+    }
+    // Only the scenarios the shards ran (a gate may have been cut with --only).
+    let ran: Vec<_> = set
+        .into_iter()
+        .filter(|s| runs.iter().any(|(t, _)| t.scenario == s.name))
+        .collect();
+    let coverage = coverage::coverage(&ran, runs.iter().map(|(t, p)| (t, *p)));
+    add_coverage(&mut report, &coverage);
+    print!("{}", coverage::render(&coverage));
     std::fs::write(&args.junit, report.to_string()?)
         .with_context(|| format!("writing {}", args.junit.display()))?;
     let failed = report.failures + report.errors;

@@ -22,10 +22,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "jobs/two-services.hcl",
         include_str!("../catalogue/jobs/two-services.hcl"),
     ),
-    (
-        "jobs/web.hcl",
-        include_str!("../catalogue/jobs/web.hcl"),
-    ),
+    ("jobs/web.hcl", include_str!("../catalogue/jobs/web.hcl")),
     (
         "jobs/web-retried.hcl",
         include_str!("../catalogue/jobs/web-retried.hcl"),

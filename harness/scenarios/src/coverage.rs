@@ -3,7 +3,7 @@
 //! which known boundaries no scenario names at all.
 
 use crate::model::{Kind, Scenario};
-use crate::report::{Case, RunReport};
+use crate::report::{Case, Token};
 use std::collections::{BTreeMap, BTreeSet};
 use taskgate_faults::points::{self, TASK_RUNNER_BOUNDARIES, UPDATE_BOUNDARIES};
 
@@ -97,7 +97,12 @@ fn named(scenario: &Scenario) -> BTreeSet<String> {
     }
 }
 
-pub fn coverage(scenarios: &[Scenario], reports: &[RunReport]) -> Coverage {
+/// The table from `runs`: each run's token and whether it passed (from
+/// the reports of one gate, or from the merged JUnit of its shards).
+pub fn coverage<'a>(
+    scenarios: &[Scenario],
+    runs: impl IntoIterator<Item = (&'a Token, bool)>,
+) -> Coverage {
     let mut pairs: BTreeMap<Pair, Tally> = BTreeMap::new();
     let by_name: BTreeMap<&str, &Scenario> =
         scenarios.iter().map(|s| (s.name.as_str(), s)).collect();
@@ -112,11 +117,11 @@ pub fn coverage(scenarios: &[Scenario], reports: &[RunReport]) -> Coverage {
                 .or_default();
         }
     }
-    for report in reports {
-        let Some(scenario) = by_name.get(report.token.scenario.as_str()) else {
+    for (token, passed) in runs {
+        let Some(scenario) = by_name.get(token.scenario.as_str()) else {
             continue;
         };
-        if let Some((held, event)) = pair_of(scenario, &report.token.case) {
+        if let Some((held, event)) = pair_of(scenario, &token.case) {
             let tally = pairs
                 .entry(Pair {
                     scenario: scenario.name.clone(),
@@ -125,7 +130,7 @@ pub fn coverage(scenarios: &[Scenario], reports: &[RunReport]) -> Coverage {
                 })
                 .or_default();
             tally.runs += 1;
-            tally.failed += u32::from(!report.passed());
+            tally.failed += u32::from(!passed);
         }
     }
     let named: BTreeSet<String> = scenarios.iter().flat_map(named).collect();
@@ -181,7 +186,7 @@ pub fn render(coverage: &Coverage) -> String {
 mod tests {
     use super::*;
     use crate::catalogue::catalogue;
-    use crate::report::{cases, Token};
+    use crate::report::{cases, RunReport};
     use std::time::Duration;
 
     fn report(scenario: &str, case: Case, passed: bool) -> RunReport {
@@ -210,7 +215,7 @@ mod tests {
             .iter()
             .flat_map(|s| cases(s, 0, 0).into_iter().map(|c| report(&s.name, c, true)))
             .collect();
-        let cov = coverage(&race, &reports);
+        let cov = coverage(&race, reports.iter().map(|r| (&r.token, r.passed())));
         assert_eq!(
             cov.pairs.len(),
             race.len() * TASK_RUNNER_BOUNDARIES.len() * UPDATE_BOUNDARIES.len()
@@ -225,7 +230,8 @@ mod tests {
             .filter(|s| s.name == "sidecar-stop")
             .collect();
         let first = cases(&all[0], 0, 0).remove(0);
-        let cov = coverage(&all, &[report("sidecar-stop", first, false)]);
+        let failing = report("sidecar-stop", first, false);
+        let cov = coverage(&all, [(&failing.token, failing.passed())]);
         assert_eq!(cov.missing().count(), cov.pairs.len() - 1);
         let table = render(&cov);
         assert!(table.contains("1 run, 1 FAIL"), "{table}");
