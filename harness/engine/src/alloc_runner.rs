@@ -217,8 +217,11 @@ async fn handle_alloc_updates(
     }
 }
 
-/// Kills the matching non-poststop tasks, leader first, and waits for each
-/// to be dead. Idempotent: killing a dead task returns at once.
+/// Kills the matching non-poststop tasks in Nomad's order (since #13055):
+/// the leader, then the other tasks, then the sidecars, each wave dead
+/// before the next is told, so a main task that still needs its sidecar (a
+/// proxy, a log shipper) while it shuts down has it. Idempotent: killing a
+/// dead task returns at once.
 async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool) {
     let targets: Vec<&TaskRunnerHandle> = shared
         .runners
@@ -234,16 +237,21 @@ async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool)
             let _ = state.wait_for(|s| s.is_dead()).await;
         }
     };
-    for leader in targets.iter().filter(|r| r.task.leader) {
-        kill(leader).await;
-    }
-    let rest: Vec<_> = targets
-        .iter()
-        .filter(|r| !r.task.leader)
-        .map(|r| kill(r))
-        .collect();
-    for wait in rest {
-        wait.await;
+    // 0: the leader; 1: every other task; 2: the sidecars.
+    let wave = |r: &TaskRunnerHandle| match (r.task.leader, r.task.is_sidecar()) {
+        (true, _) => 0,
+        (false, false) => 1,
+        (false, true) => 2,
+    };
+    for n in 0..3 {
+        let dying: Vec<_> = targets
+            .iter()
+            .filter(|r| wave(r) == n)
+            .map(|r| kill(r))
+            .collect();
+        for dead in dying {
+            dead.await;
+        }
     }
 }
 

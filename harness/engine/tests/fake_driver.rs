@@ -147,6 +147,60 @@ fn tasks_start_in_lifecycle_order_and_a_stop_ends_them_all() {
     assert!(home.driver.live().is_empty(), "{:?}", home.driver.live());
 }
 
+/// Nomad's kill order (#13055): the leader, then the other main task, then
+/// the sidecar, each told only once the ones before it are dead (the fake's
+/// stop ends a task at once, so a Stop call after another means after its
+/// death).
+#[test]
+#[serial]
+fn a_stop_kills_the_leader_then_the_main_tasks_then_the_sidecars() {
+    let rt = runtime();
+    let home = Home::new();
+    let engine = home.engine();
+    let mut leader = task("leader", None, false);
+    leader.leader = true;
+    let alloc = {
+        let _rt = rt.enter();
+        engine
+            .submit(
+                &job(vec![
+                    task("proxy", Some(LifecycleHook::Poststart), true),
+                    task("worker", None, false),
+                    leader,
+                ]),
+                None,
+            )
+            .unwrap()
+    };
+    wait_for(Await::Passed(taskgate_faults::scoped(
+        Some("proxy"),
+        points::TR_AFTER_DRIVER_START,
+    )));
+    alloc.stop();
+    let summary = wait(&rt, alloc);
+    let stops: Vec<String> = home
+        .driver
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Stop { task, .. } => Some(task),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stops, ["leader", "worker", "proxy"]);
+    // Told only once dead: each kill after the previous wave's exit.
+    let history = taskgate_faults::history();
+    let at = |task: &str, point: &str| {
+        history
+            .iter()
+            .position(|h| h.is(Some(task), point))
+            .unwrap_or_else(|| panic!("{task}:{point} never reached"))
+    };
+    assert!(at("leader", points::EX_TASK_EXITED) < at("worker", points::TR_KILLING));
+    assert!(at("worker", points::EX_TASK_EXITED) < at("proxy", points::TR_KILLING));
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
 /// The report's race, forced: the sidecar is held before its prestart while
 /// the stop is applied; released, it must never reach the driver.
 #[test]

@@ -115,3 +115,20 @@ scenario "agent-kill" {
     status = "complete"
   }
 }
+
+scenario "sidecar-outlives-mains" {
+  about = "a stop with a leader, a second main task and a poststart sidecar: the sidecar is told to die only once both main tasks exited (Nomad #13055)"
+  job   = "jobs/kill-order.hcl"
+  faults {
+    then = "stop-when-running"
+    each {
+      # A slow death for the worker: a sidecar told with the main tasks
+      # would be told before the worker exited.
+      points = ["worker:tr.killing"]
+      action = "delay(50)"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}

@@ -36,6 +36,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../catalogue/jobs/web-done.hcl"),
     ),
     (
+        "jobs/kill-order.hcl",
+        include_str!("../catalogue/jobs/kill-order.hcl"),
+    ),
+    (
         "jobs/report.hcl",
         include_str!("../catalogue/jobs/report.hcl"),
     ),
