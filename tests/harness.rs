@@ -197,10 +197,10 @@ fn replay_of_the_report_interleaving_passes() {
     );
     assert!(stdout.starts_with(&format!("PASS {token} ")), "{stdout}");
     for seen in [
-        "\"sidecar:tr.before_prestart\"",
-        "\"ar.task_runners_updated\"",
-        "\"sidecar:tr.observed_terminal\"",
-        "StopDelivered",
+        "point  sidecar:tr.before_prestart",
+        "point  ar.task_runners_updated",
+        "point  sidecar:tr.observed_terminal",
+        "stop   delivered",
     ] {
         assert!(
             stdout.contains(seen),
@@ -208,9 +208,9 @@ fn replay_of_the_report_interleaving_passes() {
         );
     }
     for unseen in [
-        "\"sidecar:tr.before_driver_start\"",
-        "\"sidecar:tr.after_driver_start\"",
-        "\"sidecar:hook.prestart.",
+        "point  sidecar:tr.before_driver_start",
+        "point  sidecar:tr.after_driver_start",
+        "point  sidecar:hook.prestart.",
     ] {
         assert!(
             !stdout.contains(unseen),

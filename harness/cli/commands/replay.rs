@@ -86,7 +86,7 @@ fn show(report: &RunReport) -> anyhow::Result<()> {
             report.token, report.description, report.duration
         );
         for (i, e) in report.history.iter().enumerate() {
-            println!("    #{i:<3} {e:?}");
+            println!("    #{i:<3} {}", taskgate_scenarios::report::describe(e));
         }
         Ok(())
     } else {

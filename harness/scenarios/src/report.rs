@@ -173,7 +173,8 @@ impl RunReport {
     }
 }
 
-fn describe(e: &Event) -> String {
+/// One history entry as a user reads it (`point  web:tr.before_prestart [park]`).
+pub fn describe(e: &Event) -> String {
     match e {
         Event::FaultHit(h) => match &h.action {
             Some(a) => format!("point  {} [{a}]", h.point),
