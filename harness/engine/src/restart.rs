@@ -27,6 +27,15 @@ impl RestartTracker {
         }
     }
 
+    /// A tracker that already counted `restarts` (restored from the state
+    /// database): a restore does not grant the policy's attempts afresh.
+    pub fn resumed(policy: RestartPolicy, now: Duration, restarts: u32) -> Self {
+        RestartTracker {
+            count: restarts,
+            ..RestartTracker::new(policy, now)
+        }
+    }
+
     /// The task exited on its own. Batch semantics: success is completion.
     pub fn on_exit(&mut self, success: bool, now: Duration) -> RestartDecision {
         if success {

@@ -8,7 +8,7 @@ use crate::task_state::{TaskEvent, TaskState};
 use redb::{Database, TableDefinition};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use taskgate_executor::ReattachInfo;
+use taskgate_executor::{ExitResult, ReattachInfo};
 
 const ALLOCS: TableDefinition<&str, &[u8]> = TableDefinition::new("allocs");
 /// Keyed by `<alloc id>/<task name>`.
@@ -66,6 +66,15 @@ impl AllocRecord {
     }
 }
 
+/// How one attempt ended, as the driver reported it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptEnded {
+    pub attempt: u32,
+    pub result: ExitResult,
+    /// Ended by the kill path, not on its own.
+    pub killed: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecord {
     pub task: String,
@@ -82,6 +91,11 @@ pub struct TaskRecord {
     pub launched: Option<u32>,
     /// How to reach the executor of the running attempt.
     pub handle: Option<ReattachInfo>,
+    /// The last attempt whose end the driver reported, written at once,
+    /// before the exited hooks: a restored agent never takes a finished
+    /// attempt for a running one (and never starts a completed task again).
+    #[serde(default)]
+    pub ended: Option<AttemptEnded>,
     pub restarts: u32,
     pub events: Vec<TaskEvent>,
 }
@@ -95,6 +109,7 @@ impl TaskRecord {
             committed: None,
             launched: None,
             handle: None,
+            ended: None,
             restarts: 0,
             events: Vec::new(),
         }

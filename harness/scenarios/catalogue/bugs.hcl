@@ -23,27 +23,6 @@ scenario "b1-stale-handle" {
   }
 }
 
-scenario "b2-finished-attempt-forgotten" {
-  about = "an agent killed after a batch task completed, before its death was recorded"
-  job   = "jobs/web-done.hcl"
-  faults {
-    host    = "agent"
-    restore = "run"
-    then    = "run-to-end"
-    each {
-      points = ["web:tr.main_exited"]
-      action = "kill"
-    }
-  }
-  expect {
-    status = "complete"
-    known_violation {
-      bug       = "B2: a finished attempt is forgotten in a crash window"
-      invariant = "no completed task or attempt is started again after a restore"
-    }
-  }
-}
-
 scenario "b3-executor-death" {
   about = "a running task's executor is SIGKILLed; the restart launches attempt 2, then the alloc stops"
   job   = "jobs/web-retried.hcl"
@@ -83,27 +62,6 @@ scenario "b4-two-executors" {
     known_violation {
       bug       = "B4: two executors for one attempt"
       invariant = "no process of a task outlives its executor unobserved"
-    }
-  }
-}
-
-scenario "b2-kill-path-forgotten" {
-  about = "the agent dies after a killed task's exit was handled, before its death was recorded: the restored agent reports it lost, not killed"
-  job   = "jobs/report.hcl"
-  faults {
-    host    = "agent"
-    restore = "stop"
-    then    = "stop-when-running"
-    each {
-      points = ["leader:hook.exited.after.executor_shutdown", "leader:hook.stop.*"]
-      action = "kill"
-    }
-  }
-  expect {
-    status = "complete"
-    known_violation {
-      bug       = "B2: a finished attempt is forgotten in a crash window"
-      invariant = "every started task is eventually killed or exits"
     }
   }
 }

@@ -104,3 +104,37 @@ scenario "frozen-executor" {
     status = "complete"
   }
 }
+
+scenario "completed-batch-agent-kill" {
+  about = "the agent dies after a batch task completed, before its death was recorded (B2, fixed): the restored agent never runs it again"
+  job   = "jobs/web-done.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.main_exited"]
+      action = "kill"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "kill-path-agent-kill" {
+  about = "the agent dies after a killed task's exit was handled, before its death was recorded (B2, fixed): the restored agent reports it killed"
+  job   = "jobs/report.hcl"
+  faults {
+    host    = "agent"
+    restore = "stop"
+    then    = "stop-when-running"
+    each {
+      points = ["leader:hook.exited.after.executor_shutdown", "leader:hook.stop.*"]
+      action = "kill"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}

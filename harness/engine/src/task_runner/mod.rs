@@ -11,7 +11,7 @@ use crate::hooks::{guarded, HookContext, HookError, HookSet, TaskSetup};
 use crate::jobspec::Task;
 use crate::restart::{RestartDecision, RestartTracker};
 use crate::start_gate::{PrestartReceipt, StartGate, StartRefused};
-use crate::state::{StateDb, TaskRecord};
+use crate::state::{AttemptEnded, StateDb, TaskRecord};
 use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -172,9 +172,18 @@ impl TaskRunner {
     }
 
     async fn main_loop(&mut self) -> Outcome {
-        let mut tracker = RestartTracker::new(self.task.restart.clone(), self.deps.clock.now());
+        let mut tracker = RestartTracker::resumed(
+            self.task.restart.clone(),
+            self.deps.clock.now(),
+            self.record.restarts,
+        );
         let mut attempt = self.record.committed.unwrap_or(0);
-        if self.restoring {
+        let ended = self.record.ended.clone().filter(|e| e.attempt == attempt);
+        if let (true, Some(ended)) = (self.restoring, ended) {
+            if let Some(outcome) = self.restore_ended(ended, &mut tracker).await {
+                return outcome;
+            }
+        } else if self.restoring {
             if let Some(running) = self.restore(attempt).await {
                 let end = self.supervise(&running).await;
                 if let Some(outcome) = self
@@ -318,13 +327,18 @@ impl TaskRunner {
 
     /// Waits for the task to exit, or kills it when told to.
     async fn supervise(&mut self, running: &RunningTask) -> AttemptEnd {
-        tokio::select! {
+        let exited = tokio::select! {
             biased;
-            _ = self.kill_rx.wait_for(|k| *k) => {}
-            res = running.wait() => return match res {
-                Ok(result) => AttemptEnd::Exited(result),
-                Err(err) => AttemptEnd::Lost(err.to_string()),
-            },
+            _ = self.kill_rx.wait_for(|k| *k) => None,
+            res = running.wait() => Some(res),
+        };
+        match exited {
+            Some(Ok(result)) => {
+                self.record_end(&result, false);
+                return AttemptEnd::Exited(result);
+            }
+            Some(Err(err)) => return AttemptEnd::Lost(err.to_string()),
+            None => {}
         }
         fault_point!(points::TR_KILLING, self.name());
         let attempt = self.current_attempt();
@@ -343,7 +357,23 @@ impl TaskRunner {
         }
         let result = running.wait().await.ok();
         self.emit(EventKind::Killed, attempt, "Task successfully killed");
+        match &result {
+            Some(result) => self.record_end(result, true),
+            None => self.publish(),
+        }
         AttemptEnd::Killed(result)
+    }
+
+    /// Persists how the current attempt ended before anything else happens
+    /// to it (B2: an agent killed in the exited hooks used to restore the
+    /// attempt as running, and start a completed task again).
+    fn record_end(&mut self, result: &ExitResult, killed: bool) {
+        self.record.ended = Some(AttemptEnded {
+            attempt: self.current_attempt(),
+            result: result.clone(),
+            killed,
+        });
+        self.publish();
     }
 
     /// Exited hooks, then the restart decision. `Some` ends the MAIN loop.
@@ -439,6 +469,38 @@ impl TaskRunner {
             "killed while waiting to restart",
         );
         Some(Outcome::Killed { result: None })
+    }
+
+    /// The previous agent saw this attempt end, and died before it finished
+    /// with it: give its executor the shutdown the exited hooks owed it (if
+    /// it still answers), then decide as that agent would have. Never
+    /// starts the attempt again. `Some` ends the MAIN loop.
+    async fn restore_ended(
+        &mut self,
+        ended: AttemptEnded,
+        tracker: &mut RestartTracker,
+    ) -> Option<Outcome> {
+        let attempt = ended.attempt;
+        self.deps.gate.restore_committed(&self.task.name, attempt);
+        let info = self
+            .record
+            .handle
+            .clone()
+            .unwrap_or_else(|| unknown_handle(self.socket_path()));
+        if let Ok(running) = self.deps.driver.reattach(info).await {
+            self.run_exited_hooks(&running, Some(&ended.result), attempt);
+        }
+        if ended.killed {
+            return Some(Outcome::Killed {
+                result: Some(ended.result),
+            });
+        }
+        let result = ended.result;
+        self.emit(EventKind::Terminated, attempt, describe_exit(&result));
+        let failed = !result.successful();
+        let decision = tracker.on_exit(!failed, self.deps.clock.now());
+        self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed })
+            .await
     }
 
     /// Re-attaches to the executor of a task that was running (or whose start
