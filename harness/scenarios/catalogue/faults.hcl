@@ -103,6 +103,7 @@ scenario "agent-kill" {
         "ar.alloc_state_set",
         "ar.task_runners_updated",
         "ar.kill_started",
+        "ar.update_applied",
         "harness.stop_delivered",
         "leader:tr.killing",
         "sidecar:tr.killing",
