@@ -6,12 +6,11 @@
 use crate::history::Records;
 use crate::lab::{io, LabError};
 use crate::model::{FaultCase, Restore, Scenario, Then};
-use crate::run::{restart_counts, unfired, Outcome, Runner};
+use crate::run::{by_process, restart_counts, unfired, Outcome, Runner};
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 use taskgate_engine::state::{AllocRecord, StateDb, TaskRecord};
-use taskgate_faults::points;
 use taskgate_faults::{patience, Action, Fault};
 
 pub(crate) fn run(
@@ -38,9 +37,7 @@ pub(crate) fn run(
             cmd.arg("--chroot-env")
                 .arg(format!("{}:{}", host.display(), task.display()));
         }
-        let (executor, engine): (Vec<&Fault>, Vec<&Fault>) = faults
-            .iter()
-            .partition(|f| points::in_executor(&f.point.point));
+        let (executor, engine) = by_process(faults);
         cmd.args(extra)
             .env(taskgate_faults::FAULT_LOG_ENV, log)
             .env(

@@ -11,13 +11,15 @@ use crate::lab::LabError;
 use crate::model::Scenario;
 use crate::model::Then;
 use crate::report::{Case, RunReport, Token};
-use crate::run::{drive, restart_counts, shapes, unfired, InProcess, Plan};
-use std::time::{Duration, Instant};
+use crate::run::{
+    drive, expect_known, harness_error, judge, restart_counts, unfired, InProcess, Outcome, Plan,
+};
+use std::time::Instant;
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
 use taskgate_engine::{Engine, EngineConfig};
 use taskgate_faults::points::EX_SPAWNED;
 use taskgate_faults::{Action, Hit, Intervention};
-use taskgate_oracle::{Answer, Event, ExecIdentity, ExecRecord};
+use taskgate_oracle::{Answer, ExecIdentity, ExecRecord};
 
 pub struct FakeRunner<'a> {
     pub runtime: &'a tokio::runtime::Runtime,
@@ -31,34 +33,15 @@ impl FakeRunner<'_> {
             case: case.clone(),
         };
         let mut report = match self.run_in(scenario, case) {
-            Ok((description, history, problems)) => RunReport {
-                token,
-                description,
-                violations: taskgate_oracle::check(&history, &shapes(scenario)),
-                problems,
-                expected: Vec::new(),
-                history,
-                duration: Duration::ZERO,
-            },
-            Err(err) => RunReport {
-                token,
-                description: String::new(),
-                violations: Vec::new(),
-                problems: vec![format!("harness error: {err}")],
-                expected: Vec::new(),
-                history: Vec::new(),
-                duration: Duration::ZERO,
-            },
+            Ok((description, outcome)) => judge(scenario, token, description, outcome),
+            Err(err) => harness_error(token, String::new(), &err),
         };
+        expect_known(scenario, &mut report);
         report.duration = started.elapsed();
         report
     }
 
-    fn run_in(
-        &self,
-        scenario: &Scenario,
-        case: &Case,
-    ) -> Result<(String, Vec<Event>, Vec<String>), LabError> {
+    fn run_in(&self, scenario: &Scenario, case: &Case) -> Result<(String, Outcome), LabError> {
         let plan = match Plan::of(scenario, case)? {
             Plan::InProcess(plan) => plan,
             Plan::Agent { .. } => return Err(fake_cannot("kill an agent process")),
@@ -110,23 +93,21 @@ impl FakeRunner<'_> {
             .as_ref()
             .map(|s| s.tasks.clone())
             .unwrap_or_default();
-        for task in tasks.iter().filter(|t| !t.state.is_dead()) {
-            problems.push(format!("task {} is not dead at the end", task.task));
-        }
-        let status = summary.map(|s| s.status.client);
-        if status != Some(scenario.expect.status) {
-            problems.push(format!(
-                "alloc ended {status:?}, expected {:?}",
-                scenario.expect.status
-            ));
-        }
         let records = Records {
             restart_counts: restart_counts(&tasks),
-            status,
+            status: summary.map(|s| s.status.client),
             ..Records::default()
         };
-        let history = crate::history::merge(&hits, &execs, &tasks, &records);
-        Ok((description, history, problems))
+        Ok((
+            description,
+            Outcome {
+                hits,
+                execs,
+                tasks,
+                records,
+                problems,
+            },
+        ))
     }
 }
 
@@ -196,6 +177,7 @@ mod tests {
     use super::*;
     use crate::catalogue::{catalogue, find};
     use crate::report::cases;
+    use taskgate_oracle::Event;
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()

@@ -2,7 +2,7 @@
 //! task processes, and files in the executors' run dir. A clean run leaves
 //! none of them; the harness and the tests both check.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Every leftover mentioning `needle` (an alloc id or a run's data dir).
 pub fn find(needle: &str, run_dir: Option<&Path>) -> Vec<String> {
@@ -23,22 +23,23 @@ pub fn find(needle: &str, run_dir: Option<&Path>) -> Vec<String> {
 
 /// Cgroup directories whose name contains `needle`, in every hierarchy.
 pub fn cgroups(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for root in cgroup_mounts() {
-        walk(Path::new(&root), 0, &mut |p| {
-            if p.file_name()
-                .is_some_and(|n| n.to_string_lossy().contains(needle))
-            {
-                found.push(format!("cgroup {}", p.display()));
-            }
-        });
+    describe(&cgroup_dirs(needle))
+}
+
+/// Reports the cgroup directories whose name contains `needle`, then
+/// removes them, deepest first. Only for what a run's bug leaked: their
+/// processes are dead by now.
+pub fn sweep_cgroups(needle: &str) -> Vec<String> {
+    let mut dirs = cgroup_dirs(needle);
+    let found = describe(&dirs);
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for dir in dirs {
+        let _ = std::fs::remove_dir(dir);
     }
     found
 }
 
-/// Removes the cgroup directories whose name contains `needle`, deepest
-/// first. Only for what a run's bug leaked: their processes are dead by now.
-pub fn remove_cgroups(needle: &str) {
+fn cgroup_dirs(needle: &str) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for root in cgroup_mounts() {
         walk(Path::new(&root), 0, &mut |p| {
@@ -49,10 +50,13 @@ pub fn remove_cgroups(needle: &str) {
             }
         });
     }
-    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-    for dir in dirs {
-        let _ = std::fs::remove_dir(dir);
-    }
+    dirs
+}
+
+fn describe(dirs: &[PathBuf]) -> Vec<String> {
+    dirs.iter()
+        .map(|d| format!("cgroup {}", d.display()))
+        .collect()
 }
 
 fn cgroup_mounts() -> Vec<String> {

@@ -196,39 +196,23 @@ impl<'a> Runner<'a> {
         });
         let mut report = match outcome {
             Ok(outcome) => judge(scenario, token, description, outcome),
-            Err(err) => RunReport {
-                token,
-                description,
-                violations: Vec::new(),
-                problems: vec![format!("harness error: {err}")],
-                expected: Vec::new(),
-                history: Vec::new(),
-                duration: Duration::ZERO,
-            },
+            Err(err) => harness_error(token, description, &err),
         };
         report.problems.extend(leftovers::find(
             &data_dir.display().to_string(),
             Some(&data_dir.join("run")),
         ));
-        // Task cgroups are named after the alloc, not the data dir.
+        // Task cgroups are named after the alloc, not the data dir. What a
+        // bug leaked is reported, and swept so the next run (and the host)
+        // starts clean.
         for alloc in std::fs::read_dir(data_dir.join("allocs"))
             .into_iter()
             .flatten()
             .flatten()
         {
-            report
-                .problems
-                .extend(leftovers::cgroups(&alloc.file_name().to_string_lossy()));
-        }
-        if let Some(alloc) = std::fs::read_dir(data_dir.join("allocs"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .next()
-        {
-            // What a bug leaked is reported above; sweep it so the next run
-            // (and the host) starts clean.
-            leftovers::remove_cgroups(&alloc.file_name().to_string_lossy());
+            report.problems.extend(leftovers::sweep_cgroups(
+                &alloc.file_name().to_string_lossy(),
+            ));
         }
         expect_known(scenario, &mut report);
         if report.passed() || !self.keep_failures {
@@ -446,9 +430,7 @@ fn finish(
 /// Configures a case's faults: the engine's here, the executors' through
 /// the environment their launches inherit.
 fn configure(faults: &[Fault]) {
-    let (executor, engine): (Vec<&Fault>, Vec<&Fault>) = faults
-        .iter()
-        .partition(|f| points::in_executor(&f.point.point));
+    let (executor, engine) = by_process(faults);
     for fault in engine {
         taskgate_faults::configure_fault(fault);
     }
@@ -458,6 +440,14 @@ fn configure(faults: &[Fault]) {
             taskgate_faults::env_spec(executor),
         );
     }
+}
+
+/// A case's faults split by the process that reaches their points:
+/// (the executors', the engine's).
+pub(crate) fn by_process(faults: &[Fault]) -> (Vec<&Fault>, Vec<&Fault>) {
+    faults
+        .iter()
+        .partition(|f| points::in_executor(&f.point.point))
 }
 
 /// A configured fault that never fired proved nothing: its hit (the one
@@ -552,7 +542,12 @@ pub(crate) fn shapes(scenario: &Scenario) -> Vec<TaskShape> {
 
 /// Builds the merged history and checks every invariant over it, then the
 /// scenario's expectations, a known violation included.
-fn judge(scenario: &Scenario, token: Token, description: String, outcome: Outcome) -> RunReport {
+pub(crate) fn judge(
+    scenario: &Scenario,
+    token: Token,
+    description: String,
+    outcome: Outcome,
+) -> RunReport {
     let mut problems = outcome.problems;
     let history = history::merge(
         &outcome.hits,
@@ -593,11 +588,24 @@ fn judge(scenario: &Scenario, token: Token, description: String, outcome: Outcom
     }
 }
 
+/// A run the harness could not carry out: a failure of its own, not a verdict.
+pub(crate) fn harness_error(token: Token, description: String, err: &LabError) -> RunReport {
+    RunReport {
+        token,
+        description,
+        violations: Vec::new(),
+        problems: vec![format!("harness error: {err}")],
+        expected: Vec::new(),
+        history: Vec::new(),
+        duration: Duration::ZERO,
+    }
+}
+
 /// A strict expected failure: while a scenario carries a known violation,
 /// its run passes only if that violation shows, and fails the day it
 /// quietly disappears. Whatever else the bug broke moves to the report's
 /// expected consequences, shown but not failing.
-fn expect_known(scenario: &Scenario, report: &mut RunReport) {
+pub(crate) fn expect_known(scenario: &Scenario, report: &mut RunReport) {
     let Some(known) = &scenario.expect.known_violation else {
         return;
     };
