@@ -527,6 +527,84 @@ fn reattach_gets_the_exit_result() {
     sb.assert_no_leftovers();
 }
 
+/// SIGKILLs `pid` and returns once it has exited (a pidfd tells, not a sleep).
+fn kill_and_wait(pid: i32) {
+    // SAFETY: plain syscalls; the fd is ours and closed below.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    assert!(pidfd >= 0, "pidfd_open({pid})");
+    let rc = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, pidfd, libc::SIGKILL, 0, 0) };
+    assert_eq!(rc, 0, "kill {pid}");
+    let mut poll = libc::pollfd {
+        fd: pidfd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; no timeout (the kernel reports the exit).
+    while unsafe { libc::poll(&mut poll, 1, -1) } < 0 {}
+    unsafe { libc::close(pidfd) };
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    })
+}
+
+/// B3 at the executor's layer: a task whose executor was SIGKILLed keeps
+/// running (PID 1 of its namespace, in its own session); the next launch
+/// of the task kills that tree before it starts anything, so the new
+/// attempt never shares its cgroup with the old one.
+#[test]
+#[serial]
+fn a_dead_executors_task_is_killed_before_the_next_launch() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("web", "sleep 1000");
+    let first = sb.launch(&spec).expect("launch").reattach_info();
+    kill_and_wait(first.executor_pid);
+    assert!(alive(first.task_pid), "the orphaned task still runs");
+
+    let second = sb.launch(&spec).expect("launch again");
+    assert!(!alive(first.task_pid), "the orphan was killed first");
+    let info = second.reattach_info();
+    assert_ne!(info.task_pid, first.task_pid);
+    assert!(alive(info.task_pid));
+    second.shutdown().expect("shutdown");
+    sb.assert_no_leftovers();
+}
+
+/// B4 at the executor's layer: the task's lock, not its socket, says
+/// whether an executor lives. One whose socket is gone (as one that has not
+/// bound it yet) still refuses a second launch, and `destroy_remains`
+/// finds it from the kernel and kills it with its task.
+#[test]
+#[serial]
+fn an_unreachable_executor_holds_its_task_until_destroyed() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("web", "sleep 1000");
+    let info = sb.launch(&spec).expect("launch").reattach_info();
+    std::fs::remove_file(&info.socket_path).expect("unlink the socket");
+    assert!(Executor::reattach(&info).is_err(), "unreachable");
+
+    let again = sb.launch(&spec).expect_err("a second executor");
+    assert!(
+        matches!(again, ExecutorError::AlreadyRunning { .. }),
+        "{again:?}"
+    );
+
+    let remains =
+        taskgate_executor::destroy_remains(&sb.config(), &sb.alloc_id, "web").expect("destroy");
+    assert_eq!(remains.executors, [info.executor_pid], "{remains}");
+    assert!(remains.task_processes.contains(&info.task_pid), "{remains}");
+    assert!(!alive(info.executor_pid) && !alive(info.task_pid));
+    sb.assert_no_leftovers();
+    // With nothing left, destroying again finds nothing.
+    let none =
+        taskgate_executor::destroy_remains(&sb.config(), &sb.alloc_id, "web").expect("destroy");
+    assert!(none.is_empty(), "{none}");
+    sb.assert_no_leftovers();
+}
+
 #[cfg(feature = "failpoints")]
 #[rstest]
 #[case::error_after_cgroup(taskgate_faults::points::EX_AFTER_CGROUP, "error")]

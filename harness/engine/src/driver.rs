@@ -15,13 +15,18 @@
 //!   once the task has exited.
 //! - `shutdown` (blocking, for hooks) removes whatever reaches the task; a
 //!   later `reattach` fails.
+//! - `destroy_remains` kills whatever is left of a task's earlier attempts:
+//!   an executor the engine cannot reach (answering or not yet), and every
+//!   process of the task; it resolves once all of it is dead, after which a
+//!   `start` is not refused.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_executor::{
-    Executor, ExecutorConfig, ExecutorError, ExitResult, KillSignal, ReattachInfo, TaskSpec,
+    Executor, ExecutorConfig, ExecutorError, ExitResult, KillSignal, ReattachInfo, Remains,
+    TaskSpec,
 };
 
 pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ExecutorError>> + Send + 'a>>;
@@ -32,6 +37,7 @@ pub type RunningTask = Arc<dyn TaskHandle>;
 pub trait Driver: Send + Sync {
     fn start(&self, spec: TaskSpec) -> DriverFuture<'_, RunningTask>;
     fn reattach(&self, info: ReattachInfo) -> DriverFuture<'_, RunningTask>;
+    fn destroy_remains(&self, alloc_id: &str, task: &str) -> DriverFuture<'_, Remains>;
 }
 
 pub trait TaskHandle: Send + Sync {
@@ -73,6 +79,14 @@ impl Driver for ExecDriver {
             let executor = blocking(move || Executor::reattach(&info)).await?;
             Ok(exec_task(executor))
         })
+    }
+
+    fn destroy_remains(&self, alloc_id: &str, task: &str) -> DriverFuture<'_, Remains> {
+        let config = self.config.clone();
+        let (alloc_id, task) = (alloc_id.to_string(), task.to_string());
+        Box::pin(blocking(move || {
+            taskgate_executor::destroy_remains(&config, &alloc_id, &task)
+        }))
     }
 }
 

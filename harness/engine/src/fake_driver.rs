@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use taskgate_executor::{ExecutorError, ExitResult, KillSignal, ReattachInfo, TaskSpec};
+use taskgate_executor::{ExecutorError, ExitResult, KillSignal, ReattachInfo, Remains, TaskSpec};
 use tokio::sync::watch;
 
 /// How one start of a task ends.
@@ -46,6 +46,11 @@ pub enum Call {
     },
     Shutdown {
         task: String,
+    },
+    /// Remains destroyed: whether a live "executor" was among them.
+    DestroyRemains {
+        task: String,
+        found: bool,
     },
 }
 
@@ -204,7 +209,12 @@ impl Driver for FakeDriver {
         let world = self.world.clone();
         Box::pin(async move {
             let mut w = lock(&world);
-            let found = w.live.get(&info.socket_path).cloned();
+            // As the real reattach: a known pid must be the one serving.
+            let known = |given: i32, actual: i32| given == 0 || given == actual;
+            let found = w.live.get(&info.socket_path).cloned().filter(|t| {
+                known(info.executor_pid, t.info.executor_pid)
+                    && known(info.task_pid, t.info.task_pid)
+            });
             w.calls.push(Call::Reattach {
                 socket: info.socket_path.clone(),
                 found: found.is_some(),
@@ -212,6 +222,28 @@ impl Driver for FakeDriver {
             found.map(|t| t as RunningTask).ok_or_else(|| {
                 ExecutorError::Protocol(format!("no executor at {}", info.socket_path.display()))
             })
+        })
+    }
+
+    fn destroy_remains(&self, alloc_id: &str, task: &str) -> DriverFuture<'_, Remains> {
+        let world = self.world.clone();
+        let (alloc_id, task) = (alloc_id.to_string(), task.to_string());
+        Box::pin(async move {
+            let mut w = lock(&world);
+            let socket = taskgate_executor::socket_path(&w.run_dir, &alloc_id, &task);
+            let found = w.live.remove(&socket);
+            w.calls.push(Call::DestroyRemains {
+                task: task.clone(),
+                found: found.is_some(),
+            });
+            drop(w);
+            let mut remains = Remains::default();
+            if let Some(left) = found {
+                left.end(libc::SIGKILL);
+                remains.executors.push(left.info.executor_pid);
+                remains.task_processes.push(left.info.task_pid);
+            }
+            Ok(remains)
         })
     }
 }

@@ -2,13 +2,13 @@
 
 use crate::error::ExecutorError;
 use crate::isolation::cgroup::TaskCgroup;
-use crate::protocol::{self, Ready, Request, Response, RunPaths, READY_FD, SPEC_FD};
+use crate::protocol::{self, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
 use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
-use crate::sys::pidfd_open;
+use crate::sys::{kill_and_wait, pidfd_open, wait_exited};
+use crate::task_lock::{self, TaskLock};
 use crate::validate::validate;
 use crate::KillSignal;
 use nix::fcntl::{fcntl, FcntlArg};
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::fs::File;
 use std::io::BufReader;
@@ -38,49 +38,137 @@ pub struct Executor {
 }
 
 /// Starts an executor for `spec` and returns once the task has been exec'd,
-/// or with the error that prevented it.
+/// or with the error that prevented it. Refused while an earlier executor
+/// of the task lives (it holds the task's lock, see `task_lock`); whatever a
+/// dead one left is destroyed first (B3: a task whose executor was killed
+/// kept running, and the next attempt joined it in the same cgroup).
 pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, ExecutorError> {
     validate(spec)?;
     let paths = RunPaths::new(&cfg.run_dir, spec)?;
-    // Checked before the spec file is rewritten: a live executor's fd 3 points at it.
-    paths.ensure_not_running()?;
     std::fs::create_dir_all(&cfg.run_dir).map_err(ExecutorError::io(format!(
         "create run dir {}",
         cfg.run_dir.display()
     )))?;
+    let lock =
+        TaskLock::try_acquire(&paths.lock)?.ok_or_else(|| ExecutorError::AlreadyRunning {
+            socket: paths.socket.clone(),
+        })?;
+    let left = remove_remains(&spec.alloc_id, &spec.task_name, &paths)?;
+    if !left.task_processes.is_empty() {
+        tracing::warn!(
+            "task {}: killed what a dead executor left: {left}",
+            spec.task_name
+        );
+    }
     let json =
         serde_json::to_vec_pretty(spec).map_err(|e| ExecutorError::Protocol(e.to_string()))?;
     std::fs::write(&paths.spec, json)
         .map_err(ExecutorError::io(format!("write {}", paths.spec.display())))?;
-    let result = spawn_executor(cfg, spec, &paths);
+    let result = spawn_executor(cfg, spec, &paths, &lock);
     if let Err(e) = &result {
-        // An executor that failed removed what it created; one that died could not.
+        // A failed executor removed what it created; one that died could not.
         if matches!(e, ExecutorError::Vanished { .. }) {
-            remove_remains(spec, &paths);
+            let _ = remove_remains(&spec.alloc_id, &spec.task_name, &paths);
         }
-        // The spec file is ours either way.
         let _ = std::fs::remove_file(&paths.spec);
+        // A garbled report may come from a live executor: it keeps the lock.
+        if !matches!(e, ExecutorError::Protocol(_)) {
+            lock.remove(&paths.lock);
+        }
     }
     result
 }
 
-/// Best-effort cleanup after an executor died without cleaning up itself.
-/// The executor inherited our cgroups, so its task cgroup is ours to find.
-fn remove_remains(spec: &TaskSpec, paths: &RunPaths) {
-    if let Some(cg) = TaskCgroup::existing(spec) {
-        let _ = cg.kill_all();
-        if let Err(e) = cg.delete() {
-            tracing::warn!("a dead executor left its cgroup behind: {e}");
-        }
+/// What [`destroy_remains`] (or a launch) found of a task's earlier attempts.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Remains {
+    /// Executors that still held the task's lock, killed.
+    pub executors: Vec<i32>,
+    /// Processes left in the task's cgroup, killed.
+    pub task_processes: Vec<i32>,
+}
+
+impl Remains {
+    pub fn is_empty(&self) -> bool {
+        self.executors.is_empty() && self.task_processes.is_empty()
     }
-    let _ = std::fs::remove_file(&paths.socket);
+}
+
+impl std::fmt::Display for Remains {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "executors {:?}, task processes {:?}",
+            self.executors, self.task_processes
+        )
+    }
+}
+
+/// Destroys everything of `task_name`'s earlier attempts: kills any executor
+/// that still holds the task's lock (one its agent lost, whether or not it
+/// ever answered), then every process in the task's cgroup, and removes the
+/// cgroup, socket, spec file and root dir. Returns once all of it is dead.
+/// Only valid in a process that shares the executors' cgroups (their launcher).
+pub fn destroy_remains(
+    cfg: &ExecutorConfig,
+    alloc_id: &str,
+    task_name: &str,
+) -> Result<Remains, ExecutorError> {
+    let paths = RunPaths::for_task(&cfg.run_dir, alloc_id, task_name)?;
+    std::fs::create_dir_all(&cfg.run_dir).map_err(ExecutorError::io(format!(
+        "create run dir {}",
+        cfg.run_dir.display()
+    )))?;
+    let mut executors = Vec::new();
+    let lock = loop {
+        if let Some(lock) = TaskLock::try_acquire(&paths.lock)? {
+            break lock;
+        }
+        let holders = task_lock::holders(&paths.lock);
+        if holders.is_empty() {
+            return Err(ExecutorError::Protocol(format!(
+                "{} is locked by a process this one cannot see",
+                paths.lock.display()
+            )));
+        }
+        for pid in holders {
+            kill_and_wait(pid)?;
+            executors.push(pid);
+        }
+    };
+    let result = remove_remains(alloc_id, task_name, &paths);
+    lock.remove(&paths.lock);
+    let mut remains = result?;
+    remains.executors = executors;
+    Ok(remains)
+}
+
+/// Under the task's lock: kills and removes what an executor that is no
+/// longer alive left (its task tree and cgroup, socket, spec file, root dir).
+fn remove_remains(
+    alloc_id: &str,
+    task_name: &str,
+    paths: &RunPaths,
+) -> Result<Remains, ExecutorError> {
+    let task_processes = match TaskCgroup::existing(alloc_id, task_name) {
+        Some(cg) => cg.destroy()?,
+        None => Vec::new(),
+    };
+    for file in [&paths.socket, &paths.spec] {
+        let _ = std::fs::remove_file(file);
+    }
     let _ = std::fs::remove_dir(&paths.root);
+    Ok(Remains {
+        executors: Vec::new(),
+        task_processes,
+    })
 }
 
 fn spawn_executor(
     cfg: &ExecutorConfig,
     spec: &TaskSpec,
     paths: &RunPaths,
+    lock: &TaskLock,
 ) -> Result<Executor, ExecutorError> {
     let spec_file = File::open(&paths.spec)
         .map_err(ExecutorError::io(format!("open {}", paths.spec.display())))?;
@@ -89,7 +177,12 @@ fn spawn_executor(
     // Park both fds above 4 so the child's dup2 onto 3 and 4 cannot clobber one with the other.
     let spec_fd = dup_above(&spec_file)?;
     let ready_fd = dup_above(&ready_w)?;
-    let (spec_raw, ready_raw) = (spec_fd.as_raw_fd(), ready_fd.as_raw_fd());
+    let lock_fd = dup_above(lock.file())?;
+    let (spec_raw, ready_raw, lock_raw) = (
+        spec_fd.as_raw_fd(),
+        ready_fd.as_raw_fd(),
+        lock_fd.as_raw_fd(),
+    );
 
     let mut cmd = Command::new(&cfg.executor_bin);
     cmd.arg("--run-dir")
@@ -104,7 +197,11 @@ fn spawn_executor(
     // SAFETY: only dup2, which is async-signal-safe, runs between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            for (from, to) in [(spec_raw, SPEC_FD), (ready_raw, READY_FD)] {
+            for (from, to) in [
+                (spec_raw, SPEC_FD),
+                (ready_raw, READY_FD),
+                (lock_raw, LOCK_FD),
+            ] {
                 if libc::dup2(from, to) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -116,7 +213,7 @@ fn spawn_executor(
         "spawn {}",
         cfg.executor_bin.display()
     )))?;
-    drop((spec_fd, ready_fd, ready_w, spec_file));
+    drop((spec_fd, ready_fd, lock_fd, ready_w, spec_file));
     // The first executor process only forks the daemon and exits: reap it here.
     let status = child
         .wait()
@@ -141,7 +238,7 @@ fn spawn_executor(
 fn dup_above(fd: &impl AsFd) -> Result<OwnedFd, ExecutorError> {
     let raw = fcntl(
         fd.as_fd().as_raw_fd(),
-        FcntlArg::F_DUPFD_CLOEXEC(READY_FD + 1),
+        FcntlArg::F_DUPFD_CLOEXEC(LOCK_FD + 1),
     )
     .map_err(ExecutorError::io("dup fd for the executor"))?;
     // SAFETY: fcntl just returned this new fd and nothing else owns it.
@@ -204,14 +301,7 @@ impl Executor {
         let pidfd = pidfd_open(peer.pid())?;
         self.exchange(stream, Request::Shutdown)
             .and_then(expect_done)?;
-        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
-        loop {
-            match poll(&mut fds, PollTimeout::NONE) {
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(ExecutorError::io("wait for the executor to exit")(e)),
-                Ok(_) => return Ok(()),
-            }
-        }
+        wait_exited(pidfd.as_fd())
     }
 
     fn done(&self, req: Request) -> Result<(), ExecutorError> {

@@ -13,9 +13,10 @@ pub mod server;
 mod signal;
 pub mod spec;
 mod sys;
+mod task_lock;
 mod validate;
 
-pub use client::{launch, Executor, ExecutorConfig, FAILPOINTS_ENV};
+pub use client::{destroy_remains, launch, Executor, ExecutorConfig, Remains, FAILPOINTS_ENV};
 pub use error::ExecutorError;
 pub use fixture::build_busybox_root;
 pub use isolation::caps::DEFAULT_CAPS;

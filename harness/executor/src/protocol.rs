@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 pub const SPEC_FD: RawFd = 3;
 /// The executor writes its one [`Ready`] line to this fd.
 pub(crate) const READY_FD: RawFd = 4;
+/// The task's lock (see `task_lock`), which the executor holds until it exits.
+pub(crate) const LOCK_FD: RawFd = 5;
 
 /// `sun_path` is 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
@@ -48,32 +50,33 @@ pub(crate) enum Response {
 pub(crate) struct RunPaths {
     pub spec: PathBuf,
     pub socket: PathBuf,
+    /// Held by the one executor of the task (see `task_lock`).
+    pub lock: PathBuf,
     /// Empty host directory the task's root tmpfs is mounted on (in the task's namespace only).
     pub root: PathBuf,
 }
 
 impl RunPaths {
     pub fn new(run_dir: &Path, spec: &TaskSpec) -> Result<RunPaths, ExecutorError> {
-        let stem = format!("{}.{}", spec.alloc_id, spec.task_name);
+        Self::for_task(run_dir, &spec.alloc_id, &spec.task_name)
+    }
+
+    pub fn for_task(
+        run_dir: &Path,
+        alloc_id: &str,
+        task_name: &str,
+    ) -> Result<RunPaths, ExecutorError> {
+        let stem = format!("{alloc_id}.{task_name}");
         let paths = RunPaths {
-            spec: run_dir.join(spec_file_name(&spec.alloc_id, &spec.task_name)),
-            socket: socket_path(run_dir, &spec.alloc_id, &spec.task_name),
+            spec: run_dir.join(spec_file_name(alloc_id, task_name)),
+            socket: socket_path(run_dir, alloc_id, task_name),
+            lock: run_dir.join(format!("{stem}.lock")),
             root: run_dir.join(format!("{stem}.root")),
         };
         if paths.socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(ExecutorError::SocketPathTooLong { path: paths.socket });
         }
         Ok(paths)
-    }
-
-    /// A live executor answers on the socket; a stale socket file does not.
-    pub fn ensure_not_running(&self) -> Result<(), ExecutorError> {
-        match std::os::unix::net::UnixStream::connect(&self.socket) {
-            Ok(_) => Err(ExecutorError::AlreadyRunning {
-                socket: self.socket.clone(),
-            }),
-            Err(_) => Ok(()),
-        }
     }
 }
 

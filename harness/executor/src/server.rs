@@ -5,7 +5,7 @@ use crate::error::ExecutorError;
 use crate::isolation::cgroup::TaskCgroup;
 use crate::isolation::{spawn_task, TaskLaunch};
 use crate::logs::RotatingWriter;
-use crate::protocol::{self, Ready, Request, Response, RunPaths, READY_FD, SPEC_FD};
+use crate::protocol::{self, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
 use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
 use crate::sys::{now_ms, pidfd_send_signal};
 use crate::validate::{check_task_dir, validate, Credentials};
@@ -28,7 +28,7 @@ use taskgate_faults::points;
 /// Entry point of `taskgate-executor`: the spec is on fd 3, readiness goes to fd 4.
 /// Returns only on a startup failure (after reporting it) or a broken socket.
 pub fn run(run_dir: &Path) -> Result<(), ExecutorError> {
-    for fd in [SPEC_FD, READY_FD] {
+    for fd in [SPEC_FD, READY_FD, LOCK_FD] {
         // Keeps fd 3 open for the process's life (the oracle reads it) but out of the task.
         fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(ExecutorError::io(format!(
             "fd {fd} (the executor is started by launch(), not by hand)"
@@ -39,6 +39,9 @@ pub fn run(run_dir: &Path) -> Result<(), ExecutorError> {
     // Closed early only after a successful start: on a failure or a panic the
     // exit itself closes it, and that EOF tells launch() this process is gone.
     let mut ready = ManuallyDrop::new(unsafe { File::from_raw_fd(READY_FD) });
+    // The task's lock, taken by launch(): held until this process exits, so
+    // no other executor of the task can start meanwhile (see `task_lock`).
+    let _lock = unsafe { File::from_raw_fd(LOCK_FD) };
     daemonize()?;
     match Supervisor::start(run_dir, &spec_file) {
         Ok((sup, listener)) => {
@@ -76,7 +79,8 @@ struct Leftovers {
 }
 
 impl Leftovers {
-    /// The cgroup goes first: if it cannot be removed, the socket stays for a retry.
+    /// The cgroup goes first: if it cannot be removed, the socket stays for
+    /// a retry. The lock file goes last, while this executor still holds it.
     fn remove(&mut self) -> Result<(), ExecutorError> {
         if let Some(cg) = &self.cgroup {
             cg.delete()?;
@@ -88,7 +92,7 @@ impl Leftovers {
         if std::mem::take(&mut self.root) {
             remove(&self.paths.root, |p| std::fs::remove_dir(p))?;
         }
-        Ok(())
+        remove(&self.paths.lock, |p| std::fs::remove_file(p))
     }
 }
 
@@ -196,8 +200,8 @@ impl Supervisor {
             pipes.push((writer, File::from(r), w));
         }
 
+        // Under the task's lock, a socket file here is a dead executor's.
         let socket = &made.paths.socket;
-        made.paths.ensure_not_running()?;
         taskgate_faults::fault_point!(points::EX_BEFORE_BIND, spec.task_name.as_str(), |msg| Err(
             ExecutorError::Injected(msg)
         ));

@@ -1,8 +1,9 @@
 //! Thin wrappers over syscalls that nix does not cover.
 
 use crate::error::ExecutorError;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::Signal;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A pidfd pins a process's identity: signals and polls through it cannot hit a reused pid.
@@ -38,6 +39,27 @@ pub(crate) fn pidfd_send_signal(
         return Err(ExecutorError::io(format!("send {signal} to the task"))(err));
     }
     Ok(())
+}
+
+/// Blocks until the process behind `pidfd` has exited.
+pub(crate) fn wait_exited(pidfd: BorrowedFd<'_>) -> Result<(), ExecutorError> {
+    let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN)];
+    loop {
+        match poll(&mut fds, PollTimeout::NONE) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(ExecutorError::io("wait for a process to exit")(e)),
+            Ok(_) => return Ok(()),
+        }
+    }
+}
+
+/// SIGKILLs `pid` and waits until it has exited; one already gone is fine.
+pub(crate) fn kill_and_wait(pid: i32) -> Result<(), ExecutorError> {
+    let Ok(pidfd) = pidfd_open(pid) else {
+        return Ok(());
+    };
+    pidfd_send_signal(pidfd.as_fd(), Signal::SIGKILL)?;
+    wait_exited(pidfd.as_fd())
 }
 
 pub(crate) fn now_ms() -> u64 {

@@ -53,10 +53,6 @@ scenario "held-runner-executor-death" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "B3: an executor that dies leaves its task running"
-      invariant = "no process of a task outlives its executor unobserved"
-    }
   }
 }
 

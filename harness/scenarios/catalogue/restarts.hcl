@@ -138,3 +138,56 @@ scenario "kill-path-agent-kill" {
     status = "complete"
   }
 }
+
+scenario "attempt-2-agent-kill" {
+  about = "the agent dies after attempt 2's executor started, before its handle was persisted (B1, fixed): the restored agent reattaches to attempt 2, not attempt 1"
+  job   = "jobs/web-failing.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.after_driver_start", "web:hook.poststart.before.persist_handle"]
+      action = "kill"
+      hit    = 2
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
+scenario "agent-kill-before-bind" {
+  about = "the agent dies before its executor bound the socket (B4, fixed): the restored agent destroys that executor before it launches another"
+  job   = "jobs/web-retried.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points = ["web:ex.spawned"]
+      action = "kill"
+      with   = ["web:ex.before_bind=await(web:tr.after_driver_start@1)"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "executor-death-restart" {
+  about = "a running task's executor is SIGKILLed (B3, fixed): its task tree is killed before the restart launches attempt 2, then the alloc stops"
+  job   = "jobs/web-retried.hcl"
+  faults {
+    host    = "process"
+    then    = "run-to-end"
+    each {
+      points = ["web:hook.poststart.after.persist_handle"]
+      action = "kill-executor"
+      with   = ["web:tr.after_driver_start@2=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}

@@ -10,7 +10,6 @@ use taskgate_engine::jobspec::JobspecError;
 /// The built-in scenario files and the jobs they share, (name, text): the
 /// scenarios in the files' order, `jobs/` holding only jobspecs.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("bugs.hcl", include_str!("../catalogue/bugs.hcl")),
     (
         "stop-races.hcl",
         include_str!("../catalogue/stop-races.hcl"),

@@ -220,7 +220,7 @@ mod tests {
         let runtime = runtime();
         let runner = FakeRunner { runtime: &runtime };
         let all = catalogue();
-        for name in ["agent-kill", "b3-executor-death", "held-runner-stop"] {
+        for name in ["agent-kill", "executor-death-restart", "held-runner-stop"] {
             let report = runner.run(find(&all, name).unwrap(), &Case::Fault(0));
             assert!(
                 report.problems[0].contains("the fake driver cannot"),

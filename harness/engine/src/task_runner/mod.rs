@@ -16,7 +16,9 @@ use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use taskgate_executor::{ExitResult, LogConfig, Resources, Rlimits, TaskSpec};
+use taskgate_executor::{
+    ExecutorError, ExitResult, LogConfig, Remains, Resources, Rlimits, TaskSpec,
+};
 use taskgate_faults::fault_point;
 use taskgate_faults::points::{self, hook_point, Edge};
 use tokio::sync::{mpsc, watch};
@@ -231,7 +233,7 @@ impl TaskRunner {
                 return self.not_started(&refused.to_string());
             }
             fault_point!(points::TR_START_COMMITTED, self.name());
-            let launch = self.deps.driver.start(self.spec(&setup)).await;
+            let launch = self.launch(&setup).await;
             self.record.launched = Some(attempt);
             let running = match launch {
                 Ok(running) => running,
@@ -321,8 +323,69 @@ impl TaskRunner {
             .gate
             .commit_start(receipt, self.task.is_poststop())?;
         self.record.committed = Some(attempt);
+        // The handle named the previous attempt's executor; from here on the
+        // committed attempt's executor is found at its socket path until its
+        // own handle is persisted (B1: a restore reattached to the stale one,
+        // and the new executor ran with no supervisor).
+        self.record.handle = None;
         self.publish();
         Ok(())
+    }
+
+    /// Starts the committed attempt. An executor that still holds the task
+    /// can only be an earlier attempt's that outlived its supervision: it is
+    /// destroyed, and the start tried once more, instead of failing the
+    /// attempt on it.
+    async fn launch(&mut self, setup: &TaskSetup) -> Result<RunningTask, ExecutorError> {
+        match self.deps.driver.start(self.spec(setup)).await {
+            Err(ExecutorError::AlreadyRunning { .. }) => {
+                let remains = self.destroy_remains().await?;
+                tracing::warn!(task = self.name(), %remains, "an earlier executor still ran");
+                self.deps.driver.start(self.spec(setup)).await
+            }
+            launched => launched,
+        }
+    }
+
+    /// Kills whatever is left of this task's earlier attempts (an executor
+    /// this agent cannot reach, a task tree whose executor died), as Nomad
+    /// does when a reattach fails (#1795, #17424), so that no attempt ever
+    /// runs beside another (B3).
+    async fn destroy_remains(&self) -> Result<Remains, ExecutorError> {
+        let destroyed = self
+            .deps
+            .driver
+            .destroy_remains(&self.deps.alloc_id, &self.task.name)
+            .await;
+        if let Err(err) = &destroyed {
+            tracing::error!(task = self.name(), error = %err, "destroying remains failed");
+        }
+        destroyed
+    }
+
+    /// A lost attempt: its executor is gone or unreachable. Once its remains
+    /// are destroyed the attempt is known to be over, and is reported killed;
+    /// if they could not be, it stays lost and unaccounted for.
+    async fn lose_attempt(&mut self, attempt: u32, why: String) {
+        let destroyed = self.destroy_remains().await;
+        self.emit(EventKind::Lost, attempt, why);
+        match destroyed {
+            Ok(remains) if remains.is_empty() => self.emit(
+                EventKind::Killed,
+                attempt,
+                "Nothing of the lost attempt was running",
+            ),
+            Ok(remains) => self.emit(
+                EventKind::Killed,
+                attempt,
+                format!("Killed what was left of the lost attempt: {remains}"),
+            ),
+            Err(err) => self.emit(
+                EventKind::Lost,
+                attempt,
+                format!("destroying what was left of it failed: {err}"),
+            ),
+        }
     }
 
     /// Waits for the task to exit, or kills it when told to.
@@ -400,7 +463,8 @@ impl TaskRunner {
                     .await
             }
             AttemptEnd::Lost(why) => {
-                self.emit(EventKind::Lost, attempt, format!("executor lost: {why}"));
+                self.lose_attempt(attempt, format!("executor lost: {why}"))
+                    .await;
                 let decision = tracker.on_start_error(true, self.deps.clock.now());
                 self.restart_or_stop(decision, attempt, |reason| Outcome::Failed {
                     reason: format!("executor lost: {why}; {reason}"),
@@ -487,8 +551,11 @@ impl TaskRunner {
             .handle
             .clone()
             .unwrap_or_else(|| unknown_handle(self.socket_path()));
-        if let Ok(running) = self.deps.driver.reattach(info).await {
-            self.run_exited_hooks(&running, Some(&ended.result), attempt);
+        match self.deps.driver.reattach(info).await {
+            Ok(running) => self.run_exited_hooks(&running, Some(&ended.result), attempt),
+            Err(_) => {
+                let _ = self.destroy_remains().await;
+            }
         }
         if ended.killed {
             return Some(Outcome::Killed {
@@ -532,11 +599,11 @@ impl TaskRunner {
                 // The attempt is over (its executor is gone); it counts as
                 // committed, so it is never started again under this number.
                 self.deps.gate.restore_committed(&self.task.name, attempt);
-                self.emit(
-                    EventKind::Lost,
+                self.lose_attempt(
                     attempt,
                     format!("could not re-attach to the executor: {err}"),
-                );
+                )
+                .await;
                 self.record.handle = None;
                 if matches!(self.record.state, TaskState::Running { .. }) {
                     self.set_state(TaskState::Pending);

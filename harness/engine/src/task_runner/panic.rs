@@ -45,15 +45,24 @@ impl PanicCleanup {
                 .handle
                 .clone()
                 .unwrap_or_else(|| unknown_handle(self.socket.clone()));
-            if let Ok(running) = self.driver.reattach(info).await {
-                let _ = running
-                    .stop(
-                        taskgate_executor::KillSignal::SIGKILL,
-                        std::time::Duration::ZERO,
-                    )
-                    .await;
-                let _ = running.wait().await;
-                let _ = tokio::task::spawn_blocking(move || running.shutdown()).await;
+            match self.driver.reattach(info).await {
+                Ok(running) => {
+                    let _ = running
+                        .stop(
+                            taskgate_executor::KillSignal::SIGKILL,
+                            std::time::Duration::ZERO,
+                        )
+                        .await;
+                    let _ = running.wait().await;
+                    let _ = tokio::task::spawn_blocking(move || running.shutdown()).await;
+                }
+                // Not answering (yet, or any more): kill whatever is there.
+                Err(_) => {
+                    let _ = self
+                        .driver
+                        .destroy_remains(&self.alloc_id, &self.task)
+                        .await;
+                }
             }
         }
         let attempt = record.committed.unwrap_or(0);

@@ -5,6 +5,7 @@
 use super::device_filter;
 use crate::error::ExecutorError;
 use crate::spec::{Resources, TaskSpec};
+use crate::sys::{pidfd_open, wait_exited};
 use cgroups_rs::cgroup::{get_cgroups_relative_paths, UNIFIED_MOUNTPOINT};
 use cgroups_rs::cpu::CpuController;
 use cgroups_rs::devices::DevicesController;
@@ -14,6 +15,7 @@ use cgroups_rs::pid::PidController;
 use cgroups_rs::{hierarchies, Cgroup, CgroupPid, Controller, MaxValue};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 /// Controllers the task needs on v2; enabling every available one would also
@@ -27,7 +29,9 @@ pub(crate) struct TaskCgroup {
 impl TaskCgroup {
     /// Creates the cgroup and applies the limits; on failure nothing is left.
     pub fn create(spec: &TaskSpec) -> Result<TaskCgroup, ExecutorError> {
-        let tc = TaskCgroup { cg: load(spec)? };
+        let tc = TaskCgroup {
+            cg: load(&spec.alloc_id, &spec.task_name)?,
+        };
         tc.cg
             .create()
             .map_err(cg_err(format!("create {}", tc.cg.path())))?;
@@ -92,8 +96,8 @@ impl TaskCgroup {
 
     /// The task's cgroup if it exists: what a crashed executor left behind.
     /// Only valid in a process that shares the executor's cgroups (its launcher).
-    pub fn existing(spec: &TaskSpec) -> Option<TaskCgroup> {
-        load(spec)
+    pub fn existing(alloc_id: &str, task_name: &str) -> Option<TaskCgroup> {
+        load(alloc_id, task_name)
             .ok()
             .filter(Cgroup::exists)
             .map(|cg| TaskCgroup { cg })
@@ -178,6 +182,27 @@ impl TaskCgroup {
             .unwrap_or(false)
     }
 
+    /// Kills everything in the cgroup, waits until each process has exited,
+    /// and removes the cgroup. Returns the pids it killed.
+    pub fn destroy(&self) -> Result<Vec<i32>, ExecutorError> {
+        let mut killed = Vec::new();
+        loop {
+            let procs: Vec<i32> = self.cg.procs().iter().map(|p| p.pid as i32).collect();
+            if procs.is_empty() {
+                break;
+            }
+            // Opened before the kill, so each wait is on the process we listed.
+            let pidfds: Vec<_> = procs.iter().filter_map(|&p| pidfd_open(p).ok()).collect();
+            self.kill_all()?;
+            for pidfd in &pidfds {
+                wait_exited(pidfd.as_fd())?;
+            }
+            killed.extend(procs);
+        }
+        self.delete()?;
+        Ok(killed)
+    }
+
     pub fn delete(&self) -> Result<(), ExecutorError> {
         self.cg
             .delete()
@@ -192,9 +217,9 @@ pub fn task_cgroup_name(alloc_id: &str, task_name: &str) -> String {
 }
 
 /// A handle on the task's cgroup below this process's own cgroups.
-fn load(spec: &TaskSpec) -> Result<Cgroup, ExecutorError> {
+fn load(alloc_id: &str, task_name: &str) -> Result<Cgroup, ExecutorError> {
     let hier = hierarchies::auto();
-    let leaf = task_cgroup_name(&spec.alloc_id, &spec.task_name);
+    let leaf = task_cgroup_name(alloc_id, task_name);
     if hier.v2() {
         let path = own_v2_path()?.join(&leaf);
         let controllers = V2_CONTROLLERS.iter().map(|c| c.to_string()).collect();
