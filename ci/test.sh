@@ -7,13 +7,18 @@
 # does not stop the later ones, except those that need what it built:
 #   build      cargo build of every target with the failpoints feature, and
 #              the legacy-prestart-skip binaries (same target dir, so the
-#              dependencies are built once) copied to target/legacy-bin/
+#              dependencies are built once) copied to target/legacy-bin/,
+#              and each seeded bug's binaries to target/zoo/<bug>/
 #   test       the workspace tests on this host
 #   gate       the release gate (`taskgate gate`): the whole catalogue, full
 #              enumeration + random schedules, JUnit XML at
 #              target/taskgate-gate.xml; zero violations required
 #   legacy     proof that the gate can fail: the legacy build (the report's
 #              original logic) must make `explore sidecar-stop` fail
+#   zoo        ci/zoo.sh: the gate must fail, on an invariant, within 60 s,
+#              on every seeded bug (each a cargo feature re-creating one
+#              orchestrator bug) and on the legacy build; prints each one's
+#              time to its first failure
 #   fake       ci/fake.sh: the wide search as nobody, against the engine's
 #              fake driver; on the legacy build it fails on exactly the
 #              schedules the real executor fails on
@@ -36,7 +41,7 @@ set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
-ALL_STAGES=(build test gate legacy fake stress lint qemu-v2 qemu-v1 leftovers)
+ALL_STAGES=(build test gate legacy zoo fake stress lint qemu-v2 qemu-v1 leftovers)
 if [ $# -eq 0 ]; then
     stages=("${ALL_STAGES[@]}")
 else
@@ -77,6 +82,7 @@ LEGACY_DIR=target/legacy-bin
 TEST_CMD=(env PROPTEST_CASES=10000 cargo test --workspace --features failpoints,privileged -- --test-threads=1)
 GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml)
 LEGACY_EXPLORE_CMD=("$LEGACY_DIR/taskgate" explore sidecar-stop --random 0 --expect-violation)
+ZOO_CMD=(ci/zoo.sh run "$LEGACY_DIR")
 FAKE_CMD=(ci/fake.sh target/debug/taskgate "$LEGACY_DIR/taskgate")
 STRESS_CMD=(ci/stress.sh target/debug/taskgate "$LEGACY_DIR/taskgate" "${STRESS_REPEAT:-100}")
 LINT_CMD=(ci/lint.sh)
@@ -139,8 +145,8 @@ build_all() {
         cargo build --bins --features "$LEGACY_FEATURES" &&
         mkdir -p "$LEGACY_DIR" &&
         cp target/debug/taskgate target/debug/taskgate-executor "$LEGACY_DIR/" &&
-        # Back to the fixed binaries (cached: only copied into place again).
-        cargo build --bins --features failpoints
+        # Each seeded bug, then back to the fixed binaries.
+        ci/zoo.sh build
 }
 
 qemu_cmd() { # qemu_cmd MODE: the ci/qemu-matrix.sh invocation for one guest
@@ -169,6 +175,7 @@ needs_build() { # needs_build NAME COMMAND...: a stage that runs what `build` bu
 wants test && needs_build test "${TEST_CMD[@]}"
 wants gate && needs_build gate "${GATE_CMD[@]}"
 wants legacy && needs_build "legacy (must find the violation)" "${LEGACY_EXPLORE_CMD[@]}"
+wants zoo && needs_build "zoo (every seeded bug caught)" "${ZOO_CMD[@]}"
 wants fake && needs_build "fake (the wide search, unprivileged)" "${FAKE_CMD[@]}"
 wants stress && needs_build stress "${STRESS_CMD[@]}"
 wants lint && stage lint "${LINT_CMD[@]}"

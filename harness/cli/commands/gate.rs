@@ -35,6 +35,10 @@ pub struct Args {
     /// whole gate, for a CI matrix; join them with --merge.
     #[arg(long, value_name = "I/N", conflicts_with = "merge")]
     pub shard: Option<Shard>,
+    /// Stop at the first failing run (the verdict is known): for proving
+    /// that a seeded bug is caught, and how soon.
+    #[arg(long, conflicts_with = "merge")]
+    pub fail_fast: bool,
     /// Run nothing: merge these shard reports into --junit and give the verdict.
     #[arg(long, num_args = 1.., value_name = "SHARD.xml")]
     pub merge: Vec<PathBuf>,
@@ -103,10 +107,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut progress = Progress::new("gate", mine.len())?;
     let started = Instant::now();
     let mut reports = Vec::new();
+    let mut first_failure = None;
     for (scenario, case) in &mine {
         let report = runner.run(scenario, case);
         progress.finished(&report);
+        let failed = !report.passed();
+        if failed && first_failure.is_none() {
+            first_failure = Some((
+                report.token.to_string(),
+                reports.len() + 1,
+                started.elapsed(),
+            ));
+        }
         reports.push(report);
+        if failed && args.fail_fast {
+            break;
+        }
     }
     progress.finish();
     let mut xml = junit(&reports, "taskgate-gate");
@@ -146,6 +162,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.junit.display()
     );
     println!("{} passed, {failed} failed", reports.len() - failed);
+    if let Some((token, n, at)) = first_failure {
+        println!(
+            "first failure: {token} (run {n} of {}), after {:.1}s",
+            mine.len(),
+            at.as_secs_f64()
+        );
+    }
     anyhow::ensure!(
         failed == 0,
         "the release gate failed: {failed} runs violated invariants"

@@ -18,6 +18,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use taskgate_faults::seeded::SeededBug;
 
 /// Fault configuration for executor processes, handed to them as `FAILPOINTS`.
 pub const FAILPOINTS_ENV: &str = "TASKGATE_EXECUTOR_FAILPOINTS";
@@ -150,9 +151,10 @@ fn remove_remains(
     task_name: &str,
     paths: &RunPaths,
 ) -> Result<Remains, ExecutorError> {
+    let spared = SeededBug::OrphanedTaskTree.active() || SeededBug::RestartBesideLostTask.active();
     let task_processes = match TaskCgroup::existing(alloc_id, task_name) {
-        Some(cg) => cg.destroy()?,
-        None => Vec::new(),
+        Some(cg) if !spared => cg.destroy()?,
+        _ => Vec::new(),
     };
     for file in [&paths.socket, &paths.spec] {
         let _ = std::fs::remove_file(file);

@@ -15,6 +15,7 @@ pub mod points;
 #[cfg(feature = "failpoints")]
 mod registry;
 pub mod schedule;
+pub mod seeded;
 #[cfg(feature = "failpoints")]
 pub use registry::*;
 

@@ -173,10 +173,9 @@ fn append(at: &PointName, action: &Option<Action>, detail: Option<Detail>) {
         detail,
     };
     if let Some((log, _)) = &mut st.log {
-        // Line-buffered and written before the action, so a harness reading
-        // the log of a process killed at this very point still sees the hit.
-        let line = serde_json::to_string(&hit).expect("hits serialize");
-        let _ = writeln!(log, "{line}");
+        // Written before the action, so a harness reading the log of a
+        // process killed at this very point still sees the hit.
+        let _ = append_line(log, &hit);
     }
     st.history.push(hit);
     registry().changed.notify_all();
@@ -311,10 +310,34 @@ pub fn read_log(path: &std::path::Path) -> std::io::Result<Vec<Hit>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    Ok(text
+    parse_log(&text)
+}
+
+/// One hit, one line, in one write: lines of processes appending at once
+/// never interleave (`writeln!` wrote a line and its newline apart, and a
+/// hit was lost now and then).
+fn append_line(log: &mut std::fs::File, hit: &Hit) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(hit).expect("hits serialize");
+    line.push(b'\n');
+    log.write_all(&line)
+}
+
+/// Every complete line is a hit; a last line without its newline is one
+/// being written right now, and is left for the next read.
+fn parse_log(text: &str) -> std::io::Result<Vec<Hit>> {
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+        .enumerate()
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("fault log line {}: {e}: {line:?}", n + 1),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Configures `action` at `point` (optionally only for one task's scope).

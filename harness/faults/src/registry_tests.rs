@@ -249,3 +249,45 @@ fn env_spec_round_trips_and_the_log_survives_a_torn_line() {
     assert_eq!(read_log(&log).unwrap(), [hit]);
     assert!(read_log(&dir.path().join("absent")).unwrap().is_empty());
 }
+
+#[test]
+fn a_garbled_line_is_an_error_not_a_lost_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("faults.jsonl");
+    std::fs::write(&log, "{\"seq\":1,\"na\n{\"seq\":2}\n").unwrap();
+    let err = read_log(&log).unwrap_err();
+    assert!(err.to_string().contains("fault log line 1"), "{err}");
+}
+
+/// Processes append to one log through their own open files: every line
+/// must come out whole, whatever the interleaving.
+#[test]
+fn writers_appending_at_once_lose_no_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("faults.jsonl");
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log)
+                    .unwrap();
+                for seq in 0..2000 {
+                    let hit = Hit {
+                        seq,
+                        point: PointName::new(Some(&format!("w{w}")), "ex.task_exited"),
+                        action: None,
+                        detail: None,
+                    };
+                    append_line(&mut file, &hit).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert_eq!(read_log(&log).unwrap().len(), 8000);
+}

@@ -672,7 +672,12 @@ mod tests {
             .hit("web:tr.observed_terminal")
             .task_exec("web")
             .task_event("web", TaskEventKind::Killed, 1);
-        assert_eq!(check_with(&h.0, &shapes(&["web"]), &observed_cfg()), []);
+        let mut h = h.0;
+        h.push(Event::TaskExited {
+            task: "web".into(),
+            exit: TaskExit::Signal(15),
+        });
+        assert_eq!(check_with(&h, &shapes(&["web"]), &observed_cfg()), []);
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub const INVARIANTS: &[&str] = &[
     lifecycle::STATUS_MATCHES_EXITS,
     lifecycle::NO_SURVIVORS,
     lifecycle::RESTARTS_MONOTONIC,
+    lifecycle::START_ORDER,
+    lifecycle::ATTEMPTS_WITHIN_POLICY,
+    lifecycle::EXITS_OBSERVED,
 ];
 
 pub use judge::{judge, RunFacts, DENY_LAYOUT, DENY_TERMINAL};

@@ -21,6 +21,12 @@ pub const STATUS_MATCHES_EXITS: &str =
     "the alloc's final status is the one its recorded exits give";
 pub const NO_SURVIVORS: &str = "no process of a task outlives its executor unobserved";
 pub const RESTARTS_MONOTONIC: &str = "a task's restart count never goes backwards";
+pub const ATTEMPTS_WITHIN_POLICY: &str =
+    "no task runs more attempts than its restart policy allows";
+pub const EXITS_OBSERVED: &str =
+    "every task tree's end is recorded by its own executor, unless the harness killed it";
+pub const START_ORDER: &str =
+    "main tasks start after every prestart task completed, poststart tasks after the main tasks";
 
 /// Every lifecycle invariant.
 pub fn check(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
@@ -32,6 +38,9 @@ pub fn check(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     v.extend(check_status_matches_exits(history, tasks));
     v.extend(check_no_survivors(history));
     v.extend(check_restarts_monotonic(history));
+    v.extend(check_start_order(history, tasks));
+    v.extend(check_attempts_within_policy(history, tasks));
+    v.extend(check_exits_observed(history, tasks));
     v
 }
 
@@ -436,6 +445,106 @@ pub fn check_restarts_monotonic(history: &[Event]) -> Vec<Violation> {
                 }
             }
             last.insert(task, *restarts);
+        }
+    }
+    out
+}
+
+/// Nomad's lifecycle, judged on the kernel's records: every tree of a main
+/// or poststart task is rooted after each prestart task's successful exit
+/// (a prestart sidecar's start), and a poststart task's after each main
+/// task's first start. A restore must keep it too (Kubernetes #36485 and
+/// #140309: init containers re-run, or skipped, after a node restart).
+pub fn check_start_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let completed = |task: &str, before: usize| {
+        exits(history, task)
+            .iter()
+            .any(|&(at, exit)| at < before && exit.successful())
+    };
+    let started =
+        |task: &str, before: usize| tree_roots(history, task).iter().any(|&at| at < before);
+    let mut out = Vec::new();
+    for task in tasks {
+        let poststart = match task.role {
+            TaskRole::Main { .. } => false,
+            TaskRole::Poststart { .. } => true,
+            TaskRole::Prestart { .. } | TaskRole::Poststop => continue,
+        };
+        for root in tree_roots(history, &task.name) {
+            for before in tasks {
+                let missing = match before.role {
+                    TaskRole::Prestart { sidecar: false } if !completed(&before.name, root) => {
+                        "completed"
+                    }
+                    TaskRole::Prestart { sidecar: true } if !started(&before.name, root) => {
+                        "started"
+                    }
+                    TaskRole::Main { .. } if poststart && !started(&before.name, root) => "started",
+                    _ => continue,
+                };
+                out.push(violation(
+                    START_ORDER,
+                    &task.name,
+                    format!("started at #{root} before {} had {missing}", before.name),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// A task in fail mode runs at most once plus its policy's restart attempts
+/// (the jobs a scenario runs have intervals longer than any run), across
+/// agent restarts too: a restore must not grant the attempts afresh.
+/// Poststop tasks are bounded by [`POSTSTOP_ONCE`].
+pub fn check_attempts_within_policy(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    tasks
+        .iter()
+        .filter(|t| !t.restarts_forever && t.role != TaskRole::Poststop)
+        .filter_map(|task| {
+            let runs = tree_roots(history, &task.name).len();
+            let most = task.restart_attempts as usize + 1;
+            (runs > most).then(|| {
+                violation(
+                    ATTEMPTS_WITHIN_POLICY,
+                    &task.name,
+                    format!("ran {runs} times; its restart policy allows {most}"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Supervision: each task tree ends under the eyes of the executor that
+/// started it, which records the exit, before the task's next launch and
+/// by the end of the run. A tree killed behind its executor's back (an
+/// agent that destroys an attempt it should have reattached to, B1) or
+/// never reaped leaves no record. The harness's own executor kills excuse
+/// the tree they orphaned.
+pub fn check_exits_observed(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for task in tasks {
+        let launched = launches(history, &task.name);
+        let exited: Vec<usize> = exits(history, &task.name)
+            .iter()
+            .map(|(at, _)| *at)
+            .collect();
+        let excused = executor_kills(history, &task.name);
+        for (n, &launch) in launched.iter().enumerate() {
+            let end = launched.get(n + 1).copied().unwrap_or(history.len());
+            let Some(root) = (launch..end).find(|&i| is_task_exec(&history[i], &task.name)) else {
+                continue;
+            };
+            let within = |at: &usize| (launch..end).contains(at);
+            if !exited.iter().any(within) && !excused.iter().any(within) {
+                out.push(violation(
+                    EXITS_OBSERVED,
+                    &task.name,
+                    format!(
+                        "the tree rooted at #{root} ended with no exit recorded by its executor"
+                    ),
+                ));
+            }
         }
     }
     out

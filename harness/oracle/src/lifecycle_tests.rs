@@ -308,6 +308,75 @@ fn restarts_monotonic(#[case] h: H, #[case] expected: usize) {
     assert_eq!(check_restarts_monotonic(&h.0).len(), expected);
 }
 
+fn init_job() -> Vec<TaskShape> {
+    vec![
+        shape("init", TaskRole::Prestart { sidecar: false }, 0),
+        shape("proxy", TaskRole::Prestart { sidecar: true }, 0),
+        main_task("web"),
+        shape("logs", TaskRole::Poststart { sidecar: true }, 0),
+    ]
+}
+
+#[rstest]
+#[case::in_order(
+    H::default().start("init").exit("init", OK).start("proxy").start("web").start("logs"),
+    vec![])]
+#[case::main_before_init_exited(
+    H::default().start("init").start("proxy").start("web").exit("init", OK).start("logs"),
+    vec!["web"])]
+#[case::init_failed(
+    H::default().start("init").exit("init", FAILED).start("proxy").start("web").start("logs"),
+    vec!["web", "logs"])]
+#[case::init_skipped_after_a_restore(
+    H::default().restart(false).start("proxy").start("web").start("logs"),
+    vec!["web", "logs"])]
+#[case::main_before_its_prestart_sidecar(
+    H::default().start("init").exit("init", OK).start("web").start("proxy").start("logs"),
+    vec!["web"])]
+#[case::poststart_before_main(
+    H::default().start("init").exit("init", OK).start("proxy").start("logs").start("web"),
+    vec!["logs"])]
+#[case::restarted_main_after_init(
+    H::default().start("init").exit("init", OK).start("proxy").start("web").start("logs")
+        .exit("web", FAILED).start("web"),
+    vec![])]
+fn start_order(#[case] h: H, #[case] early: Vec<&str>) {
+    let v = check_start_order(&h.0, &init_job());
+    let mut tasks: Vec<&str> = v.iter().filter_map(|v| v.task.as_deref()).collect();
+    tasks.dedup();
+    assert_eq!(tasks, early, "{v:?}");
+}
+
+#[rstest]
+#[case::within(shape("web", TaskRole::Main { leader: false }, 1), 2, 0)]
+#[case::one_too_many(shape("web", TaskRole::Main { leader: false }, 1), 3, 1)]
+#[case::delay_mode_is_unbounded(TaskShape { restarts_forever: true, ..shape("web", TaskRole::Main { leader: false }, 1) }, 5, 0)]
+#[case::poststop_is_bounded_elsewhere(shape("web", TaskRole::Poststop, 0), 2, 0)]
+fn attempts_within_policy(#[case] task: TaskShape, #[case] runs: usize, #[case] expected: usize) {
+    let mut h = H::default();
+    for _ in 0..runs {
+        h = h.start("web").exit("web", FAILED);
+    }
+    assert_eq!(check_attempts_within_policy(&h.0, &[task]).len(), expected);
+}
+
+#[rstest]
+#[case::each_exit_recorded(H::default().start("web").exit("web", FAILED).start("web").exit("web", OK), 0)]
+#[case::destroyed_behind_its_executor(H::default().start("web").start("web").exit("web", OK), 1)]
+#[case::never_reaped(H::default().start("web"), 1)]
+#[case::the_harness_killed_its_executor(
+    H::default().start("web").hit_with("web:ex.after_mounts", Action::Intervene(Intervention::KillExecutor)).start("web").exit("web", OK),
+    0)]
+#[case::executor_died_before_the_task(
+    H::default().exec(ExecIdentity::Executor { alloc_id: "a".into(), task: "web".into() }, &[]).start("web").exit("web", OK),
+    0)]
+fn exits_observed(#[case] h: H, #[case] expected: usize) {
+    assert_eq!(
+        check_exits_observed(&h.0, &[main_task("web")]).len(),
+        expected
+    );
+}
+
 #[test]
 fn check_runs_every_lifecycle_invariant() {
     let h = H::default()
@@ -321,7 +390,8 @@ fn check_runs_every_lifecycle_invariant() {
         .count("web", 0)
         .survivors("web", &[1])
         .status(AllocStatus::Failed);
-    let mut got = names(&check(&h.0, &[main_task("web")]));
+    let init = shape("init", TaskRole::Prestart { sidecar: false }, 0);
+    let mut got = names(&check(&h.0, &[main_task("web"), init]));
     got.dedup();
     assert_eq!(
         got,
@@ -331,7 +401,10 @@ fn check_runs_every_lifecycle_invariant() {
             ONE_LIVE_TREE,
             STATUS_MATCHES_EXITS,
             NO_SURVIVORS,
-            RESTARTS_MONOTONIC
+            RESTARTS_MONOTONIC,
+            START_ORDER,
+            ATTEMPTS_WITHIN_POLICY,
+            EXITS_OBSERVED
         ]
     );
 }

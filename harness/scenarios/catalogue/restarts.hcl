@@ -191,3 +191,20 @@ scenario "executor-death-restart" {
     status = "complete"
   }
 }
+
+scenario "init-agent-kill" {
+  about = "the agent dies before the prestart task ran, while it ran, or once the main task ran; the restored agent neither skips it nor runs it again"
+  job   = "jobs/init.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points = ["init:tr.start_condition_met", "init:tr.after_prestart", "init:tr.after_driver_start", "web:tr.after_driver_start"]
+      action = "kill"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}

@@ -25,47 +25,7 @@ scenario "single-task-stop" {
 
 scenario "prestart-stop" {
   about = "stop while the main task waits behind a prestart task"
-  job "prestart" {
-    group "g" {
-      task "init" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        lifecycle {
-          hook = "prestart"
-        }
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "echo init done"]
-        }
-        resources {
-          memory = 32
-        }
-        restart {
-          attempts = 0
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        resources {
-          memory = 32
-        }
-        restart {
-          attempts = 0
-          interval = "60s"
-          delay    = "10ms"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/init.hcl"
   stop_race {
     task = "web"
   }

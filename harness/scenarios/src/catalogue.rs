@@ -22,6 +22,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../catalogue/jobs/two-services.hcl"),
     ),
     ("jobs/web.hcl", include_str!("../catalogue/jobs/web.hcl")),
+    ("jobs/init.hcl", include_str!("../catalogue/jobs/init.hcl")),
     (
         "jobs/web-retried.hcl",
         include_str!("../catalogue/jobs/web-retried.hcl"),

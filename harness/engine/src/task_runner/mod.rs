@@ -21,9 +21,11 @@ use taskgate_executor::{
 };
 use taskgate_faults::fault_point;
 use taskgate_faults::points::{self, hook_point, Edge};
+use taskgate_faults::seeded::SeededBug;
 use tokio::sync::{mpsc, watch};
 
 mod panic;
+mod seeded;
 pub use panic::PanicCleanup;
 
 /// Settings every task spec shares, from the engine's configuration.
@@ -109,6 +111,10 @@ impl TaskRunner {
         let restoring =
             matches!(record.state, TaskState::Running { .. }) || record.committed > record.launched;
         let published = record.events.len();
+        let mut record = record;
+        if SeededBug::RestartCountReset.active() && restoring {
+            record.restarts = 0;
+        }
         let handle = TaskRunnerHandle {
             task: task.clone(),
             start: start_tx,
@@ -161,6 +167,7 @@ impl TaskRunner {
     }
 
     pub async fn run(mut self) -> TaskRecord {
+        self.seeded_restore_bugs();
         if self.record.state.is_dead() {
             // Restored from a previous agent: a dead task stays dead.
             return self.record;
@@ -180,7 +187,8 @@ impl TaskRunner {
             self.record.restarts,
         );
         let mut attempt = self.record.committed.unwrap_or(0);
-        let ended = self.record.ended.clone().filter(|e| e.attempt == attempt);
+        let ended = (self.record.ended.clone())
+            .filter(|e| e.attempt == attempt && !SeededBug::RerunCompletedTask.active());
         if let (true, Some(ended)) = (self.restoring, ended) {
             if let Some(outcome) = self.restore_ended(ended, &mut tracker).await {
                 return outcome;
@@ -327,7 +335,9 @@ impl TaskRunner {
         // committed attempt's executor is found at its socket path until its
         // own handle is persisted (B1: a restore reattached to the stale one,
         // and the new executor ran with no supervisor).
-        self.record.handle = None;
+        if !SeededBug::StaleHandle.active() {
+            self.record.handle = None;
+        }
         self.publish();
         Ok(())
     }
@@ -367,6 +377,10 @@ impl TaskRunner {
     /// are destroyed the attempt is known to be over, and is reported killed;
     /// if they could not be, it stays lost and unaccounted for.
     async fn lose_attempt(&mut self, attempt: u32, why: String) {
+        if SeededBug::RestartBesideLostTask.active() {
+            self.emit(EventKind::Lost, attempt, why);
+            return;
+        }
         let destroyed = self.destroy_remains().await;
         self.emit(EventKind::Lost, attempt, why);
         match destroyed {
@@ -744,6 +758,12 @@ impl TaskRunner {
     }
 
     fn emit(&mut self, kind: EventKind, attempt: u32, message: impl Into<String>) {
+        if SeededBug::PoststopEventsLost.active()
+            && self.task.is_poststop()
+            && kind == EventKind::Terminated
+        {
+            return;
+        }
         self.record
             .events
             .push(TaskEvent::new(&self.task.name, kind, attempt, message));
