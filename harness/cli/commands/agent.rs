@@ -55,7 +55,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .with_context(|| format!("parsing {}", path.display()))?;
             vec![engine.submit(&job, None)?]
         }
-        None if args.restore => engine.restore()?,
+        None if args.restore => {
+            let restored = engine.restore()?;
+            // The others run on; each one left behind is said, with why.
+            for skipped in &restored.skipped {
+                eprintln!("error: {skipped}");
+            }
+            restored.allocs
+        }
         None => anyhow::bail!("give --job-json FILE or --restore"),
     };
     runtime.block_on(async {

@@ -46,6 +46,22 @@ pub enum EngineError {
     NoSuchGroup { job: String, group: String },
 }
 
+/// What [`Engine::restore`] found.
+#[derive(Default)]
+pub struct Restored {
+    pub allocs: Vec<AllocHandle>,
+    pub skipped: Vec<SkippedAlloc>,
+}
+
+/// An allocation left unrestored: its record (or one of its tasks') could
+/// not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("alloc {key} not restored: {error}")]
+pub struct SkippedAlloc {
+    pub key: String,
+    pub error: StateError,
+}
+
 pub struct Engine {
     config: EngineConfig,
     state: Arc<StateDb>,
@@ -141,16 +157,21 @@ impl Engine {
 
     /// Restores every allocation a previous agent left unfinished: running
     /// tasks are re-attached to their executors, never started again.
-    pub fn restore(&self) -> Result<Vec<AllocHandle>, EngineError> {
-        let mut handles = Vec::new();
-        for record in self.state.allocs()? {
-            if record.client.is_terminal() {
-                continue;
+    /// Restores every allocation a previous agent left running. An alloc
+    /// whose records cannot be read is skipped, with why, and the others
+    /// restored: one corrupt record must not strand every other alloc.
+    /// Only a database that cannot be read at all is an error.
+    pub fn restore(&self) -> Result<Restored, EngineError> {
+        let mut restored = Restored::default();
+        for (key, record) in self.state.alloc_entries()? {
+            let readable = record.and_then(|r| Ok((self.state.tasks(&r.alloc_id)?, r)));
+            match readable {
+                Ok((_, record)) if record.client.is_terminal() => {}
+                Ok((tasks, record)) => restored.allocs.push(self.spawn(record, tasks)),
+                Err(error) => restored.skipped.push(SkippedAlloc { key, error }),
             }
-            let tasks = self.state.tasks(&record.alloc_id)?;
-            handles.push(self.spawn(record, tasks));
         }
-        Ok(handles)
+        Ok(restored)
     }
 
     fn spawn(&self, record: AllocRecord, tasks: Vec<crate::state::TaskRecord>) -> AllocHandle {

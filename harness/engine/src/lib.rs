@@ -20,5 +20,5 @@ pub mod task_state;
 
 pub use alloc::{AllocStatus, AllocUpdate, ClientStatus, DesiredStatus};
 pub use alloc_runner::{AllocHandle, AllocSummary, AllocWaiter};
-pub use engine::{Engine, EngineConfig, EngineError};
+pub use engine::{Engine, EngineConfig, EngineError, Restored, SkippedAlloc};
 pub use hooks::hook_points;

@@ -137,12 +137,30 @@ impl StateDb {
         self.put(ALLOCS, &rec.alloc_id, rec)
     }
 
+    /// Stores bytes as an alloc's record as they are: for testing what a
+    /// restore does with a record it cannot decode.
+    #[doc(hidden)]
+    pub fn put_raw_alloc(&self, alloc_id: &str, bytes: &[u8]) -> Result<(), StateError> {
+        let tx = self.db.begin_write()?;
+        tx.open_table(ALLOCS)?.insert(alloc_id, bytes)?;
+        tx.commit()?;
+        Ok(())
+    }
+
     pub fn put_task(&self, alloc_id: &str, rec: &TaskRecord) -> Result<(), StateError> {
         self.put(TASKS, &task_key(alloc_id, &rec.task), rec)
     }
 
     pub fn allocs(&self) -> Result<Vec<AllocRecord>, StateError> {
         self.scan(ALLOCS, "")
+    }
+
+    /// Every alloc record, each decoded on its own: one undecodable record
+    /// is that entry's error (with its key), not every other alloc's.
+    pub fn alloc_entries(
+        &self,
+    ) -> Result<Vec<(String, Result<AllocRecord, StateError>)>, StateError> {
+        self.scan_entries(ALLOCS, "")
     }
 
     pub fn alloc(&self, alloc_id: &str) -> Result<Option<AllocRecord>, StateError> {
@@ -174,6 +192,17 @@ impl StateDb {
         table: TableDefinition<&str, &[u8]>,
         prefix: &str,
     ) -> Result<Vec<T>, StateError> {
+        self.scan_entries(table, prefix)?
+            .into_iter()
+            .map(|(_, value)| value)
+            .collect()
+    }
+
+    fn scan_entries<T: DeserializeOwned>(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+        prefix: &str,
+    ) -> Result<Vec<(String, Result<T, StateError>)>, StateError> {
         let tx = self.db.begin_read()?;
         let table = tx.open_table(table)?;
         let mut out = Vec::new();
@@ -182,7 +211,7 @@ impl StateDb {
             if !k.value().starts_with(prefix) {
                 break;
             }
-            out.push(decode(k.value(), v.value())?);
+            out.push((k.value().to_string(), decode(k.value(), v.value())));
         }
         Ok(out)
     }

@@ -31,6 +31,14 @@ impl Drop for Home {
 }
 
 impl Home {
+    /// Overwrites `alloc_id`'s record in the state database with bytes
+    /// that are not a record.
+    fn corrupt_alloc_record(&self, alloc_id: &str) {
+        let state =
+            taskgate_engine::state::StateDb::open(&self.dir.path().join("data/state.db")).unwrap();
+        state.put_raw_alloc(alloc_id, b"{\"alloc_id\": 7}").unwrap();
+    }
+
     fn new() -> Home {
         taskgate_faults::reset();
         let dir = tempfile::tempdir().unwrap();
@@ -275,8 +283,9 @@ fn a_restored_engine_reattaches_instead_of_starting_again() {
         let _rt = second.enter();
         engine.restore().unwrap()
     };
-    assert_eq!(restored.len(), 1);
-    let alloc = restored.into_iter().next().unwrap();
+    assert!(restored.skipped.is_empty());
+    assert_eq!(restored.allocs.len(), 1);
+    let alloc = restored.allocs.into_iter().next().unwrap();
     alloc.stop();
     let summary = wait(&second, alloc);
     assert_eq!(home.driver.starts("leader"), 1, "{:?}", home.driver.calls());
@@ -298,4 +307,49 @@ fn a_restored_engine_reattaches_instead_of_starting_again() {
         .all(|c| matches!(c, Call::Reattach { found: true, .. })));
     assert_eq!(summary.status.client, ClientStatus::Complete);
     assert!(home.driver.live().is_empty());
+}
+
+/// Restore rule: an alloc whose record cannot be decoded is skipped, with
+/// its key and why, and every other alloc is restored and runs to its end.
+#[test]
+#[serial]
+fn an_undecodable_record_skips_only_its_alloc() {
+    let first = runtime();
+    let second = runtime();
+    let home = Home::new();
+    let engine = home.engine();
+    let (good, bad) = {
+        let _rt = first.enter();
+        let good = engine.submit(&report_job(), None).unwrap();
+        let bad = engine
+            .submit(&job(vec![task("web", None, false)]), None)
+            .unwrap();
+        (good.alloc_id.clone(), bad.alloc_id.clone())
+    };
+    first.shutdown_timeout(idle());
+    drop(engine);
+    // A record an older or damaged agent wrote: not the shape this one reads.
+    home.corrupt_alloc_record(&bad);
+
+    let engine = home.engine();
+    let restored = {
+        let _rt = second.enter();
+        engine.restore().unwrap()
+    };
+    assert_eq!(restored.skipped.len(), 1);
+    let skipped = &restored.skipped[0];
+    assert_eq!(skipped.key, bad);
+    let message = skipped.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "alloc {bad} not restored: state database record {bad}:"
+        )),
+        "{message}"
+    );
+    assert_eq!(restored.allocs.len(), 1);
+    let alloc = restored.allocs.into_iter().next().unwrap();
+    assert_eq!(alloc.alloc_id, good);
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
 }
