@@ -116,6 +116,9 @@ impl TaskRecord {
     }
 }
 
+/// One record of a table, by key: decoded, or why it could not be.
+pub type Entry<T> = (String, Result<T, StateError>);
+
 pub struct StateDb {
     db: Database,
 }
@@ -157,9 +160,7 @@ impl StateDb {
 
     /// Every alloc record, each decoded on its own: one undecodable record
     /// is that entry's error (with its key), not every other alloc's.
-    pub fn alloc_entries(
-        &self,
-    ) -> Result<Vec<(String, Result<AllocRecord, StateError>)>, StateError> {
+    pub fn alloc_entries(&self) -> Result<Vec<Entry<AllocRecord>>, StateError> {
         self.scan_entries(ALLOCS, "")
     }
 
@@ -202,7 +203,7 @@ impl StateDb {
         &self,
         table: TableDefinition<&str, &[u8]>,
         prefix: &str,
-    ) -> Result<Vec<(String, Result<T, StateError>)>, StateError> {
+    ) -> Result<Vec<Entry<T>>, StateError> {
         let tx = self.db.begin_read()?;
         let table = tx.open_table(table)?;
         let mut out = Vec::new();
