@@ -23,6 +23,26 @@ impl ClientStatus {
     pub fn is_terminal(self) -> bool {
         matches!(self, ClientStatus::Complete | ClientStatus::Failed)
     }
+
+    /// Nomad's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientStatus::Pending => "pending",
+            ClientStatus::Running => "running",
+            ClientStatus::Complete => "complete",
+            ClientStatus::Failed => "failed",
+        }
+    }
+}
+
+impl DesiredStatus {
+    /// Nomad's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DesiredStatus::Run => "run",
+            DesiredStatus::Stop => "stop",
+        }
+    }
 }
 
 /// An update from the server. Only the desired status matters to this client.

@@ -4,7 +4,7 @@
 //! leader first, and derives the alloc's client status from its tasks.
 
 use crate::alloc::{AllocStatus, AllocUpdate, ClientStatus};
-use crate::lifecycle::{kill_reason, may_start, KillReason, Member, Stage};
+use crate::lifecycle::{kill_reason, live_client_status, may_start, KillReason, Member, Stage};
 use crate::start_gate::StartGate;
 use crate::state::{AllocRecord, StateDb, TaskRecord};
 use crate::task_runner::{TaskRunner, TaskRunnerDeps, TaskRunnerHandle};
@@ -176,6 +176,18 @@ impl Shared {
             .collect()
     }
 
+    /// The client status while the alloc lives (see `live_client_status`).
+    /// Persisted only: the task runners
+    /// act on terminal statuses alone, and a view sent from here could
+    /// overtake the update handler's newer one.
+    fn follow_live_status(&self, states: &[(&TaskRunnerHandle, TaskState)]) {
+        let live = live_client_status(&members(states));
+        let current = self.status().client;
+        if current != live && !current.is_terminal() {
+            self.change(|rec| rec.client = live);
+        }
+    }
+
     /// Tells the task runners the alloc changed (Nomad's `tr.Update`).
     fn update_task_runners(&self, status: AllocStatus) {
         for runner in &self.runners {
@@ -271,6 +283,7 @@ async fn coordinate(
         if states.iter().all(|(_, s)| s.is_dead()) {
             break;
         }
+        shared.follow_live_status(&states);
         open_start_conditions(&states);
         if let Some(reason) = kill_reason(&members(&states)).filter(|r| !kills_sent.contains(r)) {
             kills_sent.push(reason);

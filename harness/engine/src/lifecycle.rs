@@ -3,6 +3,7 @@
 //! start conditions are open, and why the coordinator kills tasks on its
 //! own. The alloc runner applies them; the tables below pin them down.
 
+use crate::alloc::ClientStatus;
 use crate::jobspec::{LifecycleHook, Task};
 use crate::task_state::{Outcome, TaskState};
 
@@ -147,6 +148,21 @@ pub fn kill_reason(all: &[Member]) -> Option<KillReason> {
     None
 }
 
+/// Nomad's client status while the alloc lives (its `getClientStatus`
+/// before the end): running while any task runs, pending otherwise. Complete
+/// or failed is decided once every task is dead; Nomad says failed at the
+/// first failed task, while here the siblings' kill path is still at work.
+pub fn live_client_status(all: &[Member]) -> ClientStatus {
+    if all
+        .iter()
+        .any(|m| matches!(m.state, TaskState::Running { .. }))
+    {
+        ClientStatus::Running
+    } else {
+        ClientStatus::Pending
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +255,15 @@ mod tests {
     #[case::only_sidecars(&[(PRE_SIDE, false, 'R')], None)]
     fn kill_reasons(#[case] all: &[(Stage, bool, char)], #[case] reason: Option<KillReason>) {
         assert_eq!(kill_reason(&alloc(all)), reason);
+    }
+
+    #[rstest]
+    #[case::nothing_started(&[(PRE, false, 'P'), (MAIN, false, 'P')], ClientStatus::Pending)]
+    #[case::a_prestart_runs(&[(PRE, false, 'R'), (MAIN, false, 'P')], ClientStatus::Running)]
+    #[case::restarting_while_the_rest_is_dead(&[(MAIN, false, 'P'), (POST_SIDE, false, 'K')], ClientStatus::Pending)]
+    #[case::one_of_many_runs(&[(MAIN, false, 'S'), (MAIN, false, 'R'), (STOP, false, 'P')], ClientStatus::Running)]
+    fn live_status(#[case] all: &[(Stage, bool, char)], #[case] status: ClientStatus) {
+        assert_eq!(live_client_status(&alloc(all)), status);
     }
 
     #[rstest]

@@ -121,6 +121,9 @@ pub struct TaskEvent {
     /// Which start attempt the event belongs to (0 before the first start).
     pub attempt: u32,
     pub time_ms: u64,
+    /// Nomad's `FailsTask`: this event ended the task in failure.
+    #[serde(default)]
+    pub fails_task: bool,
 }
 
 impl TaskEvent {
@@ -131,6 +134,7 @@ impl TaskEvent {
             message: message.into(),
             attempt,
             time_ms: now_ms(),
+            fails_task: false,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! compile error here, never a silently weaker invariant.
 
 use taskgate_engine::state::TaskRecord;
-use taskgate_engine::task_state::{EventKind, TaskState};
+use taskgate_engine::task_state::EventKind;
 use taskgate_engine::ClientStatus;
 use taskgate_faults::points::{EX_TASK_EXITED, HARNESS_STOP_DELIVERED};
 use taskgate_faults::{Detail, Hit};
@@ -112,20 +112,12 @@ pub fn merge(
         history.push(Event::AllocStatus(alloc_status(status)));
     }
     for task in tasks {
-        let failed = matches!(&task.state, TaskState::Dead { outcome } if outcome.failed());
-        let last = task.events.len().saturating_sub(1);
-        history.extend(
-            task.events
-                .iter()
-                .enumerate()
-                .map(|(i, e)| Event::TaskEvent {
-                    task: e.task.clone(),
-                    kind: event_kind(e.kind),
-                    attempt: e.attempt,
-                    // Nomad flags the event that ended the task in failure.
-                    failed: failed && i == last,
-                }),
-        );
+        history.extend(task.events.iter().map(|e| Event::TaskEvent {
+            task: e.task.clone(),
+            kind: event_kind(e.kind),
+            attempt: e.attempt,
+            failed: e.fails_task,
+        }));
     }
     history
 }

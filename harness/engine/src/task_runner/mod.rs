@@ -173,6 +173,11 @@ impl TaskRunner {
             return self.record;
         }
         let outcome = self.main_loop().await;
+        if outcome.failed() {
+            if let Some(last) = self.record.events.last_mut() {
+                last.fails_task = true;
+            }
+        }
         fault_point!(points::TR_MAIN_EXITED, self.name());
         self.run_stop_hooks();
         self.set_state(TaskState::Dead { outcome });

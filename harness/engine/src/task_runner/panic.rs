@@ -66,12 +66,15 @@ impl PanicCleanup {
             }
         }
         let attempt = record.committed.unwrap_or(0);
-        record.events.push(TaskEvent::new(
-            &self.task,
-            EventKind::NotRestarting,
-            attempt,
-            reason.clone(),
-        ));
+        record.events.push(TaskEvent {
+            fails_task: true,
+            ..TaskEvent::new(
+                &self.task,
+                EventKind::NotRestarting,
+                attempt,
+                reason.clone(),
+            )
+        });
         record.handle = None;
         if !record.state.is_dead() {
             record.state = TaskState::Dead {
