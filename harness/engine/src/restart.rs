@@ -76,7 +76,9 @@ impl RestartTracker {
                 ),
             },
             RestartMode::Delay => {
-                // Wait out the rest of the interval, then start a fresh window.
+                // Wait out exactly the rest of the interval, as Nomad does
+                // (not the restart delay on top, nor instead), then start
+                // a fresh window.
                 let left = self
                     .policy
                     .interval
@@ -84,7 +86,7 @@ impl RestartTracker {
                 self.window_start = now + left;
                 self.count = 1;
                 RestartDecision::Restart {
-                    delay: left.max(self.policy.delay),
+                    delay: left,
                     reason: format!("{why}; attempts exhausted, waiting out the interval"),
                 }
             }
@@ -146,6 +148,22 @@ mod tests {
         let later = now + Duration::from_secs(20);
         match t.on_exit(false, later) {
             RestartDecision::Restart { delay, .. } => assert_eq!(delay, Duration::from_secs(40)),
+            other => panic!("expected a delayed restart, got {other:?}"),
+        }
+    }
+
+    /// Nomad waits the rest of the interval, even when it is shorter than
+    /// the restart delay (this tracker used to wait the delay instead).
+    #[test]
+    fn delay_mode_waits_exactly_the_rest_of_the_interval() {
+        let now = Duration::ZERO;
+        let mut t = RestartTracker::new(policy(1, RestartMode::Delay), now);
+        t.on_exit(false, now);
+        let almost = now + Duration::from_millis(59_995);
+        match t.on_exit(false, almost) {
+            RestartDecision::Restart { delay, .. } => {
+                assert_eq!(delay, Duration::from_millis(5))
+            }
             other => panic!("expected a delayed restart, got {other:?}"),
         }
     }
