@@ -5,6 +5,7 @@ use serial_test::serial;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use taskgate_engine::alloc::{AllocUpdate, DesiredStatus};
 use taskgate_engine::clock::SystemClock;
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, Lifecycle, LifecycleHook, Task};
@@ -306,6 +307,72 @@ fn a_restored_engine_reattaches_instead_of_starting_again() {
         .iter()
         .all(|c| matches!(c, Call::Reattach { found: true, .. })));
     assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert!(home.driver.live().is_empty());
+    // Each task got its own record back, and says it was restored.
+    for (record, name) in summary.tasks.iter().zip(["leader", "sidecar"]) {
+        assert_eq!(record.task, name);
+        assert!(
+            record.events.iter().any(|e| e.kind == EventKind::Restored),
+            "{name}: {:?}",
+            record.events
+        );
+    }
+}
+
+/// Only an update that makes the alloc terminal starts the kill path.
+#[test]
+#[serial]
+fn an_update_that_does_not_stop_the_alloc_kills_nothing() {
+    let rt = runtime();
+    let home = Home::new();
+    let engine = home.engine();
+    let alloc = {
+        let _rt = rt.enter();
+        engine.submit(&report_job(), None).unwrap()
+    };
+    wait_for(Await::Passed(taskgate_faults::scoped(
+        Some("sidecar"),
+        points::TR_AFTER_DRIVER_START,
+    )));
+    alloc.update(AllocUpdate {
+        desired_status: DesiredStatus::Run,
+    });
+    wait_for(Await::Passed(points::AR_UPDATE_APPLIED.into()));
+    let stops: Vec<Call> = (home.driver.calls().into_iter())
+        .filter(|c| matches!(c, Call::Stop { .. }))
+        .collect();
+    assert!(stops.is_empty(), "{stops:?}");
+    alloc.stop();
+    let summary = wait(&rt, alloc);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
+/// The leader's exit ends the alloc: the other tasks are killed.
+#[test]
+#[serial]
+fn the_leaders_exit_kills_the_other_tasks() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("leader", [Exit::Code(0)]);
+    let engine = home.engine();
+    let alloc = {
+        let _rt = rt.enter();
+        engine.submit(&report_job(), None).unwrap()
+    };
+    let summary = wait(&rt, alloc);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    // Killed, or never started if the kill came first.
+    let sidecar = summary.tasks.iter().find(|t| t.task == "sidecar").unwrap();
+    assert!(
+        matches!(
+            &sidecar.state,
+            TaskState::Dead {
+                outcome: Outcome::Killed { .. } | Outcome::NeverStarted { .. }
+            }
+        ),
+        "{:?}",
+        sidecar.state
+    );
     assert!(home.driver.live().is_empty());
 }
 

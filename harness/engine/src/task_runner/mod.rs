@@ -26,6 +26,8 @@ use tokio::sync::{mpsc, watch};
 
 mod panic;
 mod seeded;
+#[cfg(test)]
+mod tests;
 pub use panic::PanicCleanup;
 
 /// Settings every task spec shares, from the engine's configuration.
@@ -214,8 +216,8 @@ impl TaskRunner {
             // Wait for the start condition (or a kill before it came).
             let killed = tokio::select! {
                 biased;
-                _ = self.kill_rx.wait_for(|k| *k) => true,
-                _ = self.start_rx.wait_for(|s| *s) => false,
+                _ = told(&mut self.kill_rx) => true,
+                _ = told(&mut self.start_rx) => false,
             };
             if killed {
                 return self.not_started("killed before its start condition was met");
@@ -411,7 +413,7 @@ impl TaskRunner {
     async fn supervise(&mut self, running: &RunningTask) -> AttemptEnd {
         let exited = tokio::select! {
             biased;
-            _ = self.kill_rx.wait_for(|k| *k) => None,
+            _ = told(&mut self.kill_rx) => None,
             res = running.wait() => Some(res),
         };
         match exited {
@@ -540,7 +542,7 @@ impl TaskRunner {
         self.publish();
         let killed = tokio::select! {
             biased;
-            _ = self.kill_rx.wait_for(|k| *k) => true,
+            _ = told(&mut self.kill_rx) => true,
             _ = self.deps.clock.sleep(delay) => false,
         };
         if !killed {
@@ -792,6 +794,17 @@ impl TaskRunner {
         }
         self.published = self.record.events.len();
         let _ = self.changed.send(());
+    }
+}
+
+/// Resolves once the alloc runner set the flag (start, or kill); never if
+/// the alloc runner is gone: an agent shutting down drops its alloc runners
+/// and must leave their tasks as they are for the next agent to restore. (A
+/// closed channel used to count as the order itself: a sidecar was killed,
+/// or a waiting task started, as the agent's runtime went down.)
+async fn told(flag: &mut watch::Receiver<bool>) {
+    if flag.wait_for(|set| *set).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -1,0 +1,86 @@
+//! The task runner on its own, against the fake driver.
+
+use super::*;
+use crate::alloc::{ClientStatus, DesiredStatus};
+use crate::clock::SystemClock;
+use crate::fake_driver::{Call, FakeDriver};
+use crate::hooks::HookSet;
+use crate::state::StateDb;
+
+/// A runner for a one-task alloc in a temp dir, and the fake driver under it.
+fn runner(dir: &std::path::Path) -> (TaskRunner, TaskRunnerHandle, FakeDriver) {
+    let driver = FakeDriver::new(dir.join("run"));
+    let me = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .expect("the test's own user");
+    let mut task = Task::new("web", "/bin/true", vec![]);
+    task.restart.attempts = 0;
+    let deps = TaskRunnerDeps {
+        alloc_id: "a1".into(),
+        alloc_dir: AllocDir::new(dir.join("alloc")),
+        hooks: Arc::new(HookSet::standard(&me.name)),
+        driver: Arc::new(driver.clone()),
+        gate: Arc::new(StartGate::new()),
+        state: Arc::new(StateDb::open(&dir.join("state.db")).unwrap()),
+        defaults: Arc::new(SpecDefaults {
+            chroot_env: BTreeMap::new(),
+            default_user: me.name,
+            pids_max: 8,
+        }),
+        run_dir: dir.join("run"),
+        clock: Arc::new(SystemClock::default()),
+        events: mpsc::unbounded_channel().0,
+    };
+    let alloc = AllocStatus {
+        desired: DesiredStatus::Run,
+        client: ClientStatus::Pending,
+    };
+    let (changed, _) = mpsc::unbounded_channel();
+    let (runner, handle) = TaskRunner::new(task, deps, TaskRecord::new("web"), alloc, changed);
+    (runner, handle, driver)
+}
+
+/// An agent going down drops its alloc runners (the senders of the start
+/// and kill flags): that is no order to kill. The task runs on, untouched,
+/// until it ends by itself.
+#[tokio::test]
+async fn a_gone_alloc_runner_is_no_kill_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, handle, driver) = runner(dir.path());
+    let mut state = handle.state.clone();
+    handle.start.send_replace(true);
+    let run = tokio::spawn(runner.run());
+    state
+        .wait_for(|s| matches!(s, TaskState::Running { .. }))
+        .await
+        .unwrap();
+    drop(handle);
+    // The task ends on its own (its executor killed it, say).
+    driver.destroy_remains("a1", "web").await.unwrap();
+    let record = run.await.unwrap();
+    let stops: Vec<Call> = (driver.calls().into_iter())
+        .filter(|c| matches!(c, Call::Stop { .. }))
+        .collect();
+    assert!(stops.is_empty(), "told to stop: {stops:?}");
+    assert!(
+        matches!(
+            &record.state,
+            TaskState::Dead {
+                outcome: Outcome::Exited { .. }
+            }
+        ),
+        "{:?}",
+        record.state
+    );
+}
+
+/// Nor is a gone alloc runner a start order.
+#[tokio::test]
+async fn a_gone_alloc_runner_is_no_start_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, handle, driver) = runner(dir.path());
+    drop(handle);
+    let waiting = tokio::time::timeout(std::time::Duration::ZERO, runner.run());
+    assert!(waiting.await.is_err(), "the runner went on without a start");
+    assert!(driver.calls().is_empty(), "{:?}", driver.calls());
+}
