@@ -9,7 +9,7 @@ use taskgate_engine::alloc::{AllocUpdate, DesiredStatus};
 use taskgate_engine::clock::SystemClock;
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, Lifecycle, LifecycleHook, Task};
-use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
+use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use taskgate_engine::{AllocHandle, AllocSummary, ClientStatus, Engine, EngineConfig};
 use taskgate_faults::{points, Action, Await};
 
@@ -246,7 +246,92 @@ fn a_stop_before_the_sidecar_prestart_never_starts_it() {
             outcome: Outcome::NeverStarted { .. }
         }
     ));
+    // Its prestart hooks never ran either: the runner saw the alloc terminal.
+    assert!(
+        !sidecar
+            .events
+            .iter()
+            .any(|e| e.kind == EventKind::TaskSetup),
+        "{:?}",
+        sidecar.events
+    );
     assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
+/// Reads the alloc's events until `n` Started events came, and returns them.
+fn started_events(
+    rt: &tokio::runtime::Runtime,
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<TaskEvent>,
+    n: usize,
+) -> Vec<TaskEvent> {
+    let mut started = Vec::new();
+    while started.len() < n {
+        let event = rt
+            .block_on(async { tokio::time::timeout(idle(), events.recv()).await })
+            .expect("engine hung")
+            .expect("event stream open");
+        if event.kind == EventKind::Started {
+            started.push(event);
+        }
+    }
+    started
+}
+
+/// An agent that dies while attempt 2 runs: the restored agent reattaches
+/// to attempt 2's executor (not attempt 1's, whose handle the record held
+/// until attempt 2 was committed: B1), and neither finishes attempt 2 as
+/// if it were the ended attempt 1 nor starts a third.
+#[test]
+#[serial]
+fn a_restore_on_attempt_2_reattaches_to_attempt_2() {
+    let first = runtime();
+    let second = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1)]);
+    let mut web = task("web", None, false);
+    web.restart.attempts = 1;
+    web.restart.delay = Duration::ZERO;
+    let engine = home.engine();
+    let alloc = {
+        let _rt = first.enter();
+        engine.submit(&job(vec![web]), None).unwrap()
+    };
+    let (mut events, _waiter) = alloc.into_parts();
+    let started = started_events(&first, &mut events, 2);
+    assert_eq!(
+        started.iter().map(|e| e.attempt).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    first.shutdown_timeout(idle());
+    drop(engine);
+
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    assert_eq!(home.driver.starts("web"), 2, "{:?}", home.driver.calls());
+    let web = &summary.tasks[0];
+    assert_eq!((web.committed, web.launched), (Some(2), Some(2)));
+    assert!(
+        (web.events.iter()).any(|e| e.kind == EventKind::Restored && e.attempt == 2),
+        "{:?}",
+        web.events
+    );
+    assert!(
+        matches!(
+            &web.state,
+            TaskState::Dead {
+                outcome: Outcome::Killed { .. }
+            }
+        ),
+        "{:?}",
+        web.state
+    );
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert!(home.driver.live().is_empty());
 }
 
 /// An agent that goes away while its tasks run (its runtime dropped, as a
