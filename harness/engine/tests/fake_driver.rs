@@ -9,8 +9,10 @@ use taskgate_engine::alloc::{AllocUpdate, DesiredStatus};
 use taskgate_engine::clock::SystemClock;
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, Lifecycle, LifecycleHook, Task};
+use taskgate_engine::state::{AttemptEnded, StateDb, TaskRecord};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use taskgate_engine::{AllocHandle, AllocSummary, ClientStatus, Engine, EngineConfig};
+use taskgate_executor::ExitResult;
 use taskgate_faults::{points, Action, Await};
 
 fn idle() -> Duration {
@@ -503,5 +505,138 @@ fn an_undecodable_record_skips_only_its_alloc() {
     assert_eq!(alloc.alloc_id, good);
     alloc.stop();
     let summary = wait(&second, alloc);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
+/// Runs `web` (a service the fake keeps running) in a first engine until it
+/// started, then lets that engine die; returns the alloc id. The caller
+/// edits what the dead agent left before a second engine restores it.
+fn agent_died_while_web_ran(home: &Home, first: &tokio::runtime::Runtime, attempts: u32) -> String {
+    let mut web = task("web", None, false);
+    web.restart.attempts = attempts;
+    web.restart.delay = Duration::ZERO;
+    let engine = home.engine();
+    let alloc = {
+        let _rt = first.enter();
+        engine.submit(&job(vec![web]), None).unwrap()
+    };
+    let alloc_id = alloc.alloc_id.clone();
+    let (mut events, _waiter) = alloc.into_parts();
+    started_events(first, &mut events, 1);
+    drop(engine);
+    alloc_id
+}
+
+/// Changes the dead agent's record of `web`.
+fn edit_web_record(home: &Home, alloc_id: &str, edit: impl FnOnce(&mut TaskRecord)) {
+    let state = StateDb::open(&home.dir.path().join("data/state.db")).unwrap();
+    let mut web = state.tasks(alloc_id).unwrap().remove(0);
+    edit(&mut web);
+    state.put_task(alloc_id, &web).unwrap();
+}
+
+/// Restore rule: the committed attempt ended (its end persisted) before the
+/// agent died; the restored agent finishes it, and never runs it again.
+#[test]
+#[serial]
+fn a_restored_attempt_that_had_ended_is_finished_not_run_again() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 0);
+    first.shutdown_timeout(idle());
+    edit_web_record(&home, &alloc_id, |web| {
+        web.ended = Some(AttemptEnded {
+            attempt: 1,
+            result: ExitResult {
+                exit_code: Some(0),
+                signal: None,
+                oom_killed: false,
+                started_at_ms: 0,
+                exited_at_ms: 0,
+            },
+            killed: false,
+        });
+    });
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    // No stop: the restored attempt is over, so the alloc is.
+    let summary = wait(&second, alloc);
+    assert_eq!(home.driver.starts("web"), 1, "{:?}", home.driver.calls());
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert!(home.driver.live().is_empty(), "its executor was shut down");
+}
+
+/// Restore rule: reattach fails (here, the socket answers for another
+/// executor than the record names); the remains are destroyed before the
+/// restart, so the new attempt is not refused and never runs beside them.
+#[test]
+#[serial]
+fn a_failed_reattach_destroys_the_remains_before_the_restart() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 1);
+    first.shutdown_timeout(idle());
+    edit_web_record(&home, &alloc_id, |web| {
+        let handle = web.handle.as_mut().expect("the handle was persisted");
+        handle.executor_pid += 100;
+    });
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    let updates = alloc.updater();
+    let (mut events, waiter) = alloc.into_parts();
+    let started = started_events(&second, &mut events, 1);
+    assert_eq!(started[0].attempt, 2);
+    let calls = home.driver.calls();
+    let destroyed = calls.iter().position(|c| {
+        *c == Call::DestroyRemains {
+            task: "web".into(),
+            found: true,
+        }
+    });
+    let restarted = calls.iter().rposition(|c| matches!(c, Call::Start { .. }));
+    assert!(destroyed < restarted && destroyed.is_some(), "{calls:?}");
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::StartFailed { .. })),
+        "{calls:?}"
+    );
+    updates.send(AllocUpdate::stop()).unwrap();
+    let summary = second
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert!(home.driver.live().is_empty());
+}
+
+/// Committing attempt 2 forgets attempt 1's handle at once (B1): held right
+/// after the commit, the persisted record names no executor.
+#[test]
+#[serial]
+fn committing_an_attempt_forgets_the_previous_attempts_handle() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1)]);
+    taskgate_faults::configure_fault(&"web:tr.start_committed@2=park".parse().unwrap());
+    let mut web = task("web", None, false);
+    web.restart.attempts = 1;
+    web.restart.delay = Duration::ZERO;
+    let engine = home.engine();
+    let alloc = {
+        let _rt = rt.enter();
+        engine.submit(&job(vec![web]), None).unwrap()
+    };
+    let committed = taskgate_faults::scoped(Some("web"), points::TR_START_COMMITTED);
+    wait_for(Await::Parked(committed.clone()));
+    let record = engine.state().tasks(&alloc.alloc_id).unwrap().remove(0);
+    assert_eq!(record.committed, Some(2));
+    assert_eq!(record.handle, None, "attempt 1's executor still named");
+    taskgate_faults::release(Some("web"), points::TR_START_COMMITTED);
+    alloc.stop();
+    let summary = wait(&rt, alloc);
     assert_eq!(summary.status.client, ClientStatus::Complete);
 }
