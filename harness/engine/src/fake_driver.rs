@@ -117,6 +117,14 @@ impl FakeDriver {
             .count()
     }
 
+    /// Every stop the engine asked for, in order.
+    pub fn stops(&self) -> Vec<Call> {
+        (self.lock().calls.iter())
+            .filter(|c| matches!(c, Call::Stop { .. }))
+            .cloned()
+            .collect()
+    }
+
     /// Tasks still reachable (started and not shut down).
     pub fn live(&self) -> Vec<String> {
         self.lock().live.values().map(|t| t.task.clone()).collect()

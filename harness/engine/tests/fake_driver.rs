@@ -425,9 +425,7 @@ fn an_update_that_does_not_stop_the_alloc_kills_nothing() {
         desired_status: DesiredStatus::Run,
     });
     wait_for(Await::Passed(points::AR_UPDATE_APPLIED.into()));
-    let stops: Vec<Call> = (home.driver.calls().into_iter())
-        .filter(|c| matches!(c, Call::Stop { .. }))
-        .collect();
+    let stops = home.driver.stops();
     assert!(stops.is_empty(), "{stops:?}");
     alloc.stop();
     let summary = wait(&rt, alloc);
@@ -547,13 +545,7 @@ fn a_restored_attempt_that_had_ended_is_finished_not_run_again() {
     edit_web_record(&home, &alloc_id, |web| {
         web.ended = Some(AttemptEnded {
             attempt: 1,
-            result: ExitResult {
-                exit_code: Some(0),
-                signal: None,
-                oom_killed: false,
-                started_at_ms: 0,
-                exited_at_ms: 0,
-            },
+            result: ExitResult::with_code(0),
             killed: false,
         });
     });

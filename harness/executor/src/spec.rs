@@ -83,6 +83,17 @@ pub struct ExitResult {
 }
 
 impl ExitResult {
+    /// An exit with `code` whose times are not known (0).
+    pub fn with_code(code: i32) -> ExitResult {
+        ExitResult {
+            exit_code: Some(code),
+            signal: None,
+            oom_killed: false,
+            started_at_ms: 0,
+            exited_at_ms: 0,
+        }
+    }
+
     pub fn successful(&self) -> bool {
         self.exit_code == Some(0) && self.signal.is_none() && !self.oom_killed
     }

@@ -21,13 +21,7 @@ impl TaskRunner {
         {
             self.set_state(TaskState::Dead {
                 outcome: Outcome::Exited {
-                    result: ExitResult {
-                        exit_code: Some(0),
-                        signal: None,
-                        oom_killed: false,
-                        started_at_ms: 0,
-                        exited_at_ms: 0,
-                    },
+                    result: ExitResult::with_code(0),
                     failed: false,
                 },
             });

@@ -3,7 +3,7 @@
 use super::*;
 use crate::alloc::{ClientStatus, DesiredStatus};
 use crate::clock::SystemClock;
-use crate::fake_driver::{Call, FakeDriver};
+use crate::fake_driver::FakeDriver;
 use crate::hooks::HookSet;
 use crate::state::StateDb;
 
@@ -58,9 +58,7 @@ async fn a_gone_alloc_runner_is_no_kill_order() {
     // The task ends on its own (its executor killed it, say).
     driver.destroy_remains("a1", "web").await.unwrap();
     let record = run.await.unwrap();
-    let stops: Vec<Call> = (driver.calls().into_iter())
-        .filter(|c| matches!(c, Call::Stop { .. }))
-        .collect();
+    let stops = driver.stops();
     assert!(stops.is_empty(), "told to stop: {stops:?}");
     assert!(
         matches!(
