@@ -632,3 +632,32 @@ fn committing_an_attempt_forgets_the_previous_attempts_handle() {
     let summary = wait(&rt, alloc);
     assert_eq!(summary.status.client, ClientStatus::Complete);
 }
+
+/// How an attempt ended is persisted before the exited hooks run (B2): held
+/// at the first of them, the record already has it.
+#[test]
+#[serial]
+fn an_attempts_end_is_persisted_before_the_exited_hooks() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(3)]);
+    let before_hooks = "web:hook.exited.before.executor_shutdown";
+    taskgate_faults::configure_fault(&format!("{before_hooks}=park").parse().unwrap());
+    let engine = home.engine();
+    let alloc = {
+        let _rt = rt.enter();
+        engine
+            .submit(&job(vec![task("web", None, false)]), None)
+            .unwrap()
+    };
+    wait_for(Await::Parked(before_hooks.into()));
+    let record = engine.state().tasks(&alloc.alloc_id).unwrap().remove(0);
+    let ended = record.ended.expect("the end was not persisted");
+    assert_eq!(
+        (ended.attempt, ended.result.exit_code, ended.killed),
+        (1, Some(3), false)
+    );
+    taskgate_faults::release_all();
+    let summary = wait(&rt, alloc);
+    assert_eq!(summary.status.client, ClientStatus::Failed);
+}
