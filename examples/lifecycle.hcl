@@ -3,6 +3,9 @@
 #   -> main (server, the leader) -> poststart (announce, once the main task started)
 #   -> poststop (cleanup, after the main task and the sidecar have stopped).
 job "lifecycle" {
+  # Batch: the server's exit 0 after three ticks is completion.
+  type = "batch"
+
   group "web" {
     # Group-level default for every task below.
     restart {

@@ -2,6 +2,9 @@
 # a leader that prints a few lines and exits after ~1 s, and a poststart sidecar
 # that runs alongside it until the leader's exit makes the alloc runner kill it.
 job "demo" {
+  # Batch: the leader's exit 0 is completion (a service would restart it).
+  type = "batch"
+
   group "app" {
     task "leader" {
       driver = "exec"

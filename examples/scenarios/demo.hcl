@@ -5,6 +5,7 @@ scenario "leader-prestart-errors" {
   # Inline, with no restarts: under the jobspec's default policy the next
   # attempt (15 s later) would pass, and the alloc complete.
   job "errors" {
+    type = "batch"
     group "g" {
       task "leader" {
         driver = "exec"

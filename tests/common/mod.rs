@@ -265,6 +265,7 @@ impl EngineHome {
             default_user: "nobody".into(),
             pids_max: 64,
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
+            restart_seed: 0,
         }
     }
 

@@ -33,7 +33,7 @@ use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
 use taskgate_engine::AllocWaiter;
 use taskgate_engine::{AllocHandle, AllocSummary, AllocUpdate, ClientStatus, DesiredStatus};
-use taskgate_engine::{Engine, EngineConfig};
+use taskgate_engine::{Engine, EngineConfig, Jitter};
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::{Action, Await, Hit};
 use taskgate_scenarios::jobs::{job, leader, lifecycle, report_alloc, script_task, service};

@@ -24,6 +24,10 @@ pub struct AgentArgs {
     /// next to this binary).
     #[arg(long)]
     pub executor_bin: Option<PathBuf>,
+    /// Seed of the restart jitter (default: drawn at start, and logged):
+    /// the same seed, the same restart waits.
+    #[arg(long)]
+    pub restart_seed: Option<u64>,
 }
 
 impl AgentArgs {
@@ -54,6 +58,14 @@ impl AgentArgs {
             default_user: self.user.clone(),
             pids_max: self.pids_max,
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
+            restart_seed: self.restart_seed.unwrap_or_else(|| {
+                let seed = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64)
+                    ^ u64::from(std::process::id());
+                tracing::info!(seed, "restart jitter seed (replay with --restart-seed)");
+                seed
+            }),
         })
     }
 

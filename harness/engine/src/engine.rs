@@ -30,6 +30,8 @@ pub struct EngineConfig {
     pub pids_max: u64,
     /// What restart intervals and delays are measured on.
     pub clock: Arc<dyn Clock>,
+    /// Where restart jitter is drawn from: the same seed, the same waits.
+    pub restart_seed: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -156,8 +158,7 @@ impl Engine {
     }
 
     /// Restores every allocation a previous agent left unfinished: running
-    /// tasks are re-attached to their executors, never started again.
-    /// Restores every allocation a previous agent left running. An alloc
+    /// tasks are re-attached to their executors, never started again. An alloc
     /// whose records cannot be read is skipped, with why, and the others
     /// restored: one corrupt record must not strand every other alloc.
     /// Only a database that cannot be read at all is an error.
@@ -185,6 +186,7 @@ impl Engine {
             self.config.clock.clone(),
         );
         let run_dir = run_dir(&self.config);
+        let (job_type, restart_seed) = (record.job.job_type, self.config.restart_seed);
         alloc_runner::spawn(record, tasks, self.state.clone(), move |gate, events| {
             TaskRunnerDeps {
                 alloc_id: alloc_id.clone(),
@@ -196,6 +198,8 @@ impl Engine {
                 defaults: defaults.clone(),
                 run_dir: run_dir.clone(),
                 clock: clock.clone(),
+                job_type,
+                restart_seed,
                 events,
             }
         })
@@ -244,6 +248,7 @@ mod tests {
             default_user: "nobody".into(),
             pids_max: 8,
             clock: Arc::new(SystemClock::default()),
+            restart_seed: 0,
         };
         let engine = Engine::open(config.clone()).unwrap();
         let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

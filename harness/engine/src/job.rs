@@ -9,7 +9,64 @@ use taskgate_executor::KillSignal;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub name: String,
+    /// Records written before jobs had a type ran with batch semantics.
+    #[serde(default = "JobType::before_types")]
+    pub job_type: JobType,
     pub groups: Vec<Group>,
+}
+
+/// Nomad's job type: what a task's successful exit means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobType {
+    /// Runs until stopped: a task that exits 0 is restarted, as one that
+    /// failed is, and its restarts count against the policy.
+    #[default]
+    Service,
+    /// Runs to completion: a task that exits 0 is done.
+    Batch,
+}
+
+impl JobType {
+    fn before_types() -> JobType {
+        JobType::Batch
+    }
+
+    /// Nomad's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobType::Service => "service",
+            JobType::Batch => "batch",
+        }
+    }
+
+    /// Whether `task` is restarted after it exits 0 (Nomad's restart
+    /// tracker's `onSuccess`): service tasks are, batch tasks are not;
+    /// sidecars always are, poststop tasks never, whatever the type.
+    pub fn restarts_on_success(self, task: &Task) -> bool {
+        match &task.lifecycle {
+            Some(Lifecycle {
+                hook: LifecycleHook::Poststop,
+                ..
+            }) => false,
+            Some(Lifecycle { sidecar, .. }) => *sidecar,
+            None => self == JobType::Service,
+        }
+    }
+
+    /// Nomad's restart policy for a task group that sets none.
+    pub fn default_restart(self) -> RestartPolicy {
+        let (attempts, interval) = match self {
+            JobType::Service => (2, Duration::from_secs(30 * 60)),
+            JobType::Batch => (3, Duration::from_secs(24 * 60 * 60)),
+        };
+        RestartPolicy {
+            attempts,
+            interval,
+            delay: Duration::from_secs(15),
+            mode: RestartMode::Fail,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,18 +142,6 @@ impl Default for Resources {
     }
 }
 
-/// Nomad's defaults for service jobs.
-impl Default for RestartPolicy {
-    fn default() -> Self {
-        RestartPolicy {
-            attempts: 2,
-            interval: Duration::from_secs(30 * 60),
-            delay: Duration::from_secs(15),
-            mode: RestartMode::Fail,
-        }
-    }
-}
-
 impl Default for Logs {
     fn default() -> Self {
         Logs {
@@ -119,7 +164,7 @@ impl Task {
             lifecycle: None,
             kill_timeout: Duration::from_secs(5),
             kill_signal: KillSignal::SIGINT,
-            restart: RestartPolicy::default(),
+            restart: JobType::default().default_restart(),
             logs: Logs::default(),
             user: None,
         }
@@ -177,12 +222,14 @@ pub fn unknown_users(job: &Job, default_user: &str) -> Vec<String> {
 /// the alloc of docs/nomad-prestart-race-report.txt, whose sidecar starts once the leader runs.
 pub fn builtin_default() -> Job {
     let sh = |script: &str| vec!["-c".to_owned(), script.to_owned()];
+    let batch = JobType::Batch;
     let mut leader = Task::new(
         "leader",
         "/bin/sh",
         sh(r#"echo "leader: $GREETING"; sleep 1; echo "leader: done""#),
     );
     leader.leader = true;
+    leader.restart = batch.default_restart();
     leader
         .env
         .insert("GREETING".to_owned(), "hello from taskgate".to_owned());
@@ -208,8 +255,10 @@ pub fn builtin_default() -> Job {
         memory_mb: 32,
     };
     sidecar.kill_timeout = Duration::from_secs(2);
+    sidecar.restart = batch.default_restart();
     Job {
         name: "demo".to_owned(),
+        job_type: batch,
         groups: vec![Group {
             name: "app".to_owned(),
             tasks: vec![leader, sidecar],

@@ -22,3 +22,4 @@ pub use alloc::{AllocStatus, AllocUpdate, ClientStatus, DesiredStatus};
 pub use alloc_runner::{AllocHandle, AllocSummary, AllocWaiter};
 pub use engine::{Engine, EngineConfig, EngineError, Restored, SkippedAlloc};
 pub use hooks::hook_points;
+pub use restart::Jitter;

@@ -3,6 +3,7 @@
 
 use crate::jobspec::{RestartMode, RestartPolicy};
 use std::time::Duration;
+use taskgate_faults::rng::SplitMix64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RestartDecision {
@@ -10,40 +11,86 @@ pub enum RestartDecision {
     NotRestarting { reason: String },
 }
 
+/// Nomad's restart jitter: a restart within the policy waits its delay
+/// plus up to a quarter more, so tasks that failed together do not restart
+/// together. Each draw is a function of the engine's seed, the task and the
+/// restart's number, so a replay under the same seed waits exactly as the
+/// run it replays, across agent restarts too.
+#[derive(Debug, Clone, Copy)]
+pub struct Jitter {
+    stream: u64,
+}
+
+impl Jitter {
+    pub fn new(seed: u64, alloc_id: &str, task: &str) -> Jitter {
+        Jitter {
+            stream: SplitMix64::stream(seed, &format!("{alloc_id}/{task}")).0,
+        }
+    }
+
+    /// The wait before the task's `restart`th restart (counted from 0 over
+    /// its whole life): `delay` plus a quarter of a draw below `delay`.
+    pub fn delay(self, delay: Duration, restart: u32) -> Duration {
+        let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let draw = SplitMix64(self.stream ^ u64::from(restart)).draw() % nanos;
+        delay + Duration::from_nanos(draw / 4)
+    }
+}
+
 #[derive(Debug)]
 /// Times are readings of the engine's [`crate::clock::Clock`].
 pub struct RestartTracker {
     policy: RestartPolicy,
+    /// Nomad's `onSuccess`: a successful exit is restarted too (see
+    /// [`crate::jobspec::JobType::restarts_on_success`]).
+    on_success: bool,
+    jitter: Jitter,
+    /// Restarts within the current interval.
     count: u32,
     window_start: Duration,
+    /// Restarts over the task's life: which jitter draw comes next.
+    restarts: u32,
 }
 
 impl RestartTracker {
-    pub fn new(policy: RestartPolicy, now: Duration) -> Self {
+    pub fn new(policy: RestartPolicy, on_success: bool, jitter: Jitter, now: Duration) -> Self {
         RestartTracker {
             policy,
+            on_success,
+            jitter,
             count: 0,
             window_start: now,
+            restarts: 0,
         }
     }
 
-    /// A tracker that already counted `restarts` (restored from the state
-    /// database): a restore does not grant the policy's attempts afresh.
-    pub fn resumed(policy: RestartPolicy, now: Duration, restarts: u32) -> Self {
+    /// This tracker, having already counted `restarts` (restored from the
+    /// state database): a restore does not grant the policy's attempts
+    /// afresh, nor draw the same jitter twice.
+    pub fn resumed(self, restarts: u32) -> Self {
         RestartTracker {
             count: restarts,
-            ..RestartTracker::new(policy, now)
+            restarts,
+            ..self
         }
     }
 
-    /// The task exited on its own. Batch semantics: success is completion.
+    /// Whether the task stopping after an exit means it failed: a task that
+    /// is restarted on success stops only when its policy gives up.
+    pub fn stopping_fails(&self, success: bool) -> bool {
+        !success || self.on_success
+    }
+
+    /// The task exited on its own. A success is completion unless the task
+    /// is restarted on success, when it counts as a restart like a failure.
     pub fn on_exit(&mut self, success: bool, now: Duration) -> RestartDecision {
-        if success {
-            return RestartDecision::NotRestarting {
+        match (success, self.on_success) {
+            (true, false) => RestartDecision::NotRestarting {
                 reason: "task completed successfully".into(),
-            };
+            },
+            (true, true) => self.next(now, "task exited successfully"),
+            (false, _) => self.next(now, "task exited unsuccessfully"),
         }
-        self.next(now, "task exited unsuccessfully")
     }
 
     /// Setting up or starting the task failed.
@@ -63,8 +110,10 @@ impl RestartTracker {
         }
         if self.count < self.policy.attempts {
             self.count += 1;
+            let delay = self.jitter.delay(self.policy.delay, self.restarts);
+            self.restarts += 1;
             return RestartDecision::Restart {
-                delay: self.policy.delay,
+                delay,
                 reason: format!("{why}; restart {} of {}", self.count, self.policy.attempts),
             };
         }
@@ -85,6 +134,7 @@ impl RestartTracker {
                     .saturating_sub(now.saturating_sub(self.window_start));
                 self.window_start = now + left;
                 self.count = 1;
+                self.restarts += 1;
                 RestartDecision::Restart {
                     delay: left,
                     reason: format!("{why}; attempts exhausted, waiting out the interval"),
@@ -108,10 +158,75 @@ mod tests {
         }
     }
 
+    /// A batch task's tracker (a success is completion).
+    fn tracker(attempts: u32, mode: RestartMode, now: Duration) -> RestartTracker {
+        RestartTracker::new(policy(attempts, mode), false, Jitter::new(7, "a", "t"), now)
+    }
+
+    #[test]
+    fn jitter_adds_up_to_a_quarter_and_replays_exactly() {
+        let delay = Duration::from_secs(15);
+        let jitter = Jitter::new(7, "alloc", "web");
+        let draws: Vec<Duration> = (0..200).map(|n| jitter.delay(delay, n)).collect();
+        assert!(draws.iter().all(|&d| d >= delay && d < delay * 5 / 4));
+        assert!(draws.iter().any(|&d| d > delay * 9 / 8), "{draws:?}");
+        assert!(draws.iter().any(|&d| d < delay * 9 / 8), "{draws:?}");
+        let again: Vec<Duration> = (0..200).map(|n| jitter.delay(delay, n)).collect();
+        assert_eq!(draws, again, "the same seed must draw the same waits");
+        let other = Jitter::new(8, "alloc", "web").delay(delay, 0);
+        let beside = Jitter::new(7, "alloc", "db").delay(delay, 0);
+        assert!(other != draws[0] || beside != draws[0]);
+    }
+
+    #[test]
+    fn restarts_draw_jitter_in_turn_across_a_restore() {
+        let now = Duration::ZERO;
+        let jitter = Jitter::new(3, "a", "t");
+        let mut fresh = tracker(5, RestartMode::Fail, now);
+        fresh.jitter = jitter;
+        fresh.on_exit(false, now);
+        let second = fresh.on_exit(false, now);
+        let restored = RestartTracker::new(policy(5, RestartMode::Fail), false, jitter, now)
+            .resumed(1)
+            .on_exit(false, now);
+        assert_eq!(second, restored);
+        match second {
+            RestartDecision::Restart { delay, .. } => {
+                assert_eq!(delay, jitter.delay(Duration::from_millis(10), 1))
+            }
+            other => panic!("expected a restart, got {other:?}"),
+        }
+    }
+
+    /// Nomad's `onSuccess`: a service task's exit 0 is restarted, and
+    /// counts against the policy like a failure; once it gives up the task
+    /// has failed.
+    #[test]
+    fn a_success_restarts_when_the_task_restarts_on_success() {
+        let now = Duration::ZERO;
+        let mut t = RestartTracker::new(
+            policy(1, RestartMode::Fail),
+            true,
+            Jitter::new(7, "a", "t"),
+            now,
+        );
+        assert!(matches!(
+            t.on_exit(true, now),
+            RestartDecision::Restart { .. }
+        ));
+        assert!(matches!(
+            t.on_exit(true, now),
+            RestartDecision::NotRestarting { .. }
+        ));
+        assert!(t.stopping_fails(true));
+        assert!(!tracker(1, RestartMode::Fail, now).stopping_fails(true));
+        assert!(tracker(1, RestartMode::Fail, now).stopping_fails(false));
+    }
+
     #[test]
     fn success_is_completion() {
         let now = Duration::ZERO;
-        let mut t = RestartTracker::new(policy(3, RestartMode::Fail), now);
+        let mut t = tracker(3, RestartMode::Fail, now);
         assert!(matches!(
             t.on_exit(true, now),
             RestartDecision::NotRestarting { .. }
@@ -124,7 +239,7 @@ mod tests {
     #[case(3)]
     fn fail_mode_allows_exactly_attempts(#[case] attempts: u32) {
         let now = Duration::ZERO;
-        let mut t = RestartTracker::new(policy(attempts, RestartMode::Fail), now);
+        let mut t = tracker(attempts, RestartMode::Fail, now);
         for _ in 0..attempts {
             assert!(matches!(
                 t.on_exit(false, now),
@@ -140,7 +255,7 @@ mod tests {
     #[test]
     fn delay_mode_waits_out_the_interval() {
         let now = Duration::ZERO;
-        let mut t = RestartTracker::new(policy(1, RestartMode::Delay), now);
+        let mut t = tracker(1, RestartMode::Delay, now);
         assert!(matches!(
             t.on_exit(false, now),
             RestartDecision::Restart { .. }
@@ -157,7 +272,7 @@ mod tests {
     #[test]
     fn delay_mode_waits_exactly_the_rest_of_the_interval() {
         let now = Duration::ZERO;
-        let mut t = RestartTracker::new(policy(1, RestartMode::Delay), now);
+        let mut t = tracker(1, RestartMode::Delay, now);
         t.on_exit(false, now);
         let almost = now + Duration::from_millis(59_995);
         match t.on_exit(false, almost) {
@@ -171,7 +286,7 @@ mod tests {
     #[test]
     fn window_resets_after_interval() {
         let now = Duration::ZERO;
-        let mut t = RestartTracker::new(policy(1, RestartMode::Fail), now);
+        let mut t = tracker(1, RestartMode::Fail, now);
         assert!(matches!(
             t.on_exit(false, now),
             RestartDecision::Restart { .. }
@@ -186,7 +301,7 @@ mod tests {
     #[test]
     fn unrecoverable_start_errors_never_restart() {
         let now = Duration::ZERO;
-        let mut t = RestartTracker::new(policy(5, RestartMode::Fail), now);
+        let mut t = tracker(5, RestartMode::Fail, now);
         assert!(matches!(
             t.on_start_error(false, now),
             RestartDecision::NotRestarting { .. }

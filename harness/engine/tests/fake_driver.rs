@@ -8,7 +8,7 @@ use std::time::Duration;
 use taskgate_engine::alloc::{AllocUpdate, DesiredStatus};
 use taskgate_engine::clock::SystemClock;
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
-use taskgate_engine::jobspec::{Group, Job, Lifecycle, LifecycleHook, Task};
+use taskgate_engine::jobspec::{Group, Job, JobType, Lifecycle, LifecycleHook, Task};
 use taskgate_engine::state::{AttemptEnded, StateDb, TaskRecord};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use taskgate_engine::{AllocHandle, AllocSummary, ClientStatus, Engine, EngineConfig};
@@ -60,6 +60,7 @@ impl Home {
             default_user: me.name,
             pids_max: 8,
             clock: Arc::new(SystemClock::default()),
+            restart_seed: 0,
         };
         Engine::open_with(config, Arc::new(self.driver.clone())).unwrap()
     }
@@ -80,9 +81,11 @@ fn task(name: &str, hook: Option<LifecycleHook>, sidecar: bool) -> Task {
     t
 }
 
+/// A batch job: a task's exit 0 is its end.
 fn job(tasks: Vec<Task>) -> Job {
     Job {
         name: "j".into(),
+        job_type: JobType::Batch,
         groups: vec![Group {
             name: "g".into(),
             tasks,
@@ -660,4 +663,40 @@ fn an_attempts_end_is_persisted_before_the_exited_hooks() {
     taskgate_faults::release_all();
     let summary = wait(&rt, alloc);
     assert_eq!(summary.status.client, ClientStatus::Failed);
+}
+
+/// Nomad's `onSuccess`: a service's task that exits 0 is restarted, and
+/// those restarts count against its policy; once the policy gives up the
+/// task has failed. A batch task's exit 0 is its completion.
+#[rstest::rstest]
+#[case::service(JobType::Service, 3, ClientStatus::Failed)]
+#[case::batch(JobType::Batch, 1, ClientStatus::Complete)]
+#[serial]
+fn a_success_restarts_a_service_and_completes_a_batch(
+    #[case] job_type: JobType,
+    #[case] starts: usize,
+    #[case] status: ClientStatus,
+) {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(0); 3]);
+    let mut web = task("web", None, false);
+    web.restart.attempts = 2;
+    web.restart.delay = Duration::from_millis(10);
+    let engine = home.engine();
+    let alloc = {
+        let _rt = rt.enter();
+        let job = Job {
+            job_type,
+            ..job(vec![web])
+        };
+        engine.submit(&job, None).unwrap()
+    };
+    let summary = wait(&rt, alloc);
+    assert_eq!(starts_in_order(&home.driver).len(), starts);
+    assert_eq!(summary.status.client, status);
+    let web = &summary.tasks[0];
+    assert_eq!(web.restarts as usize, starts - 1);
+    let last = web.events.last().unwrap();
+    assert_eq!(last.fails_task, status == ClientStatus::Failed, "{last:?}");
 }

@@ -14,6 +14,7 @@ pub mod patience;
 pub mod points;
 #[cfg(feature = "failpoints")]
 mod registry;
+pub mod rng;
 pub mod schedule;
 pub mod seeded;
 #[cfg(feature = "failpoints")]

@@ -8,6 +8,7 @@
 //! reproduced exactly by `taskgate replay TOKEN`.
 
 use crate::points::{TASK_RUNNER_BOUNDARIES, UPDATE_BOUNDARIES};
+use crate::rng::SplitMix64;
 use std::fmt;
 
 /// The two controlled actors, in priority terms.
@@ -70,23 +71,23 @@ impl Schedule {
     pub fn random(seed: u64, depth: u32) -> Schedule {
         let mut rng = SplitMix64(seed);
         let mut pick_set = |n: usize| -> Vec<usize> {
-            let mut set: Vec<usize> = (0..n).filter(|_| rng.next().is_multiple_of(2)).collect();
+            let mut set: Vec<usize> = (0..n).filter(|_| rng.draw().is_multiple_of(2)).collect();
             if set.is_empty() {
-                set.push((rng.next() % n as u64) as usize);
+                set.push((rng.draw() % n as u64) as usize);
             }
             set
         };
         let task_parks = pick_set(TASK_RUNNER_BOUNDARIES.len());
         let update_parks = pick_set(UPDATE_BOUNDARIES.len());
-        let stop_at = (rng.next() % task_parks.len() as u64) as usize;
-        let first = if rng.next().is_multiple_of(2) {
+        let stop_at = (rng.draw() % task_parks.len() as u64) as usize;
+        let first = if rng.draw().is_multiple_of(2) {
             Actor::TaskRunner
         } else {
             Actor::Updater
         };
         let steps = (task_parks.len() + update_parks.len()) as u64;
         let mut swaps: Vec<u32> = (0..depth)
-            .map(|_| (rng.next() % steps.max(1)) as u32)
+            .map(|_| (rng.draw() % steps.max(1)) as u32)
             .collect();
         swaps.sort_unstable();
         swaps.dedup();
@@ -222,19 +223,6 @@ impl std::str::FromStr for Schedule {
             swaps: list(get("swaps")?)?.into_iter().map(|x| x as u32).collect(),
         }
         .validate()
-    }
-}
-
-/// Small, fixed PRNG so a seed means the same schedule on every machine.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
     }
 }
 

@@ -115,6 +115,9 @@ pub struct TaskShape {
     /// Its policy restarts without end (Nomad's delay mode): no failed exit
     /// is its last by the policy's choice.
     pub restarts_forever: bool,
+    /// An exit 0 is restarted like a failure (a service's task, a sidecar):
+    /// it is no completion, and a last exit 0 the policy gave up on fails it.
+    pub restarts_on_success: bool,
 }
 
 /// The fault points the invariants anchor on, by name.
@@ -458,6 +461,7 @@ mod tests {
                 role: TaskRole::Main { leader: false },
                 restart_attempts: 0,
                 restarts_forever: false,
+                restarts_on_success: false,
             })
             .collect()
     }

@@ -124,10 +124,11 @@ fn is_sidecar(role: TaskRole) -> bool {
 /// A task whose executor saw it exit successfully before the agent was
 /// restarted has completed; the restored agent must not start it again
 /// (Nomad #5883: a completed batch alloc re-run after an agent restart).
+/// A task restarted on success (a service's, a sidecar) never completes.
 pub fn check_no_restart_after_completion(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     let restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
     let mut out = Vec::new();
-    for task in tasks.iter().filter(|t| !is_sidecar(t.role)) {
+    for task in tasks.iter().filter(|t| !t.restarts_on_success) {
         let launched = launches(history, &task.name);
         for &restart in &restarts {
             let Some(&(exited, exit)) = exits(history, &task.name)
@@ -375,7 +376,9 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         };
         match exits(history, &task.name).last() {
             Some(&(at, exit))
-                if !exit.successful() && !killed.iter().any(|&k| k < at) && policy_gives_up(at) =>
+                if (!exit.successful() || task.restarts_on_success)
+                    && !killed.iter().any(|&k| k < at)
+                    && policy_gives_up(at) =>
             {
                 why = Some(format!(
                     "{} last exited {exit:?} (#{at}) without being told to die",

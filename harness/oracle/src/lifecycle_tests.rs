@@ -112,6 +112,7 @@ fn shape(name: &str, role: TaskRole, restart_attempts: u32) -> TaskShape {
         role,
         restart_attempts,
         restarts_forever: false,
+        restarts_on_success: false,
     }
 }
 
@@ -136,15 +137,51 @@ fn no_restart_after_completion(#[case] h: H, #[case] expected: usize) {
     assert_eq!(v.len(), expected, "{v:#?}");
 }
 
-#[test]
-fn a_completed_sidecar_is_not_judged_as_completed() {
+fn restarted_on_success(name: &str, role: TaskRole, restart_attempts: u32) -> TaskShape {
+    TaskShape {
+        restarts_on_success: true,
+        ..shape(name, role, restart_attempts)
+    }
+}
+
+/// A sidecar's or a service task's exit 0 is no completion: starting it
+/// again after a restore is its restart.
+#[rstest]
+#[case::sidecar(TaskRole::Poststart { sidecar: true })]
+#[case::service_main(TaskRole::Main { leader: false })]
+fn a_task_restarted_on_success_is_not_judged_as_completed(#[case] role: TaskRole) {
     let h = H::default()
         .start("proxy")
         .exit("proxy", OK)
         .restart(false)
         .start("proxy");
-    let sidecar = shape("proxy", TaskRole::Poststart { sidecar: true }, 0);
-    assert!(check_no_restart_after_completion(&h.0, &[sidecar]).is_empty());
+    let task = restarted_on_success("proxy", role, 1);
+    assert!(check_no_restart_after_completion(&h.0, &[task]).is_empty());
+}
+
+/// A service task's exits 0 use up its policy like failures: the one the
+/// policy gave up on fails the alloc; one with attempts left that a stop
+/// ended does not.
+#[rstest]
+#[case::policy_gave_up(1, AllocStatus::Failed, true)]
+#[case::policy_gave_up_reported_complete(1, AllocStatus::Complete, false)]
+#[case::attempts_left(2, AllocStatus::Complete, true)]
+#[case::attempts_left_reported_failed(2, AllocStatus::Failed, false)]
+fn a_service_tasks_last_success_fails_it_when_the_policy_gives_up(
+    #[case] attempts: u32,
+    #[case] reported: AllocStatus,
+    #[case] holds: bool,
+) {
+    let h = H::default()
+        .start("web")
+        .exit("web", OK)
+        .start("web")
+        .exit("web", OK)
+        .stop()
+        .status(reported);
+    let web = restarted_on_success("web", TaskRole::Main { leader: false }, attempts);
+    let v = check_status_matches_exits(&h.0, &[web]);
+    assert_eq!(v.is_empty(), holds, "{v:#?}");
 }
 
 #[rstest]

@@ -21,6 +21,25 @@ scenario "failing-batch-agent-kill" {
   }
 }
 
+scenario "service-success-agent-kill" {
+  about = "a service task exits 0 every attempt, restarted on success as a failure is (3 allowed); the agent dies at a boundary of attempt 2 and restores: still the policy's attempts, the last success no completion, alloc failed"
+  job   = "jobs/service-done.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.start_condition_met", "web:tr.start_committed",
+                "web:hook.exited.after.executor_shutdown"]
+      action = "kill"
+      hit    = 2
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
 scenario "batch-agent-kill" {
   about = "a batch task that succeeds; the agent dies at a boundary and restores: it completes, and never runs again"
   job   = "jobs/web-done.hcl"

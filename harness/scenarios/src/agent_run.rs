@@ -32,7 +32,9 @@ pub(crate) fn run(
             .arg("--data-dir")
             .arg(data_dir)
             .arg("--executor-bin")
-            .arg(runner.lab.executor_bin());
+            .arg(runner.lab.executor_bin())
+            .arg("--restart-seed")
+            .arg(crate::run::RESTART_SEED.to_string());
         for (host, task) in runner.lab.chroot_env() {
             cmd.arg("--chroot-env")
                 .arg(format!("{}:{}", host.display(), task.display()));

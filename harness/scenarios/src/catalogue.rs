@@ -36,6 +36,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../catalogue/jobs/web-done.hcl"),
     ),
     (
+        "jobs/service-done.hcl",
+        include_str!("../catalogue/jobs/service-done.hcl"),
+    ),
+    (
         "jobs/kill-order.hcl",
         include_str!("../catalogue/jobs/kill-order.hcl"),
     ),

@@ -78,6 +78,7 @@ impl FakeRunner<'_> {
                 default_user: "nobody".into(),
                 pids_max: 64,
                 clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
+                restart_seed: crate::run::RESTART_SEED,
             },
             std::sync::Arc::new(driver.clone()),
         )

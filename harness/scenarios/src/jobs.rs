@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 use taskgate_engine::jobspec::{
-    Group, Job, Lifecycle, LifecycleHook, RestartMode, RestartPolicy, Task,
+    Group, Job, JobType, Lifecycle, LifecycleHook, RestartMode, RestartPolicy, Task,
 };
 
 /// A `/bin/sh -c script` task with a short grace period and no restarts:
@@ -42,10 +42,11 @@ pub fn lifecycle(mut task: Task, hook: LifecycleHook, sidecar: bool) -> Task {
     task
 }
 
-/// A job of one group, `g`.
+/// A batch job of one group, `g`: a task's exit 0 is its end.
 pub fn job(name: &str, tasks: Vec<Task>) -> Job {
     Job {
         name: name.to_string(),
+        job_type: JobType::Batch,
         groups: vec![Group {
             name: "g".into(),
             tasks,

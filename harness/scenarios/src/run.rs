@@ -24,6 +24,10 @@ use taskgate_faults::schedule::Schedule;
 use taskgate_faults::{patience, Await, Fault, Hit};
 use taskgate_oracle::{ExecRecord, TaskRole, TaskShape};
 
+/// The restart jitter seed of every engine the harness runs, real or
+/// fake, in process or as an agent: a replay waits exactly as its run did.
+pub const RESTART_SEED: u64 = 0x7a5c_6a7e;
+
 pub struct Runner<'a> {
     pub lab: &'a Lab,
     pub runtime: &'a tokio::runtime::Runtime,
@@ -268,6 +272,7 @@ impl<'a> Runner<'a> {
             default_user: "nobody".to_string(),
             pids_max: 64,
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
+            restart_seed: RESTART_SEED,
         }
     }
 
@@ -534,6 +539,7 @@ pub(crate) fn shapes(scenario: &Scenario) -> Vec<TaskShape> {
                 name: t.name.clone(),
                 role,
                 restart_attempts: t.restart.attempts,
+                restarts_on_success: scenario.job.job_type.restarts_on_success(t),
                 restarts_forever: t.restart.mode == taskgate_engine::jobspec::RestartMode::Delay,
             }
         })

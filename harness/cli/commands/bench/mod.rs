@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use taskgate_engine::jobspec::{Group, Job, Task};
+use taskgate_engine::jobspec::{Group, Job, JobType, Task};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
 use taskgate_engine::{AllocHandle, AllocUpdate, ClientStatus, Engine, EngineConfig};
 use taskgate_executor::{
@@ -342,6 +342,7 @@ impl Bench {
             default_user: "nobody".into(),
             pids_max: PIDS_MAX,
             clock: Arc::new(taskgate_engine::clock::SystemClock::default()),
+            restart_seed: 0,
         })?;
         let job = engine_job();
         let runtime = super::runtime()?;
@@ -500,6 +501,7 @@ fn engine_job() -> Job {
     task.kill_timeout = KILL_TIMEOUT;
     Job {
         name: "bench".into(),
+        job_type: JobType::Service,
         groups: vec![Group {
             name: "bench".into(),
             tasks: vec![task],

@@ -18,7 +18,7 @@ pub(super) const TOP_LEVEL: Schema = Schema {
     repeated: &[],
 };
 pub(super) const JOB: Schema = Schema {
-    attrs: &[],
+    attrs: &["type"],
     named: &["group"],
     single: &[],
     repeated: &[],

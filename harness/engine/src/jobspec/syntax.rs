@@ -144,10 +144,14 @@ impl Cx<'_> {
         let name = self.name(job, "job")?;
         let within = format!("job {name:?}");
         self.check_body(&job.body, &within, &JOB)?;
+        let job_type = match job.body.get_attribute("type") {
+            Some(attr) => self.job_type(attr)?,
+            None => JobType::default(),
+        };
         let mut groups: Vec<Group> = Vec::new();
         let mut first_line = BTreeMap::new();
         for block in job.body.get_blocks("group") {
-            let group = self.group(block)?;
+            let group = self.group(block, job_type)?;
             let line = self.line_of_span(block.span());
             if let Some(first) = first_line.insert(group.name.clone(), line) {
                 return Err(self.error(
@@ -166,16 +170,34 @@ impl Cx<'_> {
                 format!("{within} has no `group` blocks; at least one is required"),
             ));
         }
-        Ok(Job { name, groups })
+        Ok(Job {
+            name,
+            job_type,
+            groups,
+        })
     }
 
-    fn group(&self, block: &Block) -> Result<Group> {
+    fn job_type(&self, attr: &Attribute) -> Result<JobType> {
+        match self.string(attr)?.as_str() {
+            "service" => Ok(JobType::Service),
+            "batch" => Ok(JobType::Batch),
+            other => Err(self.error(
+                attr.value.span(),
+                format!(
+                    "invalid job type {other:?}: expected \"service\" or \"batch\" \
+                     (a client runs no \"system\" or \"sysbatch\" scheduling)"
+                ),
+            )),
+        }
+    }
+
+    fn group(&self, block: &Block, job_type: JobType) -> Result<Group> {
         let name = self.name(block, "group")?;
         let within = format!("group {name:?}");
         self.check_body(&block.body, &within, &GROUP)?;
         let restart = match block.body.get_blocks("restart").next() {
-            Some(restart) => self.restart(restart, RestartPolicy::default())?,
-            None => RestartPolicy::default(),
+            Some(restart) => self.restart(restart, job_type.default_restart())?,
+            None => job_type.default_restart(),
         };
         let mut tasks: Vec<Task> = Vec::new();
         let mut first_line = BTreeMap::new();

@@ -164,6 +164,85 @@ fn minimal_task_gets_nomad_defaults() {
     assert!(t.is_main() && !t.leader && t.user.is_none() && t.env.is_empty());
 }
 
+/// A job with `type` on line 2 and one task with the given lifecycle.
+fn typed_job(job_type: &str, lifecycle: &str) -> String {
+    format!(
+        "job \"j\" {{\n  {job_type}\n  group \"g\" {{\n    task \"t\" {{\n      driver = \"exec\"\n      config {{ command = \"/bin/true\" }}\n      {lifecycle}\n    }}\n  }}\n}}\n"
+    )
+}
+
+/// Nomad's defaults per type, and whether a success is restarted:
+/// sidecars always, poststop never, the rest as the type says.
+#[rstest]
+#[case::default_is_service("", JobType::Service, 2, 30 * 60, true)]
+#[case::service("type = \"service\"", JobType::Service, 2, 30 * 60, true)]
+#[case::batch("type = \"batch\"", JobType::Batch, 3, 24 * 3600, false)]
+fn job_type_sets_restart_defaults_and_success(
+    #[case] line: &str,
+    #[case] expected: JobType,
+    #[case] attempts: u32,
+    #[case] interval_secs: u64,
+    #[case] main_restarts_on_success: bool,
+) {
+    let job = parse(&typed_job(line, ""), "job.hcl").unwrap();
+    assert_eq!(job.job_type, expected);
+    let t = task(&job, "t");
+    assert_eq!(
+        t.restart,
+        RestartPolicy {
+            attempts,
+            interval: Duration::from_secs(interval_secs),
+            delay: Duration::from_secs(15),
+            mode: RestartMode::Fail,
+        }
+    );
+    assert_eq!(
+        job.job_type.restarts_on_success(t),
+        main_restarts_on_success
+    );
+    for (lifecycle, restarts) in [
+        ("lifecycle { hook = \"prestart\" }", false),
+        (
+            "lifecycle {\n hook = \"prestart\"\n sidecar = true\n }",
+            true,
+        ),
+        (
+            "lifecycle {\n hook = \"poststart\"\n sidecar = true\n }",
+            true,
+        ),
+        ("lifecycle { hook = \"poststop\" }", false),
+    ] {
+        let job = parse(&typed_job(line, lifecycle), "job.hcl").unwrap();
+        assert_eq!(
+            job.job_type.restarts_on_success(task(&job, "t")),
+            restarts,
+            "{line} {lifecycle}"
+        );
+    }
+}
+
+#[rstest]
+#[case::system(
+    "type = \"system\"",
+    "invalid job type \"system\": expected \"service\" or \"batch\""
+)]
+#[case::number("type = 1", "`type` must be a string, got a number")]
+fn bad_job_types_are_errors_at_their_value(#[case] line: &str, #[case] message: &str) {
+    let (row, col, got) = expect_error(&typed_job(line, ""));
+    assert_eq!((row, col), (2, 10), "{got}");
+    assert!(got.contains(message), "{got}");
+}
+
+/// A record written before jobs had a type keeps the batch semantics it
+/// ran with.
+#[test]
+fn a_record_without_a_type_is_batch() {
+    let mut json = serde_json::to_value(builtin_default()).unwrap();
+    json.as_object_mut().unwrap().remove("job_type");
+    let job: Job = serde_json::from_value(json).unwrap();
+    assert_eq!(job.job_type, JobType::Batch);
+}
+
 #[test]
 fn env_numbers_and_booleans_become_strings() {
     let job = parse(

@@ -8,8 +8,8 @@ use crate::alloc_dir::AllocDir;
 use crate::clock::Clock;
 use crate::driver::{Driver, RunningTask};
 use crate::hooks::{guarded, HookContext, HookError, HookSet, TaskSetup};
-use crate::jobspec::Task;
-use crate::restart::{RestartDecision, RestartTracker};
+use crate::jobspec::{JobType, Task};
+use crate::restart::{Jitter, RestartDecision, RestartTracker};
 use crate::start_gate::{PrestartReceipt, StartGate, StartRefused};
 use crate::state::{AttemptEnded, StateDb, TaskRecord};
 use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
@@ -50,6 +50,10 @@ pub struct TaskRunnerDeps {
     /// Where executors keep their sockets (see `taskgate_executor::socket_path`).
     pub run_dir: PathBuf,
     pub clock: Arc<dyn Clock>,
+    /// What a successful exit means for the alloc's tasks.
+    pub job_type: JobType,
+    /// The engine's seed for restart jitter.
+    pub restart_seed: u64,
     pub events: mpsc::UnboundedSender<TaskEvent>,
 }
 
@@ -188,11 +192,13 @@ impl TaskRunner {
     }
 
     async fn main_loop(&mut self) -> Outcome {
-        let mut tracker = RestartTracker::resumed(
+        let mut tracker = RestartTracker::new(
             self.task.restart.clone(),
+            self.deps.job_type.restarts_on_success(&self.task),
+            Jitter::new(self.deps.restart_seed, &self.deps.alloc_id, self.name()),
             self.deps.clock.now(),
-            self.record.restarts,
-        );
+        )
+        .resumed(self.record.restarts);
         let mut attempt = self.record.committed.unwrap_or(0);
         let ended = (self.record.ended.clone())
             .filter(|e| e.attempt == attempt && !SeededBug::RerunCompletedTask.active());
@@ -478,8 +484,9 @@ impl TaskRunner {
             AttemptEnd::Killed(result) => Some(Outcome::Killed { result }),
             AttemptEnd::Exited(result) => {
                 self.emit(EventKind::Terminated, attempt, describe_exit(&result));
-                let failed = !result.successful();
-                let decision = tracker.on_exit(!failed, self.deps.clock.now());
+                let success = result.successful();
+                let failed = tracker.stopping_fails(success);
+                let decision = tracker.on_exit(success, self.deps.clock.now());
                 self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed })
                     .await
             }
@@ -585,8 +592,9 @@ impl TaskRunner {
         }
         let result = ended.result;
         self.emit(EventKind::Terminated, attempt, describe_exit(&result));
-        let failed = !result.successful();
-        let decision = tracker.on_exit(!failed, self.deps.clock.now());
+        let success = result.successful();
+        let failed = tracker.stopping_fails(success);
+        let decision = tracker.on_exit(success, self.deps.clock.now());
         self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed })
             .await
     }

@@ -29,6 +29,8 @@ fn runner(dir: &std::path::Path) -> (TaskRunner, TaskRunnerHandle, FakeDriver) {
         }),
         run_dir: dir.join("run"),
         clock: Arc::new(SystemClock::default()),
+        job_type: crate::jobspec::JobType::Batch,
+        restart_seed: 0,
         events: mpsc::unbounded_channel().0,
     };
     let alloc = AllocStatus {

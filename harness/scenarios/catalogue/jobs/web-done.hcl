@@ -1,5 +1,7 @@
 # One batch task that succeeds; the policy would allow two more attempts.
 job "web-done" {
+  type = "batch"
+
   group "g" {
     task "web" {
       driver       = "exec"

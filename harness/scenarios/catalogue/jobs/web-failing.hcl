@@ -1,5 +1,7 @@
 # One batch task failing every attempt; three attempts in all.
 job "web-failing" {
+  type = "batch"
+
   group "g" {
     task "web" {
       driver       = "exec"
