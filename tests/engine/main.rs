@@ -210,6 +210,18 @@ impl Bench {
             })
     }
 
+    /// Waits for the alloc to finish, and returns every event it streamed
+    /// (a task's record keeps only its last ten).
+    fn wait_streamed(&self, alloc: AllocHandle) -> (AllocSummary, Vec<TaskEvent>) {
+        let (mut stream, waiter) = alloc.into_parts();
+        let summary = self.wait_for(waiter);
+        let mut events = Vec::new();
+        while let Ok(event) = stream.try_recv() {
+            events.push(event);
+        }
+        (summary, events)
+    }
+
     /// Reads the alloc's event stream until each (task, kind) was seen.
     fn wait_events(
         &self,

@@ -100,7 +100,17 @@ pub struct TaskRecord {
     pub events: Vec<TaskEvent>,
 }
 
+/// How many events a task record keeps, as Nomad caps them: the most
+/// recent. (The alloc's event stream still carries every one.)
+pub const MAX_TASK_EVENTS: usize = 10;
+
 impl TaskRecord {
+    /// Drops all but the [`MAX_TASK_EVENTS`] most recent events.
+    pub fn keep_recent_events(&mut self) {
+        let excess = self.events.len().saturating_sub(MAX_TASK_EVENTS);
+        self.events.drain(..excess);
+    }
+
     pub fn new(task: &str) -> Self {
         TaskRecord {
             task: task.to_string(),

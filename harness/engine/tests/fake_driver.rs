@@ -700,3 +700,46 @@ fn a_success_restarts_a_service_and_completes_a_batch(
     let last = web.events.last().unwrap();
     assert_eq!(last.fails_task, status == ClientStatus::Failed, "{last:?}");
 }
+
+/// A task record keeps its last 10 events, as Nomad caps them; the alloc's
+/// event stream still carries every one.
+#[test]
+#[serial]
+fn a_task_keeps_its_last_ten_events_and_the_stream_carries_all() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1); 6]);
+    let mut web = task("web", None, false);
+    web.restart.attempts = 5;
+    web.restart.delay = Duration::from_millis(1);
+    let engine = home.engine();
+    let alloc = {
+        let _rt = rt.enter();
+        engine.submit(&job(vec![web]), None).unwrap()
+    };
+    let (mut stream, waiter) = alloc.into_parts();
+    let summary = rt
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    let mut streamed = Vec::new();
+    while let Ok(event) = stream.try_recv() {
+        streamed.push(event);
+    }
+    let kept = &summary.tasks[0].events;
+    let started = |events: &[TaskEvent]| {
+        events
+            .iter()
+            .filter(|e| e.kind == EventKind::Started)
+            .count()
+    };
+    assert_eq!(started(&streamed), 6, "{streamed:#?}");
+    assert!(streamed.len() > 10);
+    assert_eq!(kept.len(), 10);
+    assert_eq!(kept[..], streamed[streamed.len() - 10..]);
+    drop(engine);
+    let persisted = StateDb::open(&home.dir.path().join("data/state.db"))
+        .unwrap()
+        .tasks(&summary.alloc_id)
+        .unwrap();
+    assert_eq!(&persisted[0].events, kept);
+}

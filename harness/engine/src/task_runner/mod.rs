@@ -792,13 +792,16 @@ impl TaskRunner {
         self.state_tx.send_replace(self.record.state.clone());
     }
 
-    /// Persists the record, streams new events and wakes the coordinator.
+    /// Persists the record (with its recent events only), streams every
+    /// new event and wakes the coordinator.
     fn publish(&mut self) {
+        let new = self.record.events[self.published..].to_vec();
+        self.record.keep_recent_events();
         if let Err(err) = self.deps.state.put_task(&self.deps.alloc_id, &self.record) {
             tracing::error!(task = self.name(), error = %err, "persisting task state failed");
         }
-        for event in &self.record.events[self.published..] {
-            let _ = self.deps.events.send(event.clone());
+        for event in new {
+            let _ = self.deps.events.send(event);
         }
         self.published = self.record.events.len();
         let _ = self.changed.send(());

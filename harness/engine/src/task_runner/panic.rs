@@ -75,6 +75,7 @@ impl PanicCleanup {
                 reason.clone(),
             )
         });
+        record.keep_recent_events();
         record.handle = None;
         if !record.state.is_dead() {
             record.state = TaskState::Dead {
