@@ -86,6 +86,10 @@ pub struct Task {
     pub lifecycle: Option<Lifecycle>,
     pub kill_timeout: Duration,
     pub kill_signal: KillSignal,
+    /// How long the kill signal is held back once the task is told to die
+    /// (Nomad's `shutdown_delay`): time for whoever talks to it to notice.
+    #[serde(default)]
+    pub shutdown_delay: Duration,
     pub restart: RestartPolicy,
     pub logs: Logs,
     pub user: Option<String>,
@@ -164,6 +168,7 @@ impl Task {
             lifecycle: None,
             kill_timeout: Duration::from_secs(5),
             kill_signal: KillSignal::SIGINT,
+            shutdown_delay: Duration::ZERO,
             restart: JobType::default().default_restart(),
             logs: Logs::default(),
             user: None,

@@ -79,6 +79,8 @@ pub enum EventKind {
     Received,
     TaskSetup,
     Started,
+    /// Nomad's "Waiting for shutdown delay": the kill signal is held back.
+    WaitingShutdownDelay,
     Killing,
     Killed,
     Terminated,
@@ -98,6 +100,7 @@ impl EventKind {
             EventKind::Received => "Received",
             EventKind::TaskSetup => "Task Setup",
             EventKind::Started => "Started",
+            EventKind::WaitingShutdownDelay => "Waiting for shutdown delay",
             EventKind::Killing => "Killing",
             EventKind::Killed => "Killed",
             EventKind::Terminated => "Terminated",

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_engine::alloc::{AllocUpdate, DesiredStatus};
-use taskgate_engine::clock::SystemClock;
+use taskgate_engine::clock::{Clock, SystemClock, VirtualClock};
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, JobType, Lifecycle, LifecycleHook, Task};
 use taskgate_engine::state::{AttemptEnded, StateDb, TaskRecord};
@@ -50,6 +50,11 @@ impl Home {
     }
 
     fn engine(&self) -> Engine {
+        self.engine_on(Arc::new(SystemClock::default()))
+    }
+
+    /// An engine whose restart and shutdown delays run on `clock`.
+    fn engine_on(&self, clock: Arc<dyn Clock>) -> Engine {
         let me = nix::unistd::User::from_uid(nix::unistd::getuid())
             .unwrap()
             .expect("the test's own user");
@@ -59,7 +64,7 @@ impl Home {
             chroot_env: BTreeMap::new(),
             default_user: me.name,
             pids_max: 8,
-            clock: Arc::new(SystemClock::default()),
+            clock,
             restart_seed: 0,
         };
         Engine::open_with(config, Arc::new(self.driver.clone())).unwrap()
@@ -111,6 +116,16 @@ fn wait(rt: &tokio::runtime::Runtime, alloc: AllocHandle) -> AllocSummary {
 fn wait_for(what: Await) {
     taskgate_faults::wait_any(std::slice::from_ref(&what), idle())
         .unwrap_or_else(|e| panic!("engine hung: {e}"));
+}
+
+/// The tasks the engine sent a stop signal, in order.
+fn stopped(driver: &FakeDriver) -> Vec<String> {
+    (driver.stops().into_iter())
+        .filter_map(|c| match c {
+            Call::Stop { task, .. } => Some(task),
+            _ => None,
+        })
+        .collect()
 }
 
 fn starts_in_order(driver: &FakeDriver) -> Vec<String> {
@@ -192,16 +207,7 @@ fn a_stop_kills_the_leader_then_the_main_tasks_then_the_sidecars() {
     )));
     alloc.stop();
     let summary = wait(&rt, alloc);
-    let stops: Vec<String> = home
-        .driver
-        .calls()
-        .into_iter()
-        .filter_map(|c| match c {
-            Call::Stop { task, .. } => Some(task),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(stops, ["leader", "worker", "proxy"]);
+    assert_eq!(stopped(&home.driver), ["leader", "worker", "proxy"]);
     // Told only once dead: each kill after the previous wave's exit.
     let history = taskgate_faults::history();
     let at = |task: &str, point: &str| {
@@ -742,4 +748,61 @@ fn a_task_keeps_its_last_ten_events_and_the_stream_carries_all() {
         .tasks(&summary.alloc_id)
         .unwrap();
     assert_eq!(&persisted[0].events, kept);
+}
+
+/// Nomad's `shutdown_delay`: told to die, the leader first waits its delay
+/// (on the engine's clock, exactly, and with an event), and only then gets
+/// its signal; the kill order stays, and a task without a delay waits none.
+#[test]
+#[serial]
+fn a_shutdown_delay_holds_the_kill_signal_back() {
+    let rt = runtime();
+    let home = Home::new();
+    let clock = Arc::new(VirtualClock::default());
+    let engine = home.engine_on(clock.clone());
+    let mut leader = task("leader", None, false);
+    leader.leader = true;
+    leader.shutdown_delay = Duration::from_secs(7);
+    let alloc = {
+        let _rt = rt.enter();
+        engine
+            .submit(
+                &job(vec![
+                    leader,
+                    task("worker", None, false),
+                    task("proxy", Some(LifecycleHook::Poststart), true),
+                ]),
+                None,
+            )
+            .unwrap()
+    };
+    wait_for(Await::Passed(taskgate_faults::scoped(
+        Some("proxy"),
+        points::TR_AFTER_DRIVER_START,
+    )));
+    let before = clock.now();
+    alloc.stop();
+    let (mut stream, waiter) = alloc.into_parts();
+    let summary = rt
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(clock.now() - before, Duration::from_secs(7));
+    let mut told = Vec::new();
+    while let Ok(e) = stream.try_recv() {
+        if matches!(e.kind, EventKind::WaitingShutdownDelay | EventKind::Killing) {
+            told.push((e.task, e.kind));
+        }
+    }
+    let told: Vec<(&str, EventKind)> = told.iter().map(|(t, k)| (t.as_str(), *k)).collect();
+    assert_eq!(
+        told,
+        [
+            ("leader", EventKind::WaitingShutdownDelay),
+            ("leader", EventKind::Killing),
+            ("worker", EventKind::Killing),
+            ("proxy", EventKind::Killing),
+        ]
+    );
+    assert_eq!(stopped(&home.driver), ["leader", "worker", "proxy"]);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
 }

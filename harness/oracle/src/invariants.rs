@@ -73,6 +73,7 @@ pub enum TaskEventKind {
     Received,
     TaskSetup,
     Started,
+    WaitingShutdownDelay,
     Killing,
     Killed,
     Terminated,

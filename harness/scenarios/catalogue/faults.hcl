@@ -107,6 +107,8 @@ scenario "agent-kill" {
         "harness.stop_delivered",
         "leader:tr.killing",
         "sidecar:tr.killing",
+        "leader:hook.prekill.*",
+        "sidecar:hook.prekill.*",
         "leader:hook.exited.before.executor_shutdown",
       ]
       action = "kill"
@@ -127,6 +129,38 @@ scenario "sidecar-outlives-mains" {
       # would be told before the worker exited.
       points = ["worker:tr.killing"]
       action = "delay(50)"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "shutdown-delay-agent-kill" {
+  about = "a stop reaches a leader with a shutdown delay and the agent dies before or during the delay: the restored agent kills the leader, and the sidecar only after it"
+  job   = "jobs/shutdown-delay.hcl"
+  faults {
+    host    = "agent"
+    restore = "stop"
+    then    = "stop-when-running"
+    each {
+      points = ["leader:hook.prekill.before.shutdown_delay", "leader:hook.prekill.after.shutdown_delay"]
+      action = "kill"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "shutdown-delay-tree-killed" {
+  about = "a leader's tree is SIGKILLed during its shutdown delay: its end is the kill's, the alloc completes, and the sidecar is told only after"
+  job   = "jobs/shutdown-delay.hcl"
+  faults {
+    then = "stop-when-running"
+    each {
+      points = ["leader:hook.prekill.after.shutdown_delay"]
+      action = "kill-task-tree"
     }
   }
   expect {

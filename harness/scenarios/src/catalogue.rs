@@ -36,6 +36,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../catalogue/jobs/web-done.hcl"),
     ),
     (
+        "jobs/shutdown-delay.hcl",
+        include_str!("../catalogue/jobs/shutdown-delay.hcl"),
+    ),
+    (
         "jobs/service-done.hcl",
         include_str!("../catalogue/jobs/service-done.hcl"),
     ),

@@ -14,6 +14,7 @@ pub fn event_kind(kind: EventKind) -> TaskEventKind {
         EventKind::Received => TaskEventKind::Received,
         EventKind::TaskSetup => TaskEventKind::TaskSetup,
         EventKind::Started => TaskEventKind::Started,
+        EventKind::WaitingShutdownDelay => TaskEventKind::WaitingShutdownDelay,
         EventKind::Killing => TaskEventKind::Killing,
         EventKind::Killed => TaskEventKind::Killed,
         EventKind::Terminated => TaskEventKind::Terminated,

@@ -6,6 +6,7 @@ mod executor_shutdown;
 mod forget_handle;
 mod log_files;
 mod persist_handle;
+mod shutdown_delay;
 mod task_dir;
 mod task_env;
 mod validate;
@@ -14,6 +15,7 @@ pub use executor_shutdown::ExecutorShutdownHook;
 pub use forget_handle::ForgetHandleHook;
 pub use log_files::LogFilesHook;
 pub use persist_handle::PersistHandleHook;
+pub use shutdown_delay::ShutdownDelayHook;
 pub use task_dir::TaskDirHook;
 pub use task_env::TaskEnvHook;
 pub use validate::ValidateHook;
@@ -97,6 +99,16 @@ pub trait PoststartHook: Send + Sync {
     fn poststart(&self, ctx: &mut HookContext<'_>, task: &RunningTask) -> Result<(), HookError>;
 }
 
+/// Runs once a running task is told to die, before its kill signal is
+/// sent (Nomad's `TaskPreKillHook`): the place to withdraw the task from
+/// whoever talks to it. Returns how long the signal must then be held back
+/// (the longest ask of all prekill hooks wins; a task that exits meanwhile
+/// ends the wait). Not run for an attempt that is not running.
+pub trait PrekillHook: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn prekill(&self, ctx: &mut HookContext<'_>) -> Result<std::time::Duration, HookError>;
+}
+
 pub trait ExitedHook: Send + Sync {
     fn name(&self) -> &'static str;
     fn exited(
@@ -116,6 +128,7 @@ pub trait StopHook: Send + Sync {
 pub struct HookSet {
     pub prestart: Vec<Box<dyn PrestartHook>>,
     pub poststart: Vec<Box<dyn PoststartHook>>,
+    pub prekill: Vec<Box<dyn PrekillHook>>,
     pub exited: Vec<Box<dyn ExitedHook>>,
     pub stop: Vec<Box<dyn StopHook>>,
 }
@@ -131,6 +144,7 @@ impl HookSet {
                 Box::new(TaskEnvHook),
             ],
             poststart: vec![Box::new(PersistHandleHook)],
+            prekill: vec![Box::new(ShutdownDelayHook)],
             exited: vec![Box::new(ExecutorShutdownHook)],
             stop: vec![Box::new(ForgetHandleHook)],
         }
@@ -142,12 +156,13 @@ impl HookSet {
 pub fn hook_points() -> Vec<String> {
     use taskgate_faults::points::{hook_point, Edge};
     let set = HookSet::standard("nobody");
-    let phases: [(&str, Vec<&'static str>); 4] = [
+    let phases: [(&str, Vec<&'static str>); 5] = [
         ("prestart", set.prestart.iter().map(|h| h.name()).collect()),
         (
             "poststart",
             set.poststart.iter().map(|h| h.name()).collect(),
         ),
+        ("prekill", set.prekill.iter().map(|h| h.name()).collect()),
         ("exited", set.exited.iter().map(|h| h.name()).collect()),
         ("stop", set.stop.iter().map(|h| h.name()).collect()),
     ];

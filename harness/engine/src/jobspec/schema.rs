@@ -30,7 +30,14 @@ pub(super) const GROUP: Schema = Schema {
     repeated: &[],
 };
 pub(super) const TASK: Schema = Schema {
-    attrs: &["driver", "leader", "kill_timeout", "kill_signal", "user"],
+    attrs: &[
+        "driver",
+        "leader",
+        "kill_timeout",
+        "kill_signal",
+        "shutdown_delay",
+        "user",
+    ],
     named: &[],
     single: &["config", "env", "resources", "lifecycle", "restart", "logs"],
     repeated: &[],

@@ -301,6 +301,9 @@ impl Cx<'_> {
         if let Some(lifecycle) = body.get_blocks("lifecycle").next() {
             task.lifecycle = Some(self.lifecycle(lifecycle)?);
         }
+        if let Some(attr) = body.get_attribute("shutdown_delay") {
+            task.shutdown_delay = self.duration(attr)?;
+        }
         if let Some(attr) = body.get_attribute("kill_timeout") {
             task.kill_timeout = self.duration(attr)?;
         }

@@ -244,6 +244,15 @@ fn a_record_without_a_type_is_batch() {
 }
 
 #[test]
+fn shutdown_delay_is_a_duration() {
+    let job = parse(&with_task("      shutdown_delay = \"3s\""), "job.hcl").unwrap();
+    assert_eq!(task(&job, "t").shutdown_delay, Duration::from_secs(3));
+    let (line, _, message) = expect_error(&with_task("      shutdown_delay = \"soon\""));
+    assert_eq!(line, 6);
+    assert!(message.contains("soon"), "{message}");
+}
+
+#[test]
 fn env_numbers_and_booleans_become_strings() {
     let job = parse(
         &with_task("      env {\n        PORT = 8080\n        DEBUG = true\n      }"),

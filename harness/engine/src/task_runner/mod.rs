@@ -432,6 +432,20 @@ impl TaskRunner {
         }
         fault_point!(points::TR_KILLING, self.name());
         let attempt = self.current_attempt();
+        let delay = self.run_prekill_hooks(attempt);
+        if !delay.is_zero() {
+            self.publish();
+            let exited = tokio::select! {
+                res = running.wait() => Some(res),
+                _ = self.deps.clock.sleep(delay) => None,
+            };
+            // Gone during the delay: its end is the kill's.
+            match exited {
+                Some(Ok(result)) => return self.kill_done(attempt, Some(result)),
+                Some(Err(err)) => return AttemptEnd::Lost(err.to_string()),
+                None => {}
+            }
+        }
         let grace = self.task.kill_timeout;
         self.emit(
             EventKind::Killing,
@@ -446,6 +460,11 @@ impl TaskRunner {
             tracing::warn!(task = self.name(), error = %err, "stopping task failed");
         }
         let result = running.wait().await.ok();
+        self.kill_done(attempt, result)
+    }
+
+    /// The attempt ended by the kill path (or during it).
+    fn kill_done(&mut self, attempt: u32, result: Option<ExitResult>) -> AttemptEnd {
         self.emit(EventKind::Killed, attempt, "Task successfully killed");
         match &result {
             Some(result) => self.record_end(result, true),
@@ -750,6 +769,31 @@ impl TaskRunner {
             self.hook_result(hook.name(), attempt, res);
             fault_point!(&hook_point("exited", Edge::After, hook.name()), self.name());
         }
+    }
+
+    /// Prekill hooks; the longest hold on the kill signal they ask for.
+    fn run_prekill_hooks(&mut self, attempt: u32) -> std::time::Duration {
+        let hooks = self.deps.hooks.clone();
+        let mut hold = std::time::Duration::ZERO;
+        for hook in &hooks.prekill {
+            fault_point!(
+                &hook_point("prekill", Edge::Before, hook.name()),
+                self.name()
+            );
+            let mut ctx = self.context(attempt);
+            let mut asked = std::time::Duration::ZERO;
+            let res = guarded(hook.name(), || {
+                asked = hook.prekill(&mut ctx)?;
+                Ok(())
+            });
+            hold = hold.max(asked);
+            self.hook_result(hook.name(), attempt, res);
+            fault_point!(
+                &hook_point("prekill", Edge::After, hook.name()),
+                self.name()
+            );
+        }
+        hold
     }
 
     fn run_stop_hooks(&mut self) {
