@@ -176,14 +176,13 @@ impl Shared {
             .collect()
     }
 
-    /// The client status while the alloc lives (see `live_client_status`).
-    /// Persisted only: the task runners
-    /// act on terminal statuses alone, and a view sent from here could
-    /// overtake the update handler's newer one.
+    /// The client status while the alloc lives (see `live_client_status`);
+    /// only the coordinator's end makes it terminal. Persisted only: the
+    /// task runners act on terminal statuses alone, and a view sent from
+    /// here could overtake the update handler's newer one.
     fn follow_live_status(&self, states: &[(&TaskRunnerHandle, TaskState)]) {
         let live = live_client_status(&members(states));
-        let current = self.status().client;
-        if current != live && !current.is_terminal() {
+        if self.status().client != live {
             self.change(|rec| rec.client = live);
         }
     }

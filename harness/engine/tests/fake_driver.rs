@@ -806,3 +806,33 @@ fn a_shutdown_delay_holds_the_kill_signal_back() {
     assert_eq!(stopped(&home.driver), ["leader", "worker", "proxy"]);
     assert_eq!(summary.status.client, ClientStatus::Complete);
 }
+
+/// Nomad's client status, persisted as it goes: `running` once a task
+/// runs. The coordinator persists it in the same pass that opens the
+/// poststart sidecar's start condition, so it is on disk once the sidecar
+/// is let go; the end is `complete`.
+#[test]
+#[serial]
+fn the_client_status_is_running_while_tasks_run() {
+    let rt = runtime();
+    let home = Home::new();
+    let engine = home.engine();
+    let alloc = {
+        let _rt = rt.enter();
+        engine.submit(&report_job(), None).unwrap()
+    };
+    let client = || {
+        let record = engine.state().alloc(&alloc.alloc_id).unwrap().unwrap();
+        record.client
+    };
+    wait_for(Await::Passed(taskgate_faults::scoped(
+        Some("sidecar"),
+        points::TR_START_CONDITION_MET,
+    )));
+    assert_eq!(client(), ClientStatus::Running);
+    alloc.stop();
+    let summary = wait(&rt, alloc);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    let record = engine.state().alloc(&summary.alloc_id).unwrap().unwrap();
+    assert_eq!(record.client, ClientStatus::Complete);
+}
