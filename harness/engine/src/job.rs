@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use taskgate_executor::KillSignal;
+use taskgate_executor::{KillSignal, LogConfig};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
@@ -146,6 +146,16 @@ impl Default for Resources {
     }
 }
 
+impl Logs {
+    /// What the executor's log rotation is told.
+    pub fn config(&self) -> LogConfig {
+        LogConfig {
+            max_files: self.max_files,
+            max_file_size_bytes: self.max_file_size_mb * 1024 * 1024,
+        }
+    }
+}
+
 impl Default for Logs {
     fn default() -> Self {
         Logs {
@@ -268,5 +278,21 @@ pub fn builtin_default() -> Job {
             name: "app".to_owned(),
             tasks: vec![leader, sidecar],
         }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_sizes_are_mebibytes() {
+        let logs = Logs {
+            max_files: 3,
+            max_file_size_mb: 5,
+        };
+        let config = logs.config();
+        assert_eq!(config.max_files, 3);
+        assert_eq!(config.max_file_size_bytes, 5 * 1024 * 1024);
     }
 }

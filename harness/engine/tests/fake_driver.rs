@@ -836,3 +836,31 @@ fn the_client_status_is_running_while_tasks_run() {
     let record = engine.state().alloc(&summary.alloc_id).unwrap().unwrap();
     assert_eq!(record.client, ClientStatus::Complete);
 }
+
+/// Each attempt's end is recorded under its own number: attempt 2's end
+/// is attempt 2's, so a restore that finds it never runs attempt 2 again.
+#[test]
+#[serial]
+fn an_attempts_end_is_recorded_under_its_number() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1), Exit::Code(0)]);
+    let mut web = task("web", None, false);
+    web.restart.attempts = 1;
+    web.restart.delay = Duration::from_millis(1);
+    let engine = home.engine();
+    let alloc = {
+        let _rt = rt.enter();
+        engine.submit(&job(vec![web]), None).unwrap()
+    };
+    let summary = wait(&rt, alloc);
+    let web = &summary.tasks[0];
+    let ended = web.ended.as_ref().expect("the end is recorded");
+    assert_eq!((ended.attempt, ended.result.exit_code), (2, Some(0)));
+    let terminated: Vec<u32> = (web.events.iter())
+        .filter(|e| e.kind == EventKind::Terminated)
+        .map(|e| e.attempt)
+        .collect();
+    assert_eq!(terminated, [1, 2]);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}

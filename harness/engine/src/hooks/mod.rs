@@ -60,6 +60,8 @@ pub enum HookError {
         hook: &'static str,
         source: std::io::Error,
     },
+    /// A fault point's error: only a build with fault points makes one.
+    #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
     #[error("{0}")]
     Injected(String),
     #[error("{hook} panicked: {message}")]

@@ -16,9 +16,7 @@ use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use taskgate_executor::{
-    ExecutorError, ExitResult, LogConfig, Remains, Resources, Rlimits, TaskSpec,
-};
+use taskgate_executor::{ExecutorError, ExitResult, Remains, Resources, Rlimits, TaskSpec};
 use taskgate_faults::fault_point;
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::seeded::SeededBug;
@@ -682,14 +680,10 @@ impl TaskRunner {
     /// The attempt events belong to: the running one, else the furthest an
     /// attempt got (prestart done, or committed).
     fn current_attempt(&self) -> u32 {
-        match self.record.state {
-            TaskState::Running { attempt } => attempt,
-            _ => self
-                .record
-                .committed
-                .max(self.record.prestart_done)
-                .unwrap_or(0),
-        }
+        // A running attempt was committed, after its prestart.
+        (self.record.committed)
+            .max(self.record.prestart_done)
+            .unwrap_or(0)
     }
 
     fn context(&mut self, attempt: u32) -> HookContext<'_> {
@@ -725,10 +719,7 @@ impl TaskRunner {
                 pids_max: defaults.pids_max,
             },
             network_isolation: true,
-            logs: LogConfig {
-                max_files: task.logs.max_files,
-                max_file_size_bytes: task.logs.max_file_size_mb * 1024 * 1024,
-            },
+            logs: task.logs.config(),
             kill_signal: task.kill_signal,
             kill_timeout: task.kill_timeout,
             rlimits: Rlimits::default(),
