@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use taskgate_engine::jobspec::Job;
 use taskgate_engine::task_state::EventKind;
-use taskgate_engine::AllocUpdate;
-use taskgate_faults::points::HARNESS_STOP_DELIVERED;
+use taskgate_faults::Intervention;
+use taskgate_scenarios::server::Server;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,11 +40,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let _guard = runtime.enter();
     // The harness's interventions (kill an executor, stop the alloc) act
     // from inside this process, at the points its faults name.
-    let updaters: Arc<Mutex<Vec<Updater>>> = Arc::default();
-    let stoppers = updaters.clone();
-    taskgate_scenarios::interventions::install(args.agent.data_dir.clone(), move || {
-        for updater in stoppers.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            stop(updater);
+    let servers: Arc<Mutex<Vec<Arc<Server>>>> = Arc::default();
+    let delivering = servers.clone();
+    taskgate_scenarios::interventions::install(args.agent.data_dir.clone(), move |what| {
+        for server in delivering.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            server.deliver(what);
         }
     });
     let handles = match &args.job_json {
@@ -67,21 +67,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     runtime.block_on(async {
         for handle in handles {
-            let updater = handle.updater();
-            updaters
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(updater.clone());
             let alloc_id = handle.alloc_id.clone();
+            let record = engine
+                .state()
+                .alloc(&alloc_id)?
+                .context("alloc vanished from the state database")?;
+            let server = Arc::new(Server::new(handle.updater(), record.job.clone()));
+            (servers.lock().unwrap_or_else(|p| p.into_inner())).push(server.clone());
             let (mut events, waiter) = handle.into_parts();
             if args.stop {
-                stop(&updater);
+                server.deliver(Intervention::StopAlloc);
             }
             if args.stop_when_running {
-                let record = engine
-                    .state()
-                    .alloc(&alloc_id)?
-                    .context("alloc vanished from the state database")?;
                 // A restored task that is dead already will report nothing.
                 let dead: BTreeSet<String> = engine
                     .state()
@@ -111,7 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     }
                 }
                 if waiting.is_empty() {
-                    stop(&updater);
+                    server.deliver(Intervention::StopAlloc);
                 }
             }
             let summary = waiter.wait().await;
@@ -122,11 +119,4 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })
-}
-
-type Updater = tokio::sync::mpsc::UnboundedSender<AllocUpdate>;
-
-fn stop(updater: &Updater) {
-    taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
-    let _ = updater.send(AllocUpdate::stop());
 }

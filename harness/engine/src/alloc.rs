@@ -1,6 +1,7 @@
 //! The allocation as the client sees it: desired status from the server,
 //! client status derived from its tasks' states.
 
+use crate::jobspec::Job;
 use serde::{Deserialize, Serialize};
 
 /// What the server wants for the allocation.
@@ -45,16 +46,27 @@ impl DesiredStatus {
     }
 }
 
-/// An update from the server. Only the desired status matters to this client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// An update from the server: the desired status, and perhaps a new
+/// version of the job to apply in place (see [`Job::check_in_place`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AllocUpdate {
     pub desired_status: DesiredStatus,
+    pub job: Option<Job>,
 }
 
 impl AllocUpdate {
     pub fn stop() -> Self {
         AllocUpdate {
             desired_status: DesiredStatus::Stop,
+            job: None,
+        }
+    }
+
+    /// Keep running, with `job` from here on.
+    pub fn in_place(job: Job) -> Self {
+        AllocUpdate {
+            desired_status: DesiredStatus::Run,
+            job: Some(job),
         }
     }
 }

@@ -4,15 +4,16 @@
 //! leader first, and derives the alloc's client status from its tasks.
 
 use crate::alloc::{AllocStatus, AllocUpdate, ClientStatus};
+use crate::jobspec::Job;
 use crate::lifecycle::{kill_reason, live_client_status, may_start, KillReason, Member, Stage};
 use crate::start_gate::StartGate;
 use crate::state::{AllocRecord, StateDb, TaskRecord};
 use crate::task_runner::{TaskRunner, TaskRunnerDeps, TaskRunnerHandle};
 use crate::task_state::{TaskEvent, TaskState};
 use std::sync::{Arc, Mutex};
-use taskgate_faults::fault_point;
 use taskgate_faults::points;
 use taskgate_faults::seeded::SeededBug;
+use taskgate_faults::{fault_point, record_point};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -187,9 +188,37 @@ impl Shared {
         }
     }
 
-    /// Tells the task runners the alloc changed (Nomad's `tr.Update`).
+    /// `job` if it can be applied in place, else `None`, logged: the
+    /// alloc keeps its version (the server's answer would be a new alloc).
+    fn in_place(&self, job: Job) -> Option<Job> {
+        let rec = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        match rec.job.check_in_place(&rec.group, &job) {
+            Ok(()) => Some(job),
+            Err(err) => {
+                tracing::error!(alloc = %rec.alloc_id, version = job.version, error = %err, "refused an in-place update");
+                None
+            }
+        }
+    }
+
+    /// Tells the task runners the alloc changed (Nomad's `tr.Update`): its
+    /// status, and each task's definition.
     fn update_task_runners(&self, status: AllocStatus) {
+        let tasks = self
+            .record
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .tasks();
         for runner in &self.runners {
+            if let Some(task) = tasks.iter().find(|t| t.name == runner.task.name) {
+                runner.definition.send_if_modified(|current| {
+                    let changed = current != task;
+                    if changed {
+                        current.clone_from(task);
+                    }
+                    changed
+                });
+            }
             runner.alloc.send_replace(status);
         }
     }
@@ -211,12 +240,20 @@ async fn handle_alloc_updates(
             },
         };
         fault_point!(points::AR_UPDATE_RECEIVED);
+        let job = update.job.and_then(|job| shared.in_place(job));
         let was_terminal = shared.status().terminal();
-        let status = shared.change(|rec| rec.desired = update.desired_status);
+        // One persisted change: an agent killed after it restores both.
+        let status = shared.change(|rec| {
+            rec.desired = update.desired_status;
+            if let Some(job) = job {
+                rec.job = job;
+            }
+        });
         let stopping = !was_terminal && status.terminal();
         if stopping {
             // Ordered against every task runner's commit_start: see start_gate.
             shared.gate.set_terminal();
+            record_point!(points::AR_ALLOC_TERMINAL);
         }
         fault_point!(points::AR_ALLOC_STATE_SET);
         shared.update_task_runners(status);

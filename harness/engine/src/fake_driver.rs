@@ -62,6 +62,8 @@ struct World {
     /// The reachable tasks, by their (fake) socket path.
     live: BTreeMap<PathBuf, Arc<FakeTask>>,
     calls: Vec<Call>,
+    /// Each successful start's environment, with its task's name.
+    envs: Vec<(String, BTreeMap<String, String>)>,
     next_pid: i32,
 }
 
@@ -89,6 +91,7 @@ impl FakeDriver {
                 script: BTreeMap::new(),
                 live: BTreeMap::new(),
                 calls: Vec::new(),
+                envs: Vec::new(),
                 next_pid: 0,
             })),
         }
@@ -106,6 +109,14 @@ impl FakeDriver {
     /// Every call so far.
     pub fn calls(&self) -> Vec<Call> {
         self.lock().calls.clone()
+    }
+
+    /// The environment each of `task`'s starts got, in order.
+    pub fn envs(&self, task: &str) -> Vec<BTreeMap<String, String>> {
+        (self.lock().envs.iter())
+            .filter(|(t, _)| t == task)
+            .map(|(_, env)| env.clone())
+            .collect()
     }
 
     /// How many times `task` was started.
@@ -202,6 +213,7 @@ impl Driver for FakeDriver {
                 world: world.clone(),
             });
             w.live.insert(socket, task.clone());
+            w.envs.push((spec.task_name.clone(), spec.env));
             w.calls.push(Call::Start {
                 task: spec.task_name,
             });

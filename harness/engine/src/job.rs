@@ -9,10 +9,99 @@ use taskgate_executor::{KillSignal, LogConfig};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub name: String,
+    /// Nomad's job version: an in-place update must carry a newer one, so a
+    /// late or repeated update is never applied twice.
+    #[serde(default)]
+    pub version: u64,
     /// Records written before jobs had a type ran with batch semantics.
     #[serde(default = "JobType::before_types")]
     pub job_type: JobType,
     pub groups: Vec<Group>,
+}
+
+/// What a task may change in an in-place update (Nomad applies these to
+/// a running allocation): they take effect from the task's next attempt,
+/// its next restart decision or its next kill. Any other change needs a new
+/// allocation.
+pub const IN_PLACE_FIELDS: [&str; 6] = [
+    "env",
+    "meta",
+    "restart",
+    "kill_timeout",
+    "shutdown_delay",
+    "logs",
+];
+
+/// Whether `name` can be handed to `execve` as an environment name.
+pub fn is_execable_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['=', '\0'])
+}
+
+/// Why an update's job cannot be applied to a running allocation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotInPlace {
+    #[error("job version {offered} is not newer than the running version {running}")]
+    NotNewer { running: u64, offered: u64 },
+    #[error("the update changes {what}, which only a new allocation can take (in place: {})", IN_PLACE_FIELDS.join(", "))]
+    Destructive { what: String },
+    #[error(
+        "task {task:?}: {what} {name:?} cannot be exec'd: it must not be empty or hold `=` or NUL"
+    )]
+    Unexecable {
+        task: String,
+        what: &'static str,
+        name: String,
+    },
+}
+
+impl Job {
+    /// Checks that `new` updates this job's group `group` in place: a newer
+    /// version whose tasks (the same, in the same order) differ only in
+    /// [`IN_PLACE_FIELDS`].
+    pub fn check_in_place(&self, group: &str, new: &Job) -> Result<(), NotInPlace> {
+        if new.version <= self.version {
+            return Err(NotInPlace::NotNewer {
+                running: self.version,
+                offered: new.version,
+            });
+        }
+        let destructive = |what: String| Err(NotInPlace::Destructive { what });
+        if (&new.name, new.job_type) != (&self.name, self.job_type) {
+            return destructive("the job's name or type".into());
+        }
+        let tasks =
+            |job: &Job| (job.groups.iter().find(|g| g.name == group)).map(|g| g.tasks.clone());
+        let (Some(old), Some(new)) = (tasks(self), tasks(new)) else {
+            return destructive(format!("group {group:?}'s presence"));
+        };
+        let names = |tasks: &[Task]| tasks.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+        if names(&old) != names(&new) {
+            return destructive(format!("group {group:?}'s tasks"));
+        }
+        for task in &new {
+            let names =
+                (task.env.iter().map(|e| ("env", e))).chain(task.meta.iter().map(|m| ("meta", m)));
+            for (what, (name, value)) in names {
+                if !is_execable_name(name) || value.contains('\0') {
+                    return Err(NotInPlace::Unexecable {
+                        task: task.name.clone(),
+                        what,
+                        name: name.clone(),
+                    });
+                }
+            }
+        }
+        for (old, new) in old.iter().zip(&new) {
+            if let Some(field) = old
+                .fields_changed_by(new)
+                .into_iter()
+                .find(|f| !IN_PLACE_FIELDS.contains(&f.as_str()))
+            {
+                return destructive(format!("task {:?}'s {field}", old.name));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Nomad's job type: what a task's successful exit means.
@@ -81,6 +170,9 @@ pub struct Task {
     pub command: String,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// Nomad's task `meta`: seen by the task as `NOMAD_META_<key>`.
+    #[serde(default)]
+    pub meta: BTreeMap<String, String>,
     pub resources: Resources,
     pub leader: bool,
     pub lifecycle: Option<Lifecycle>,
@@ -173,6 +265,7 @@ impl Task {
             command: command.into(),
             args,
             env: BTreeMap::new(),
+            meta: BTreeMap::new(),
             resources: Resources::default(),
             leader: false,
             lifecycle: None,
@@ -183,6 +276,19 @@ impl Task {
             logs: Logs::default(),
             user: None,
         }
+    }
+
+    /// The names of the fields `new` gives another value.
+    pub fn fields_changed_by(&self, new: &Task) -> Vec<String> {
+        let fields = |task: &Task| match serde_json::to_value(task) {
+            Ok(serde_json::Value::Object(fields)) => fields,
+            _ => unreachable!("a task serializes to an object"),
+        };
+        let (old, new) = (fields(self), fields(new));
+        (old.iter())
+            .filter(|(name, value)| new.get(*name) != Some(*value))
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     fn hook(&self) -> Option<LifecycleHook> {
@@ -273,6 +379,7 @@ pub fn builtin_default() -> Job {
     sidecar.restart = batch.default_restart();
     Job {
         name: "demo".to_owned(),
+        version: 0,
         job_type: batch,
         groups: vec![Group {
             name: "app".to_owned(),

@@ -75,6 +75,12 @@ impl RestartTracker {
         }
     }
 
+    /// An in-place update's policy: it judges the next exit; the restarts
+    /// already counted stay counted.
+    pub fn set_policy(&mut self, policy: RestartPolicy) {
+        self.policy = policy;
+    }
+
     /// Whether the task stopping after an exit means it failed: a task that
     /// is restarted on success stops only when its policy gives up.
     pub fn stopping_fails(&self, success: bool) -> bool {

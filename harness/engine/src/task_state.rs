@@ -92,6 +92,8 @@ pub enum EventKind {
     Restored,
     NotStarted,
     Lost,
+    /// An in-place update was taken: it holds from the next attempt.
+    Updated,
 }
 
 impl EventKind {
@@ -112,6 +114,7 @@ impl EventKind {
             EventKind::Restored => "Restored",
             EventKind::NotStarted => "Not Started",
             EventKind::Lost => "Lost",
+            EventKind::Updated => "Updated",
         }
     }
 }

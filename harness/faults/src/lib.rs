@@ -57,15 +57,18 @@ pub enum Intervention {
     ContinueExecutor,
     /// Deliver the alloc's stop update.
     StopAlloc,
+    /// Deliver the alloc's next job version, an in-place update.
+    UpdateAlloc,
 }
 
 impl Intervention {
-    pub const ALL: [Intervention; 5] = [
+    pub const ALL: [Intervention; 6] = [
         Intervention::KillExecutor,
         Intervention::KillTaskTree,
         Intervention::StopExecutor,
         Intervention::ContinueExecutor,
         Intervention::StopAlloc,
+        Intervention::UpdateAlloc,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -75,6 +78,7 @@ impl Intervention {
             Intervention::StopExecutor => "sigstop-executor",
             Intervention::ContinueExecutor => "sigcont-executor",
             Intervention::StopAlloc => "stop-alloc",
+            Intervention::UpdateAlloc => "update-alloc",
         }
     }
 }
@@ -162,6 +166,8 @@ pub enum Detail {
         code: Option<i32>,
         signal: Option<i32>,
     },
+    /// The harness delivered this job version as an in-place update.
+    JobVersion { version: u64 },
 }
 
 /// Builds the full name of a point reached within a scope (a task name).
@@ -300,6 +306,9 @@ macro_rules! fault_point {
 #[cfg(feature = "failpoints")]
 #[macro_export]
 macro_rules! record_point {
+    ($point:expr) => {{
+        $crate::record_only(None, $point);
+    }};
     ($point:expr, $scope:expr, $detail:expr) => {{
         $crate::record_detail(Some($scope), $point, $detail);
     }};
@@ -308,6 +317,9 @@ macro_rules! record_point {
 #[cfg(not(feature = "failpoints"))]
 #[macro_export]
 macro_rules! record_point {
+    ($point:expr) => {{
+        let _ = &$point;
+    }};
     ($point:expr, $scope:expr, $detail:expr) => {{
         let _ = (&$point, &$scope, &$detail);
     }};

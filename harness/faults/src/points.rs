@@ -4,11 +4,17 @@
 
 /// Record-only: the harness (or an agent acting for it) delivered a stop update.
 pub const HARNESS_STOP_DELIVERED: &str = "harness.stop_delivered";
+/// Record-only, with the version as its detail: the harness delivered an
+/// in-place update (the alloc's next job version).
+pub const HARNESS_UPDATE_DELIVERED: &str = "harness.update_delivered";
 
 // Alloc runner, while applying an alloc update (handleAllocUpdate in
 // docs/nomad-prestart-race-report.txt).
 pub const AR_UPDATE_RECEIVED: &str = "ar.update_received";
 pub const AR_ALLOC_STATE_SET: &str = "ar.alloc_state_set";
+/// Record-only: a stop made the alloc terminal (its start gate is shut);
+/// reached just before `ar.alloc_state_set`, and only by that update.
+pub const AR_ALLOC_TERMINAL: &str = "ar.alloc_terminal";
 pub const AR_TASK_RUNNERS_UPDATED: &str = "ar.task_runners_updated";
 pub const AR_KILL_STARTED: &str = "ar.kill_started";
 

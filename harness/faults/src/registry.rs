@@ -136,6 +136,11 @@ fn blocking(f: impl FnOnce()) {
     }
 }
 
+/// Records a record-only point: no action applies.
+pub fn record_only(scope: Option<&str>, point: &str) {
+    append(&PointName::new(scope, point), &None, None);
+}
+
 /// Records a record-only point with a detail (see [`Detail`]).
 pub fn record_detail(scope: Option<&str>, point: &str, detail: Detail) {
     append(&PointName::new(scope, point), &None, Some(detail));

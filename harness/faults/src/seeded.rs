@@ -43,6 +43,12 @@ pub enum SeededBug {
     RestartCountReset,
     /// The alloc reports complete although a task failed.
     StatusHidesFailure,
+    /// A task runner keeps the definition it was created with: an in-place
+    /// update reaches the alloc's record, never a restarted attempt.
+    UpdateNeverTaken,
+    /// A task runner takes an in-place update's env but keeps its old meta:
+    /// the next attempt starts half-way between two versions.
+    UpdateHalfTaken,
 }
 
 impl SeededBug {
@@ -60,6 +66,8 @@ impl SeededBug {
             SeededBug::UnlockedLaunch => cfg!(feature = "bug-unlocked-launch"),
             SeededBug::RestartCountReset => cfg!(feature = "bug-restart-count-reset"),
             SeededBug::StatusHidesFailure => cfg!(feature = "bug-status-hides-failure"),
+            SeededBug::UpdateNeverTaken => cfg!(feature = "bug-update-never-taken"),
+            SeededBug::UpdateHalfTaken => cfg!(feature = "bug-update-half-taken"),
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::identity::ExecIdentity;
 use crate::marked_fs::is_marked_fs_root;
+use crate::updates::StartedVersion;
 use crate::OracleError;
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -64,6 +65,10 @@ pub struct ExecRecord {
     /// the exec was held (from the kernel), so a second tree shows.
     #[serde(default)]
     pub cgroup_peers: Vec<i32>,
+    /// For a task's first exec: the job version its spec gives it (see
+    /// [`crate::updates`]).
+    #[serde(default)]
+    pub started_version: Option<StartedVersion>,
 }
 
 #[derive(Default)]
@@ -257,9 +262,12 @@ impl Worker {
             identity: ExecIdentity::of_pid(event.pid()),
             exe,
         };
-        let cgroup_peers = match pending.identity {
-            ExecIdentity::Task { .. } => crate::identity::cgroup_peers(pending.pid),
-            _ => Vec::new(),
+        let (cgroup_peers, started_version) = match pending.identity {
+            ExecIdentity::Task { .. } => (
+                crate::identity::cgroup_peers(pending.pid),
+                StartedVersion::of_pid(pending.pid),
+            ),
+            _ => (Vec::new(), None),
         };
         let verdict = if judge {
             catch_unwind(AssertUnwindSafe(|| (self.judge)(&pending))).unwrap_or_else(|panic| {
@@ -292,6 +300,7 @@ impl Worker {
                 reason,
                 judged: judge,
                 cgroup_peers,
+                started_version,
             });
         }
         if let Err(e) = self.fan.write_response(FanotifyResponse::new(fd, response)) {

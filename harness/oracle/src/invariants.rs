@@ -70,6 +70,7 @@ impl TaskExit {
 /// error there, not a silently weaker invariant here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TaskEventKind {
+    Updated,
     Received,
     TaskSetup,
     Started,
@@ -127,8 +128,8 @@ pub struct InvariantConfig {
     /// Per-task point (reached as `<task>:<point>`) passed once per start
     /// attempt, after the last "should I shut down?" check and before the driver starts the task.
     pub start_decision: String,
-    /// Alloc-runner point where an update's new alloc state becomes visible;
-    /// its first hit after a stop was delivered is when the alloc became terminal.
+    /// Alloc-runner point where a stop made the alloc terminal; its first
+    /// hit after a stop was delivered is when the alloc became terminal.
     pub alloc_terminal: String,
     /// Per-task point where the task runner has seen the alloc terminal and
     /// will not start the task again; `None` skips that half of invariant (b).
@@ -139,7 +140,7 @@ impl Default for InvariantConfig {
     fn default() -> Self {
         InvariantConfig {
             start_decision: points::TR_BEFORE_DRIVER_START.to_string(),
-            alloc_terminal: points::AR_ALLOC_STATE_SET.to_string(),
+            alloc_terminal: points::AR_ALLOC_TERMINAL.to_string(),
             observed_terminal: Some(points::TR_OBSERVED_TERMINAL.to_string()),
         }
     }
@@ -184,6 +185,7 @@ pub fn check_with(
     v.extend(check_one_exec_per_attempt(history, &tasks, config));
     v.extend(check_started_tasks_end(history));
     v.extend(crate::lifecycle::check(history, shapes));
+    v.extend(crate::updates::check_updates_whole(history, shapes));
     v
 }
 
@@ -414,6 +416,7 @@ mod tests {
                 reason,
                 judged: true,
                 cgroup_peers: Vec::new(),
+                started_version: None,
             }));
             self
         }
@@ -516,6 +519,7 @@ mod tests {
             .hit("web:tr.start_condition_met")
             .stop()
             .hit("ar.update_received")
+            .hit("ar.alloc_terminal")
             .hit("ar.alloc_state_set")
             .hit("web:tr.before_driver_start")
             .executor("web");
@@ -527,12 +531,31 @@ mod tests {
         );
     }
 
+    /// An in-place update delivered before the stop is handled first: its
+    /// state change is not the stop's.
+    #[test]
+    fn an_updates_state_change_before_the_stops_is_not_terminal() {
+        let h = H::default()
+            .stop()
+            .hit("ar.alloc_state_set")
+            .hit("web:tr.before_driver_start")
+            .executor("web")
+            .hit("ar.alloc_terminal")
+            .hit("ar.alloc_state_set");
+        let cfg = InvariantConfig::default();
+        assert_eq!(
+            check_no_exec_after_terminal(&h.0, &tasks(&["web"]), &cfg),
+            []
+        );
+    }
+
     #[test]
     fn start_decided_before_alloc_terminal_is_fine() {
         let h = H::default()
-            .hit("ar.alloc_state_set") // an earlier, non-stop update
+            .hit("ar.alloc_state_set") // an earlier, non-stop update: not terminal
             .hit("web:tr.before_driver_start")
             .stop()
+            .hit("ar.alloc_terminal")
             .hit("ar.alloc_state_set")
             .hit("db:tr.before_driver_start") // another task's decision
             .executor("web");
@@ -673,6 +696,7 @@ mod tests {
             .executor("web")
             .task_event("web", TaskEventKind::Started, 1)
             .stop()
+            .hit("ar.alloc_terminal")
             .hit("ar.alloc_state_set")
             .hit("web:tr.observed_terminal")
             .task_exec("web")

@@ -43,9 +43,9 @@ pub fn judge(facts: &RunFacts<'_>, exec: &PendingExec) -> Verdict {
     }
 }
 
-/// Whether the alloc became terminal (`ar.alloc_state_set`, passed only by
-/// stop updates in the harness's scenarios) before the task runner passed
-/// its last start decision (`tr.before_driver_start`).
+/// Whether the alloc became terminal (`ar.alloc_terminal`: a stop shut
+/// its start gate) before the task runner passed its last start decision
+/// (`tr.before_driver_start`).
 pub fn terminal_before_decision(history: &[Hit], task: &str) -> Option<String> {
     // Positions, not sequence numbers: the history may span an agent
     // restart, and each process numbers its own hits.
@@ -54,7 +54,7 @@ pub fn terminal_before_decision(history: &[Hit], task: &str) -> Option<String> {
         .rposition(|h| h.is(Some(task), points::TR_BEFORE_DRIVER_START))?;
     let terminal = history
         .iter()
-        .position(|h| h.is(None, points::AR_ALLOC_STATE_SET))?;
+        .position(|h| h.is(None, points::AR_ALLOC_TERMINAL))?;
     (terminal < last_decision).then(|| {
         format!(
             "alloc terminal at fault #{} before the start decision at fault #{}",
@@ -120,7 +120,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         build(&root.path().join("a1"), "web");
         let history = [
-            hit(1, points::AR_ALLOC_STATE_SET),
+            hit(1, points::AR_ALLOC_TERMINAL),
             hit(2, "web:tr.before_driver_start"),
         ];
         let none = BTreeSet::new();
@@ -144,7 +144,7 @@ mod tests {
     fn a_start_decided_before_terminal_is_allowed() {
         let history = [
             hit(1, "web:tr.before_driver_start"),
-            hit(2, points::AR_ALLOC_STATE_SET),
+            hit(2, points::AR_ALLOC_TERMINAL),
         ];
         assert_eq!(terminal_before_decision(&history, "web"), None);
         assert_eq!(terminal_before_decision(&history[..1], "web"), None);

@@ -9,7 +9,8 @@
 //! - [`identity`]: which executor or task an exec'ing process belongs to.
 //! - [`layout`]: the task directory layout that must exist before an exec.
 //! - [`judge`]: the rule each pending exec is answered by.
-//! - [`invariants`]: checks over a whole recorded history of a run.
+//! - [`invariants`], [`lifecycle`], [`updates`]: checks over a whole
+//!   recorded history of a run.
 
 pub mod gate;
 pub mod identity;
@@ -18,6 +19,7 @@ pub mod judge;
 pub mod layout;
 pub mod lifecycle;
 pub mod marked_fs;
+pub mod updates;
 
 pub use gate::{Answer, ExecGate, ExecRecord, Judge, PendingExec, Verdict};
 pub use identity::ExecIdentity;
@@ -42,6 +44,7 @@ pub const INVARIANTS: &[&str] = &[
     lifecycle::START_ORDER,
     lifecycle::ATTEMPTS_WITHIN_POLICY,
     lifecycle::EXITS_OBSERVED,
+    updates::UPDATES_WHOLE,
 ];
 
 pub use judge::{judge, RunFacts, DENY_LAYOUT, DENY_TERMINAL};

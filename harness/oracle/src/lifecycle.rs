@@ -62,7 +62,7 @@ fn launches(history: &[Event], task: &str) -> Vec<usize> {
 
 /// Where each launch's task process was exec'd: the first exec in the
 /// task's cgroup after each launch (the tree's root).
-fn tree_roots(history: &[Event], task: &str) -> Vec<usize> {
+pub(crate) fn tree_roots(history: &[Event], task: &str) -> Vec<usize> {
     let launched = launches(history, task);
     launched
         .iter()

@@ -24,6 +24,7 @@ impl H {
             reason: String::new(),
             judged: true,
             cgroup_peers: peers.to_vec(),
+            started_version: None,
         }));
         self
     }

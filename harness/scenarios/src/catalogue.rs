@@ -14,6 +14,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "stop-races.hcl",
         include_str!("../catalogue/stop-races.hcl"),
     ),
+    ("updates.hcl", include_str!("../catalogue/updates.hcl")),
     ("faults.hcl", include_str!("../catalogue/faults.hcl")),
     ("pairs.hcl", include_str!("../catalogue/pairs.hcl")),
     ("restarts.hcl", include_str!("../catalogue/restarts.hcl")),
@@ -46,6 +47,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "jobs/kill-order.hcl",
         include_str!("../catalogue/jobs/kill-order.hcl"),
+    ),
+    (
+        "jobs/web-updated.hcl",
+        include_str!("../catalogue/jobs/web-updated.hcl"),
     ),
     (
         "jobs/report.hcl",

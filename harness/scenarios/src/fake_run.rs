@@ -118,10 +118,11 @@ fn fake_cannot(what: &str) -> LabError {
     ))
 }
 
-/// The interventions that need real processes (a stop update does not).
+/// The interventions that need real processes (alloc updates do not).
 fn acts_on_processes(action: &Action) -> bool {
     matches!(action, Action::KillAgent)
-        || matches!(action, Action::Intervene(i) if *i != Intervention::StopAlloc)
+        || matches!(action, Action::Intervene(i)
+            if !matches!(i, Intervention::StopAlloc | Intervention::UpdateAlloc))
 }
 
 /// Each launch the fake driver was asked for, as the executor exec a real
@@ -167,6 +168,7 @@ fn launches_as_execs(hits: &[Hit], calls: &[Call]) -> Vec<(ExecRecord, u64)> {
                 }),
                 judged: true,
                 cgroup_peers: Vec::new(),
+                started_version: None,
             };
             Some((record, i as u64 + 1))
         })

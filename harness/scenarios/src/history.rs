@@ -26,6 +26,7 @@ pub fn event_kind(kind: EventKind) -> TaskEventKind {
         EventKind::Restored => TaskEventKind::Restored,
         EventKind::NotStarted => TaskEventKind::NotStarted,
         EventKind::Lost => TaskEventKind::Lost,
+        EventKind::Updated => TaskEventKind::Updated,
     }
 }
 

@@ -61,8 +61,9 @@ pub fn task_processes(data_dir: &Path, task: &str) -> TaskProcesses {
 }
 
 /// Installs the handler for `Action::Intervene` in this process, acting on
-/// the tasks under `data_dir`; `stop` delivers the alloc's stop update.
-pub fn install(data_dir: PathBuf, stop: impl Fn() + Send + Sync + 'static) {
+/// the tasks under `data_dir`; `deliver` delivers the alloc updates
+/// (`stop-alloc`, `update-alloc`: see [`crate::server::Server`]).
+pub fn install(data_dir: PathBuf, deliver: impl Fn(Intervention) + Send + Sync + 'static) {
     taskgate_faults::set_intervention_handler(move |scope, what| {
         let task = scope.unwrap_or_else(|| panic!("{what:?} needs a task-scoped point"));
         let procs = task_processes(&data_dir, task);
@@ -71,7 +72,7 @@ pub fn install(data_dir: PathBuf, stop: impl Fn() + Send + Sync + 'static) {
             Intervention::KillTaskTree => kill_and_reap(&procs.tree),
             Intervention::StopExecutor => signal_all(&procs.executors, Signal::SIGSTOP),
             Intervention::ContinueExecutor => signal_all(&procs.executors, Signal::SIGCONT),
-            Intervention::StopAlloc => stop(),
+            Intervention::StopAlloc | Intervention::UpdateAlloc => deliver(what),
         }
     });
 }

@@ -46,6 +46,7 @@ pub fn lifecycle(mut task: Task, hook: LifecycleHook, sidecar: bool) -> Task {
 pub fn job(name: &str, tasks: Vec<Task>) -> Job {
     Job {
         name: name.to_string(),
+        version: 0,
         job_type: JobType::Batch,
         groups: vec![Group {
             name: "g".into(),

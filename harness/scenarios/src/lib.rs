@@ -26,6 +26,7 @@ pub mod leftovers;
 pub mod model;
 pub mod report;
 pub mod run;
+pub mod server;
 pub mod shard;
 pub mod watchdog;
 

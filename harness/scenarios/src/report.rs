@@ -181,7 +181,7 @@ pub fn describe(e: &Event) -> String {
             None => format!("point  {}", h.point),
         },
         Event::Exec(r) => format!(
-            "exec   {:?} {} pid {} -> {:?}{}",
+            "exec   {:?} {} pid {} -> {:?}{}{}",
             r.identity,
             r.exe.display(),
             r.pid,
@@ -190,6 +190,10 @@ pub fn describe(e: &Event) -> String {
                 String::new()
             } else {
                 format!(" ({})", r.reason)
+            },
+            match &r.started_version {
+                Some(v) => format!(" [job version: env {:?}, meta {:?}]", v.env, v.meta),
+                None => String::new(),
             }
         ),
         Event::StopDelivered { .. } => "stop   delivered".to_string(),

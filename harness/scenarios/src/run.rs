@@ -14,14 +14,16 @@ use crate::lab::{io, FaultSource, Lab, LabError};
 use crate::leftovers;
 use crate::model::{FaultCase, Host, Kind, Restore, Scenario, Then};
 use crate::report::{Case, RunReport, Token};
+use crate::server::Server;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use taskgate_engine::state::TaskRecord;
 use taskgate_engine::{AllocSummary, Engine, EngineConfig};
-use taskgate_faults::points::{self, HARNESS_STOP_DELIVERED};
+use taskgate_faults::points;
 use taskgate_faults::schedule::Schedule;
-use taskgate_faults::{patience, Await, Fault, Hit};
+use taskgate_faults::{patience, Await, Fault, Hit, Intervention};
 use taskgate_oracle::{ExecRecord, TaskRole, TaskShape};
 
 /// The restart jitter seed of every engine the harness runs, real or
@@ -357,24 +359,20 @@ pub(crate) fn drive(
         } => control::arm(schedule, controlled),
         InProcess::Faults { case, .. } => configure(&case.faults),
     }
-    let stop_slot: std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>> =
-        Default::default();
-    let slot = stop_slot.clone();
-    interventions::install(data_dir.to_path_buf(), move || {
-        if let Some(stop) = slot.get() {
-            stop()
+    let server_slot: Arc<OnceLock<Arc<Server>>> = Default::default();
+    let slot = server_slot.clone();
+    interventions::install(data_dir.to_path_buf(), move |what| {
+        if let Some(server) = slot.get() {
+            server.deliver(what)
         }
     });
     let _guard = runtime.enter();
     let alloc = engine
         .submit(&scenario.job, None)
         .map_err(|e| LabError::Engine(e.to_string()))?;
-    let updater = alloc.updater();
-    let stop = move || {
-        taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
-        let _ = updater.send(taskgate_engine::AllocUpdate::stop());
-    };
-    let _ = stop_slot.set(Box::new(stop.clone()));
+    let server = Arc::new(Server::new(alloc.updater(), scenario.job.clone()));
+    let _ = server_slot.set(server.clone());
+    let stop = move || server.deliver(Intervention::StopAlloc);
     match plan {
         InProcess::Race {
             controlled,

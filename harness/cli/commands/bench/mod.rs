@@ -501,6 +501,7 @@ fn engine_job() -> Job {
     task.kill_timeout = KILL_TIMEOUT;
     Job {
         name: "bench".into(),
+        version: 0,
         job_type: JobType::Service,
         groups: vec![Group {
             name: "bench".into(),

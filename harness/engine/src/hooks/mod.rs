@@ -17,7 +17,7 @@ pub use log_files::LogFilesHook;
 pub use persist_handle::PersistHandleHook;
 pub use shutdown_delay::ShutdownDelayHook;
 pub use task_dir::TaskDirHook;
-pub use task_env::TaskEnvHook;
+pub use task_env::{TaskEnvHook, META_PREFIX};
 pub use validate::ValidateHook;
 
 use crate::alloc_dir::AllocDir;
@@ -111,6 +111,18 @@ pub trait PrekillHook: Send + Sync {
     fn prekill(&self, ctx: &mut HookContext<'_>) -> Result<std::time::Duration, HookError>;
 }
 
+/// Runs when an in-place update reaches the task runner (Nomad's
+/// `TaskUpdateHook`), before the runner takes the new definition: the
+/// update holds from the task's next attempt, never half-way through one.
+/// Run between attempts (before a restart decision, before a prestart),
+/// so it never races the attempt's own hooks. An error leaves the runner
+/// on its old definition and the update is offered again at the next
+/// such point: an update is neither lost nor half-taken.
+pub trait UpdateHook: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn update(&self, ctx: &mut HookContext<'_>, new: &Task) -> Result<(), HookError>;
+}
+
 pub trait ExitedHook: Send + Sync {
     fn name(&self) -> &'static str;
     fn exited(
@@ -131,6 +143,7 @@ pub struct HookSet {
     pub prestart: Vec<Box<dyn PrestartHook>>,
     pub poststart: Vec<Box<dyn PoststartHook>>,
     pub prekill: Vec<Box<dyn PrekillHook>>,
+    pub update: Vec<Box<dyn UpdateHook>>,
     pub exited: Vec<Box<dyn ExitedHook>>,
     pub stop: Vec<Box<dyn StopHook>>,
 }
@@ -147,6 +160,7 @@ impl HookSet {
             ],
             poststart: vec![Box::new(PersistHandleHook)],
             prekill: vec![Box::new(ShutdownDelayHook)],
+            update: vec![Box::new(TaskEnvHook)],
             exited: vec![Box::new(ExecutorShutdownHook)],
             stop: vec![Box::new(ForgetHandleHook)],
         }
@@ -158,13 +172,14 @@ impl HookSet {
 pub fn hook_points() -> Vec<String> {
     use taskgate_faults::points::{hook_point, Edge};
     let set = HookSet::standard("nobody");
-    let phases: [(&str, Vec<&'static str>); 5] = [
+    let phases: [(&str, Vec<&'static str>); 6] = [
         ("prestart", set.prestart.iter().map(|h| h.name()).collect()),
         (
             "poststart",
             set.poststart.iter().map(|h| h.name()).collect(),
         ),
         ("prekill", set.prekill.iter().map(|h| h.name()).collect()),
+        ("update", set.update.iter().map(|h| h.name()).collect()),
         ("exited", set.exited.iter().map(|h| h.name()).collect()),
         ("stop", set.stop.iter().map(|h| h.name()).collect()),
     ];

@@ -1,19 +1,19 @@
-//! Prestart: the task's environment: Nomad's NOMAD_* variables, then the
-//! jobspec's `env`, which may override them.
+//! The task's environment: Nomad's NOMAD_* variables, `NOMAD_META_<key>`
+//! for each `meta` entry, then the jobspec's `env`, which may override
+//! them. Built afresh by each attempt's prestart; an in-place update tells
+//! what the next attempt's environment changes.
 
-use super::{HookContext, HookError, PrestartHook, TaskSetup};
+use super::{HookContext, HookError, PrestartHook, TaskSetup, UpdateHook};
+use crate::jobspec::Task;
+use crate::task_state::EventKind;
+use std::collections::BTreeMap;
 
 pub struct TaskEnvHook;
 
-impl PrestartHook for TaskEnvHook {
-    fn name(&self) -> &'static str {
-        "task_env"
-    }
-
-    fn prestart(&self, ctx: &mut HookContext<'_>, setup: &mut TaskSetup) -> Result<(), HookError> {
-        let task = ctx.task;
+impl TaskEnvHook {
+    fn env(alloc_id: &str, task: &Task) -> BTreeMap<String, String> {
         let builtins = [
-            ("NOMAD_ALLOC_ID", ctx.alloc_id.to_string()),
+            ("NOMAD_ALLOC_ID", alloc_id.to_string()),
             ("NOMAD_TASK_NAME", task.name.clone()),
             ("NOMAD_ALLOC_DIR", "/alloc".to_string()),
             ("NOMAD_TASK_DIR", "/local".to_string()),
@@ -26,11 +26,53 @@ impl PrestartHook for TaskEnvHook {
             ),
             ("TMPDIR", "/tmp".to_string()),
         ];
-        setup.env = builtins
+        let mut env: BTreeMap<String, String> = builtins
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
-        setup.env.extend(task.env.clone());
+        env.extend((task.meta.iter()).map(|(k, v)| (format!("{META_PREFIX}{k}"), v.clone())));
+        env.extend(task.env.clone());
+        env
+    }
+}
+
+/// Nomad's prefix for a task's `meta` entries in its environment.
+pub const META_PREFIX: &str = "NOMAD_META_";
+
+impl PrestartHook for TaskEnvHook {
+    fn name(&self) -> &'static str {
+        "task_env"
+    }
+
+    fn prestart(&self, ctx: &mut HookContext<'_>, setup: &mut TaskSetup) -> Result<(), HookError> {
+        setup.env = Self::env(ctx.alloc_id, ctx.task);
+        Ok(())
+    }
+}
+
+impl UpdateHook for TaskEnvHook {
+    fn name(&self) -> &'static str {
+        "task_env"
+    }
+
+    fn update(&self, ctx: &mut HookContext<'_>, new: &Task) -> Result<(), HookError> {
+        let (old, new) = (
+            Self::env(ctx.alloc_id, ctx.task),
+            Self::env(ctx.alloc_id, new),
+        );
+        let changed: Vec<&str> = (old.keys().chain(new.keys()))
+            .filter(|k| old.get(*k) != new.get(*k))
+            .map(String::as_str)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !changed.is_empty() {
+            let message = format!(
+                "Environment changed for the next attempt: {}",
+                changed.join(", ")
+            );
+            ctx.emit(EventKind::Updated, message);
+        }
         Ok(())
     }
 }

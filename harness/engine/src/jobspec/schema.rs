@@ -39,7 +39,15 @@ pub(super) const TASK: Schema = Schema {
         "user",
     ],
     named: &[],
-    single: &["config", "env", "resources", "lifecycle", "restart", "logs"],
+    single: &[
+        "config",
+        "env",
+        "meta",
+        "resources",
+        "lifecycle",
+        "restart",
+        "logs",
+    ],
     repeated: &[],
 };
 pub(super) const CONFIG: Schema = Schema {

@@ -5,6 +5,7 @@ use super::limits;
 use super::schema::*;
 use super::suggest::{kind, unknown};
 use super::{parse_duration, JobspecError, Result};
+use crate::hooks::META_PREFIX;
 use crate::job::*;
 use hcl::edit::expr::{Expression, UnaryOperator};
 use hcl::edit::structure::{Attribute, Block, Body, Structure};
@@ -172,6 +173,7 @@ impl Cx<'_> {
         }
         Ok(Job {
             name,
+            version: 0,
             job_type,
             groups,
         })
@@ -289,7 +291,10 @@ impl Cx<'_> {
         }
 
         if let Some(env) = body.get_blocks("env").next() {
-            task.env = self.env(env)?;
+            task.env = self.string_map(env, "env")?;
+        }
+        if let Some(meta) = body.get_blocks("meta").next() {
+            task.meta = self.string_map(meta, "meta")?;
         }
         self.check_exec_size(&task, block, config)?;
         if let Some(resources) = body.get_blocks("resources").next() {
@@ -342,7 +347,9 @@ impl Cx<'_> {
         Ok(task)
     }
 
-    fn env(&self, block: &Block) -> Result<BTreeMap<String, String>> {
+    /// An `env` or `meta` block: names that can be exec'd (a meta entry is
+    /// the task's `NOMAD_META_<key>`), with string values.
+    fn string_map(&self, block: &Block, what: &str) -> Result<BTreeMap<String, String>> {
         let mut env = BTreeMap::new();
         for structure in block.body.iter() {
             let attr = match structure {
@@ -351,7 +358,7 @@ impl Cx<'_> {
                     return Err(self.error(
                         inner.ident.span(),
                         format!(
-                            "unexpected block `{}` in env; env holds `NAME = \"value\"` attributes",
+                            "unexpected block `{}` in {what}; {what} holds `NAME = \"value\"` attributes",
                             inner.ident.as_str()
                         ),
                     ))
@@ -366,7 +373,7 @@ impl Cx<'_> {
                     return Err(self.error(
                         other.span(),
                         format!(
-                            "env `{}` must be a string, number or boolean, got {}",
+                            "{what} `{}` must be a string, number or boolean, got {}",
                             attr.key.as_str(),
                             kind(other)
                         ),
@@ -374,10 +381,10 @@ impl Cx<'_> {
                 }
             };
             let key = attr.key.as_str();
-            if key.is_empty() || key.contains(['=', '\0']) {
+            if !is_execable_name(key) {
                 return Err(self.error(
                     attr.key.span(),
-                    format!("env name {key:?} cannot be exec'd: it must not be empty or hold `=` or NUL"),
+                    format!("{what} name {key:?} cannot be exec'd: it must not be empty or hold `=` or NUL"),
                 ));
             }
             env.insert(key.to_owned(), self.exec_string(attr, &value)?);
@@ -491,7 +498,11 @@ impl Cx<'_> {
     /// The task's command, arguments and environment must fit the kernel's
     /// ARG_MAX, less what the engine adds to the environment.
     fn check_exec_size(&self, task: &Task, block: &Block, config: &Block) -> Result<()> {
-        let env: Vec<String> = task.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let meta = (task.meta.iter()).map(|(k, v)| format!("{META_PREFIX}{k}={v}"));
+        let env: Vec<String> = (task.env.iter())
+            .map(|(k, v)| format!("{k}={v}"))
+            .chain(meta)
+            .collect();
         let size = limits::exec_size(
             std::iter::once(task.command.as_str())
                 .chain(task.args.iter().map(String::as_str))
@@ -509,7 +520,7 @@ impl Cx<'_> {
         Err(self.error(
             span,
             format!(
-                "task {:?}: its command, args and env take {size} bytes; execve takes at most {allowed} here (ARG_MAX {} less {} for the engine's own variables)",
+                "task {:?}: its command, args, env and meta take {size} bytes; execve takes at most {allowed} here (ARG_MAX {} less {} for the engine's own variables)",
                 task.name,
                 limits::arg_max(),
                 limits::ENGINE_ENV_RESERVE

@@ -62,6 +62,9 @@ pub struct TaskRunnerHandle {
     pub kill: watch::Sender<bool>,
     /// Nomad's `tr.Update(alloc)`: the task runner's own view of the alloc.
     pub alloc: watch::Sender<AllocStatus>,
+    /// The task's definition from the latest in-place update; the runner
+    /// takes it between attempts (see [`crate::hooks::UpdateHook`]).
+    pub definition: watch::Sender<Task>,
     pub state: watch::Receiver<TaskState>,
 }
 
@@ -73,6 +76,7 @@ pub struct TaskRunner {
     start_rx: watch::Receiver<bool>,
     kill_rx: watch::Receiver<bool>,
     alloc_rx: watch::Receiver<AllocStatus>,
+    definition_rx: watch::Receiver<Task>,
     state_tx: Arc<watch::Sender<TaskState>>,
     /// Set when restoring a task whose executor should still be running.
     restoring: bool,
@@ -110,6 +114,7 @@ impl TaskRunner {
         let (start_tx, start_rx) = watch::channel(false);
         let (kill_tx, kill_rx) = watch::channel(false);
         let (alloc_tx, alloc_rx) = watch::channel(alloc);
+        let (definition_tx, definition_rx) = watch::channel(task.clone());
         let (state_tx, state_rx) = watch::channel(record.state.clone());
         let state_tx = Arc::new(state_tx);
         let restoring =
@@ -124,6 +129,7 @@ impl TaskRunner {
             start: start_tx,
             kill: kill_tx,
             alloc: alloc_tx,
+            definition: definition_tx,
             state: state_rx,
         };
         let runner = TaskRunner {
@@ -134,6 +140,7 @@ impl TaskRunner {
             start_rx,
             kill_rx,
             alloc_rx,
+            definition_rx,
             state_tx,
             restoring,
             changed,
@@ -228,6 +235,7 @@ impl TaskRunner {
             }
             fault_point!(points::TR_START_CONDITION_MET, self.name());
             attempt += 1;
+            self.take_update(attempt, &mut tracker);
             fault_point!(points::TR_BEFORE_PRESTART, self.name());
             let (receipt, setup) = match self.prestart(attempt) {
                 Ok(ok) => ok,
@@ -322,6 +330,53 @@ impl TaskRunner {
         self.record.prestart_done = Some(attempt);
         self.publish();
         Ok((PrestartReceipt::mint(&self.task.name, attempt), setup))
+    }
+
+    /// Takes the latest in-place update, if there is one the runner does
+    /// not run yet: its update hooks, then the new definition and restart
+    /// policy, all at once. A failed hook leaves the old definition whole;
+    /// the update is offered again at the next boundary.
+    fn take_update(&mut self, attempt: u32, tracker: &mut RestartTracker) {
+        let mut new = self.definition_rx.borrow().clone();
+        if new == self.task || SeededBug::UpdateNeverTaken.active() {
+            return;
+        }
+        if SeededBug::UpdateHalfTaken.active() {
+            new.meta.clone_from(&self.task.meta);
+        }
+        if let Err(err) = self.run_update_hooks(attempt, &new) {
+            self.emit(EventKind::HookFailed, attempt, err.to_string());
+            self.publish();
+            return;
+        }
+        let changed = self.task.fields_changed_by(&new).join(", ");
+        tracker.set_policy(new.restart.clone());
+        self.task = new;
+        self.emit(
+            EventKind::Updated,
+            attempt,
+            format!("Updated in place: {changed}"),
+        );
+        self.publish();
+    }
+
+    /// The update hooks, their fault points inside their guard: a panic
+    /// there is the hook's, and defers the update like an error does.
+    fn run_update_hooks(&mut self, attempt: u32, new: &Task) -> Result<(), HookError> {
+        let hooks = self.deps.hooks.clone();
+        let task = self.task.name.clone();
+        for hook in &hooks.update {
+            let mut ctx = self.context(attempt);
+            guarded(hook.name(), || {
+                let before = hook_point("update", Edge::Before, hook.name());
+                fault_point!(&before, &task, |msg| Err(HookError::Injected(msg)));
+                hook.update(&mut ctx, new)?;
+                let after = hook_point("update", Edge::After, hook.name());
+                fault_point!(&after, &task, |msg| Err(HookError::Injected(msg)));
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     /// The linearization point (see `start_gate`). The committed attempt is
@@ -501,6 +556,7 @@ impl TaskRunner {
             AttemptEnd::Killed(result) => Some(Outcome::Killed { result }),
             AttemptEnd::Exited(result) => {
                 self.emit(EventKind::Terminated, attempt, describe_exit(&result));
+                self.take_update(attempt, tracker);
                 let success = result.successful();
                 let failed = tracker.stopping_fails(success);
                 let decision = tracker.on_exit(success, self.deps.clock.now());
@@ -510,6 +566,7 @@ impl TaskRunner {
             AttemptEnd::Lost(why) => {
                 self.lose_attempt(attempt, format!("executor lost: {why}"))
                     .await;
+                self.take_update(attempt, tracker);
                 let decision = tracker.on_start_error(true, self.deps.clock.now());
                 self.restart_or_stop(decision, attempt, |reason| Outcome::Failed {
                     reason: format!("executor lost: {why}; {reason}"),
@@ -528,6 +585,7 @@ impl TaskRunner {
         tracker: &mut RestartTracker,
     ) -> Option<Outcome> {
         self.emit(kind, attempt, message.clone());
+        self.take_update(attempt, tracker);
         let decision = tracker.on_start_error(recoverable, self.deps.clock.now());
         self.restart_or_stop(decision, attempt, |_| Outcome::Failed { reason: message })
             .await

@@ -1,0 +1,306 @@
+//! What an in-place update must never be: lost, taken half-way, or undone.
+//! The harness's updates carry the job version twice, in an `env` entry and
+//! in a `meta` entry (which a task sees as `NOMAD_META_<key>`, as Nomad
+//! documents it); the oracle reads both from the spec the task's executor
+//! holds on [`SPEC_FD`] while the task's first exec is held: the very
+//! environment the task is exec'd with, from the kernel, not from the
+//! engine.
+
+use crate::identity::{parse_spec_fd_target, SPEC_FD};
+use crate::invariants::{Event, TaskShape, Violation};
+use crate::lifecycle::tree_roots;
+use serde::{Deserialize, Serialize};
+use taskgate_faults::points::{
+    AR_TASK_RUNNERS_UPDATED, AR_UPDATE_RECEIVED, HARNESS_UPDATE_DELIVERED, TR_START_CONDITION_MET,
+};
+use taskgate_faults::{scoped, Action, Detail};
+
+pub const UPDATES_WHOLE: &str =
+    "every attempt starts with one whole job version, never older than its runner was given";
+
+/// The `env` entry the harness's updates set to the job version.
+pub const JOB_VERSION_ENV: &str = "TASKGATE_JOB_VERSION";
+/// The `meta` entry the harness's updates set to the job version.
+pub const JOB_VERSION_META: &str = "job_version";
+
+/// The job version a task was exec'd with, as its two entries say it (a
+/// job no update touched has neither).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartedVersion {
+    pub env: Option<String>,
+    pub meta: Option<String>,
+}
+
+impl StartedVersion {
+    /// The version, if both entries agree on one (neither: version 0).
+    fn whole(&self) -> Option<u64> {
+        match (&self.env, &self.meta) {
+            (None, None) => Some(0),
+            (Some(env), Some(meta)) if env == meta => env.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// Reads the version from the spec `pid` holds on [`SPEC_FD`]: only a
+    /// task's first exec still does (close-on-exec fds close after the
+    /// permission check). `None` for any other process.
+    pub fn of_pid(pid: i32) -> Option<StartedVersion> {
+        let fd = format!("/proc/{pid}/fd/{SPEC_FD}");
+        parse_spec_fd_target(&std::fs::read_link(&fd).ok()?)?;
+        let spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&fd).ok()?).ok()?;
+        let env = spec.get("env")?;
+        let entry = |name: &str| env.get(name).and_then(|v| v.as_str()).map(str::to_string);
+        Some(StartedVersion {
+            env: entry(JOB_VERSION_ENV),
+            meta: entry(&format!("NOMAD_META_{JOB_VERSION_META}")),
+        })
+    }
+}
+
+/// [`UPDATES_WHOLE`]: each attempt's environment holds one version in both
+/// entries; a task's attempts never go back to an older version; and an
+/// attempt whose runner had been given a version before it met its start
+/// condition (the update handler passed `ar.task_runners_updated` for it)
+/// starts with that version or a newer one, unless one of the task's
+/// update hooks was made to fail meanwhile (the runner then keeps its old
+/// definition until its next attempt, by contract).
+pub fn check_updates_whole(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let given = given_versions(history);
+    let mut violations = Vec::new();
+    for task in tasks.iter().map(|t| t.name.as_str()) {
+        let violation = |detail: String| Violation {
+            invariant: UPDATES_WHOLE,
+            task: Some(task.to_string()),
+            detail,
+        };
+        let mut previous = 0;
+        for root in tree_roots(history, task) {
+            let Event::Exec(exec) = &history[root] else {
+                continue;
+            };
+            let Some(started) = &exec.started_version else {
+                continue;
+            };
+            let Some(version) = started.whole() else {
+                violations.push(violation(format!(
+                    "pid {} started half-way through an update: env {JOB_VERSION_ENV}={:?}, meta {JOB_VERSION_META}={:?}",
+                    exec.pid, started.env, started.meta
+                )));
+                continue;
+            };
+            if version < previous {
+                violations.push(violation(format!(
+                    "pid {} started with job version {version} after an attempt with {previous}",
+                    exec.pid
+                )));
+                continue;
+            }
+            previous = version;
+            let met = scoped(Some(task), TR_START_CONDITION_MET);
+            let Some(start) = (0..root).rev().find(|&i| is_hit(&history[i], &met)) else {
+                continue;
+            };
+            let owed = given
+                .iter()
+                .take_while(|(at, _)| *at < start)
+                .map(|(_, v)| *v)
+                .max();
+            let hook_failed = (0..root).any(|i| update_hook_faulted(&history[i], task));
+            if let Some(owed) = owed.filter(|owed| version < *owed && !hook_failed) {
+                violations.push(violation(format!(
+                    "pid {} started with job version {version}; its runner had been given {owed} before it met its start condition",
+                    exec.pid
+                )));
+            }
+        }
+    }
+    violations
+}
+
+/// Where the update handler told the runners of each delivered version:
+/// deliveries and receipts pair up in order (one update handler, one
+/// channel) within one agent's life.
+fn given_versions(history: &[Event]) -> Vec<(usize, u64)> {
+    let mut delivered: std::collections::VecDeque<Option<u64>> = Default::default();
+    let mut handling = None;
+    let mut given = Vec::new();
+    for (i, event) in history.iter().enumerate() {
+        match event {
+            Event::AgentRestarted { .. } => {
+                delivered.clear();
+                handling = None;
+            }
+            Event::StopDelivered { .. } => delivered.push_back(None),
+            Event::FaultHit(hit) => match (hit.point.scope(), hit.point.point.as_str(), hit.detail)
+            {
+                (None, HARNESS_UPDATE_DELIVERED, Some(Detail::JobVersion { version })) => {
+                    delivered.push_back(Some(version))
+                }
+                (None, AR_UPDATE_RECEIVED, _) => handling = delivered.pop_front().flatten(),
+                (None, AR_TASK_RUNNERS_UPDATED, _) => {
+                    if let Some(version) = handling.take() {
+                        given.push((i, version));
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    given
+}
+
+fn is_hit(event: &Event, name: &str) -> bool {
+    matches!(event, Event::FaultHit(h) if h.name() == name)
+}
+
+/// A fault that made one of `task`'s update hooks fail.
+fn update_hook_faulted(event: &Event, task: &str) -> bool {
+    matches!(event, Event::FaultHit(h) if h.point.scope() == Some(task)
+        && h.point.point.starts_with("hook.update.")
+        && matches!(h.action, Some(Action::Error | Action::Panic)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{Answer, ExecRecord};
+    use crate::identity::ExecIdentity;
+    use crate::invariants::TaskRole;
+    use rstest::rstest;
+    use taskgate_faults::Hit;
+
+    fn hit(name: &str, action: Option<Action>, detail: Option<Detail>) -> Event {
+        Event::FaultHit(Hit {
+            seq: 0,
+            point: name.parse().unwrap(),
+            action,
+            detail,
+        })
+    }
+
+    fn exec(identity: ExecIdentity, started_version: Option<StartedVersion>) -> Event {
+        Event::Exec(ExecRecord {
+            seq: 0,
+            pid: 7,
+            exe: "/marked/bin/busybox".into(),
+            identity,
+            verdict: Answer::Allow,
+            reason: String::new(),
+            judged: true,
+            cgroup_peers: Vec::new(),
+            started_version,
+        })
+    }
+
+    /// web's runner meets its start condition and its attempt is exec'd
+    /// with `env` and `meta` as its two version entries.
+    fn attempt(env: Option<&str>, meta: Option<&str>) -> Vec<Event> {
+        [vec![met()], launch(env, meta)].concat()
+    }
+
+    fn met() -> Event {
+        hit("web:tr.start_condition_met", None, None)
+    }
+
+    /// web's attempt exec'd with `env` and `meta` as its version entries.
+    fn launch(env: Option<&str>, meta: Option<&str>) -> Vec<Event> {
+        let (alloc_id, task) = ("a".to_string(), "web".to_string());
+        vec![
+            exec(
+                ExecIdentity::Executor {
+                    alloc_id: alloc_id.clone(),
+                    task: task.clone(),
+                },
+                None,
+            ),
+            exec(
+                ExecIdentity::Task { alloc_id, task },
+                Some(StartedVersion {
+                    env: env.map(str::to_string),
+                    meta: meta.map(str::to_string),
+                }),
+            ),
+        ]
+    }
+
+    /// The harness delivers `version` and the update handler tells the runners.
+    fn given(version: u64) -> Vec<Event> {
+        vec![
+            hit(
+                "harness.update_delivered",
+                None,
+                Some(Detail::JobVersion { version }),
+            ),
+            hit("ar.update_received", None, None),
+            hit("ar.task_runners_updated", None, None),
+        ]
+    }
+
+    /// A stop, then version 1, delivered; only the stop handled yet.
+    fn stop_then_update() -> Vec<Event> {
+        vec![
+            Event::StopDelivered { seq: 0 },
+            hit(
+                "harness.update_delivered",
+                None,
+                Some(Detail::JobVersion { version: 1 }),
+            ),
+            hit("ar.update_received", None, None),
+            hit("ar.task_runners_updated", None, None),
+        ]
+    }
+
+    /// The next delivered update handled.
+    fn handled() -> Vec<Event> {
+        vec![
+            hit("ar.update_received", None, None),
+            hit("ar.task_runners_updated", None, None),
+        ]
+    }
+
+    fn failed_update_hook() -> Vec<Event> {
+        vec![hit(
+            "web:hook.update.before.task_env",
+            Some(Action::Error),
+            None,
+        )]
+    }
+
+    fn violations(parts: &[Vec<Event>]) -> usize {
+        let history: Vec<Event> = parts.concat();
+        let web = TaskShape {
+            name: "web".into(),
+            role: TaskRole::Main { leader: false },
+            restart_attempts: 3,
+            restarts_forever: false,
+            restarts_on_success: false,
+        };
+        check_updates_whole(&history, &[web]).len()
+    }
+
+    #[rstest]
+    #[case::no_update(vec![attempt(None, None), attempt(None, None)], 0)]
+    #[case::taken_next_attempt(vec![attempt(None, None), given(1), attempt(Some("1"), Some("1"))], 0)]
+    #[case::given_after_the_start_condition(vec![vec![met()], given(1), launch(None, None)], 0)]
+    #[case::lost(vec![attempt(None, None), given(1), attempt(None, None)], 1)]
+    #[case::half_way(vec![given(1), attempt(Some("1"), None)], 1)]
+    #[case::half_way_other_side(vec![given(1), attempt(Some("1"), Some("2"))], 1)]
+    #[case::went_back(vec![given(2), attempt(Some("2"), Some("2")), attempt(Some("1"), Some("1"))], 1)]
+    #[case::deferred_by_a_failed_hook(vec![given(1), failed_update_hook(), attempt(None, None)], 0)]
+    #[case::taken_after_a_failed_hook(
+        vec![given(1), failed_update_hook(), attempt(None, None), attempt(Some("1"), Some("1"))], 0
+    )]
+    #[case::a_stop_first_pairs_in_order(
+        vec![stop_then_update(), attempt(None, None), handled(), attempt(Some("1"), Some("1"))], 0
+    )]
+    #[case::a_stop_first_then_lost(vec![stop_then_update(), handled(), attempt(None, None)], 1)]
+    #[case::lost_with_the_agent(
+        vec![vec![hit("harness.update_delivered", None, Some(Detail::JobVersion { version: 1 }))],
+             vec![Event::AgentRestarted { stop: false }], handled(),
+             attempt(None, None)], 0
+    )]
+    fn updates_are_whole(#[case] parts: Vec<Vec<Event>>, #[case] expected: usize) {
+        assert_eq!(violations(&parts), expected);
+    }
+}

@@ -1,0 +1,88 @@
+# In-place updates: the harness, in the server's place, delivers the
+# alloc's next job version (a new env entry and a new meta entry, both
+# carrying the version). Every attempt must start with one whole version,
+# never an older one than its runner had been given.
+
+scenario "update-races" {
+  about = "an update lands at each boundary of web's first attempt, its failure and its restart delay, and of its second attempt, which completes"
+  job   = "jobs/web-updated.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:tr.start_condition_met", "web:tr.before_prestart",
+                "web:hook.prestart.before.task_env", "web:hook.prestart.after.task_env",
+                "web:tr.before_driver_start", "web:tr.start_committed", "web:tr.after_driver_start",
+                "web:hook.exited.before.executor_shutdown", "web:hook.exited.after.executor_shutdown"]
+      action = "update-alloc"
+    }
+    each {
+      points = ["web:tr.start_condition_met", "web:tr.before_prestart",
+                "web:hook.prestart.before.task_env", "web:tr.start_committed"]
+      action = "update-alloc"
+      hit    = 2
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "update-held-runner" {
+  about = "a is held at each boundary of its start while b's start delivers an update: a starts with the update whole, or before it"
+  job   = "jobs/two-services.hcl"
+  faults {
+    then = "stop-when-running"
+    pairs {
+      park  = ["a:tr.start_condition_met", "a:tr.before_prestart", "a:tr.after_prestart",
+               "a:tr.before_driver_start", "a:tr.start_committed", "a:tr.after_driver_start"]
+      event = "update-alloc"
+      at    = ["b:tr.after_driver_start"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "update-hook-faults" {
+  about = "web's update hooks fail or panic while an update waits for web's restart: the update is taken by the next attempt instead, whole"
+  job   = "jobs/web-updated.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:hook.update.*"]
+      action = "error"
+      with   = ["web:hook.exited.before.executor_shutdown@1=update-alloc",
+                "web:hook.exited.before.executor_shutdown@1=await(ar.update_applied@1)"]
+    }
+    each {
+      points = ["web:hook.update.*"]
+      action = "panic"
+      with   = ["web:hook.exited.before.executor_shutdown@1=update-alloc",
+                "web:hook.exited.before.executor_shutdown@1=await(ar.update_applied@1)"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "update-agent-kill" {
+  about = "the agent dies while applying an update, or in web's update hooks; the restored agent lets web run on: the update is whole or not there, never lost once the runner had it"
+  job   = "jobs/web-updated.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["ar.update_received", "ar.alloc_state_set", "ar.task_runners_updated", "ar.update_applied",
+                "web:hook.update.before.task_env", "web:hook.update.after.task_env"]
+      action = "kill"
+      with   = ["web:hook.exited.before.executor_shutdown@1=update-alloc",
+                "web:hook.exited.before.executor_shutdown@1=await(ar.update_applied@1)"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}

@@ -1,0 +1,82 @@
+//! The harness in the server's place: it delivers an alloc's stop, and its
+//! next job version as an in-place update, each recorded in the fault log
+//! just before it is sent (the oracle pairs deliveries with the update
+//! handler's receipts in that order).
+
+use std::sync::Mutex;
+use taskgate_engine::jobspec::Job;
+use taskgate_engine::AllocUpdate;
+use taskgate_faults::points::{HARNESS_STOP_DELIVERED, HARNESS_UPDATE_DELIVERED};
+use taskgate_faults::{Detail, Intervention};
+use taskgate_oracle::updates::{JOB_VERSION_ENV, JOB_VERSION_META};
+use tokio::sync::mpsc::UnboundedSender;
+
+pub struct Server {
+    updater: UnboundedSender<AllocUpdate>,
+    /// The last version this server sent (or the alloc's, before any).
+    job: Mutex<Job>,
+}
+
+impl Server {
+    /// The server of an alloc running `job`, reached through `updater`.
+    pub fn new(updater: UnboundedSender<AllocUpdate>, job: Job) -> Server {
+        Server {
+            updater,
+            job: Mutex::new(job),
+        }
+    }
+
+    /// Delivers the update `what` asks for: `stop-alloc` or `update-alloc`.
+    pub fn deliver(&self, what: Intervention) {
+        let update = match what {
+            Intervention::StopAlloc => {
+                taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
+                AllocUpdate::stop()
+            }
+            Intervention::UpdateAlloc => {
+                let mut job = self.job.lock().unwrap_or_else(|p| p.into_inner());
+                *job = next_version(&job);
+                let version = job.version;
+                taskgate_faults::record_detail(
+                    None,
+                    HARNESS_UPDATE_DELIVERED,
+                    Detail::JobVersion { version },
+                );
+                AllocUpdate::in_place(job.clone())
+            }
+            other => unreachable!("{} is not an update", other.as_str()),
+        };
+        // The alloc runner stops listening only once the alloc is done.
+        let _ = self.updater.send(update);
+    }
+}
+
+/// `job`'s next version, an in-place change: every task's env and meta
+/// carry the version number, so the oracle can tell which version, whole
+/// or not, each attempt started with.
+pub fn next_version(job: &Job) -> Job {
+    let mut next = job.clone();
+    next.version += 1;
+    let version = next.version.to_string();
+    for task in next.groups.iter_mut().flat_map(|g| &mut g.tasks) {
+        task.env.insert(JOB_VERSION_ENV.into(), version.clone());
+        task.meta.insert(JOB_VERSION_META.into(), version.clone());
+    }
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_version_is_an_in_place_change_carrying_its_number() {
+        let job = crate::jobs::job("j", vec![crate::jobs::service("web")]);
+        let next = next_version(&next_version(&job));
+        assert_eq!(next.version, 2);
+        let web = &next.groups[0].tasks[0];
+        assert_eq!(web.env[JOB_VERSION_ENV], "2");
+        assert_eq!(web.meta[JOB_VERSION_META], "2");
+        assert_eq!(job.check_in_place("g", &next), Ok(()));
+    }
+}
