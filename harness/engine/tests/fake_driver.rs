@@ -109,6 +109,12 @@ fn report_job() -> Job {
     ])
 }
 
+/// Submits `job` on `rt` (the alloc runner's tasks are spawned there).
+fn submit(rt: &tokio::runtime::Runtime, engine: &Engine, job: &Job) -> AllocHandle {
+    let _rt = rt.enter();
+    engine.submit(job, None).unwrap()
+}
+
 fn wait(rt: &tokio::runtime::Runtime, alloc: AllocHandle) -> AllocSummary {
     rt.block_on(async { tokio::time::timeout(idle(), alloc.wait()).await })
         .expect("alloc hung")
@@ -148,20 +154,16 @@ fn tasks_start_in_lifecycle_order_and_a_stop_ends_them_all() {
     home.driver.script("init", [Exit::Code(0)]);
     home.driver.script("cleanup", [Exit::Code(0)]);
     let engine = home.engine();
-    let alloc = {
-        let _rt = rt.enter();
-        engine
-            .submit(
-                &job(vec![
-                    task("cleanup", Some(LifecycleHook::Poststop), false),
-                    task("sidecar", Some(LifecycleHook::Poststart), true),
-                    task("web", None, false),
-                    task("init", Some(LifecycleHook::Prestart), false),
-                ]),
-                None,
-            )
-            .unwrap()
-    };
+    let alloc = submit(
+        &rt,
+        &engine,
+        &job(vec![
+            task("cleanup", Some(LifecycleHook::Poststop), false),
+            task("sidecar", Some(LifecycleHook::Poststart), true),
+            task("web", None, false),
+            task("init", Some(LifecycleHook::Prestart), false),
+        ]),
+    );
     wait_for(Await::Passed(taskgate_faults::scoped(
         Some("sidecar"),
         points::TR_AFTER_DRIVER_START,
@@ -189,19 +191,15 @@ fn a_stop_kills_the_leader_then_the_main_tasks_then_the_sidecars() {
     let engine = home.engine();
     let mut leader = task("leader", None, false);
     leader.leader = true;
-    let alloc = {
-        let _rt = rt.enter();
-        engine
-            .submit(
-                &job(vec![
-                    task("proxy", Some(LifecycleHook::Poststart), true),
-                    task("worker", None, false),
-                    leader,
-                ]),
-                None,
-            )
-            .unwrap()
-    };
+    let alloc = submit(
+        &rt,
+        &engine,
+        &job(vec![
+            task("proxy", Some(LifecycleHook::Poststart), true),
+            task("worker", None, false),
+            leader,
+        ]),
+    );
     wait_for(Await::Passed(taskgate_faults::scoped(
         Some("proxy"),
         points::TR_AFTER_DRIVER_START,
@@ -231,10 +229,7 @@ fn a_stop_before_the_sidecar_prestart_never_starts_it() {
     let home = Home::new();
     taskgate_faults::configure(Some("sidecar"), points::TR_BEFORE_PRESTART, Action::Park);
     let engine = home.engine();
-    let alloc = {
-        let _rt = rt.enter();
-        engine.submit(&report_job(), None).unwrap()
-    };
+    let alloc = submit(&rt, &engine, &report_job());
     wait_for(Await::Parked(taskgate_faults::scoped(
         Some("sidecar"),
         points::TR_BEFORE_PRESTART,
@@ -423,10 +418,7 @@ fn an_update_that_does_not_stop_the_alloc_kills_nothing() {
     let rt = runtime();
     let home = Home::new();
     let engine = home.engine();
-    let alloc = {
-        let _rt = rt.enter();
-        engine.submit(&report_job(), None).unwrap()
-    };
+    let alloc = submit(&rt, &engine, &report_job());
     wait_for(Await::Passed(taskgate_faults::scoped(
         Some("sidecar"),
         points::TR_AFTER_DRIVER_START,
@@ -451,10 +443,7 @@ fn the_leaders_exit_kills_the_other_tasks() {
     let home = Home::new();
     home.driver.script("leader", [Exit::Code(0)]);
     let engine = home.engine();
-    let alloc = {
-        let _rt = rt.enter();
-        engine.submit(&report_job(), None).unwrap()
-    };
+    let alloc = submit(&rt, &engine, &report_job());
     let summary = wait(&rt, alloc);
     assert_eq!(summary.status.client, ClientStatus::Complete);
     // Killed, or never started if the kill came first.
@@ -629,10 +618,7 @@ fn committing_an_attempt_forgets_the_previous_attempts_handle() {
     web.restart.attempts = 1;
     web.restart.delay = Duration::ZERO;
     let engine = home.engine();
-    let alloc = {
-        let _rt = rt.enter();
-        engine.submit(&job(vec![web]), None).unwrap()
-    };
+    let alloc = submit(&rt, &engine, &job(vec![web]));
     let committed = taskgate_faults::scoped(Some("web"), points::TR_START_COMMITTED);
     wait_for(Await::Parked(committed.clone()));
     let record = engine.state().tasks(&alloc.alloc_id).unwrap().remove(0);
@@ -655,12 +641,7 @@ fn an_attempts_end_is_persisted_before_the_exited_hooks() {
     let before_hooks = "web:hook.exited.before.executor_shutdown";
     taskgate_faults::configure_fault(&format!("{before_hooks}=park").parse().unwrap());
     let engine = home.engine();
-    let alloc = {
-        let _rt = rt.enter();
-        engine
-            .submit(&job(vec![task("web", None, false)]), None)
-            .unwrap()
-    };
+    let alloc = submit(&rt, &engine, &job(vec![task("web", None, false)]));
     wait_for(Await::Parked(before_hooks.into()));
     let record = engine.state().tasks(&alloc.alloc_id).unwrap().remove(0);
     let ended = record.ended.expect("the end was not persisted");
@@ -692,14 +673,11 @@ fn a_success_restarts_a_service_and_completes_a_batch(
     web.restart.attempts = 2;
     web.restart.delay = Duration::from_millis(10);
     let engine = home.engine();
-    let alloc = {
-        let _rt = rt.enter();
-        let job = Job {
-            job_type,
-            ..job(vec![web])
-        };
-        engine.submit(&job, None).unwrap()
+    let job = Job {
+        job_type,
+        ..job(vec![web])
     };
+    let alloc = submit(&rt, &engine, &job);
     let summary = wait(&rt, alloc);
     assert_eq!(starts_in_order(&home.driver).len(), starts);
     assert_eq!(summary.status.client, status);
@@ -721,10 +699,7 @@ fn a_task_keeps_its_last_ten_events_and_the_stream_carries_all() {
     web.restart.attempts = 5;
     web.restart.delay = Duration::from_millis(1);
     let engine = home.engine();
-    let alloc = {
-        let _rt = rt.enter();
-        engine.submit(&job(vec![web]), None).unwrap()
-    };
+    let alloc = submit(&rt, &engine, &job(vec![web]));
     let (mut stream, waiter) = alloc.into_parts();
     let summary = rt
         .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
@@ -765,19 +740,15 @@ fn a_shutdown_delay_holds_the_kill_signal_back() {
     let mut leader = task("leader", None, false);
     leader.leader = true;
     leader.shutdown_delay = Duration::from_secs(7);
-    let alloc = {
-        let _rt = rt.enter();
-        engine
-            .submit(
-                &job(vec![
-                    leader,
-                    task("worker", None, false),
-                    task("proxy", Some(LifecycleHook::Poststart), true),
-                ]),
-                None,
-            )
-            .unwrap()
-    };
+    let alloc = submit(
+        &rt,
+        &engine,
+        &job(vec![
+            leader,
+            task("worker", None, false),
+            task("proxy", Some(LifecycleHook::Poststart), true),
+        ]),
+    );
     wait_for(Await::Passed(taskgate_faults::scoped(
         Some("proxy"),
         points::TR_AFTER_DRIVER_START,
@@ -819,10 +790,7 @@ fn the_client_status_is_running_while_tasks_run() {
     let rt = runtime();
     let home = Home::new();
     let engine = home.engine();
-    let alloc = {
-        let _rt = rt.enter();
-        engine.submit(&report_job(), None).unwrap()
-    };
+    let alloc = submit(&rt, &engine, &report_job());
     let client = || {
         let record = engine.state().alloc(&alloc.alloc_id).unwrap().unwrap();
         record.client
@@ -851,10 +819,7 @@ fn an_attempts_end_is_recorded_under_its_number() {
     web.restart.attempts = 1;
     web.restart.delay = Duration::from_millis(1);
     let engine = home.engine();
-    let alloc = {
-        let _rt = rt.enter();
-        engine.submit(&job(vec![web]), None).unwrap()
-    };
+    let alloc = submit(&rt, &engine, &job(vec![web]));
     let summary = wait(&rt, alloc);
     let web = &summary.tasks[0];
     let ended = web.ended.as_ref().expect("the end is recorded");
@@ -912,10 +877,7 @@ fn an_in_place_update_holds_from_the_next_attempt() {
     taskgate_faults::configure_fault(&"web:tr.after_driver_start@1=park".parse().unwrap());
     let engine = home.engine();
     let v1 = failing_twice();
-    let alloc = {
-        let _rt = rt.enter();
-        engine.submit(&v1, None).unwrap()
-    };
+    let alloc = submit(&rt, &engine, &v1);
     wait_for(Await::Parked(taskgate_faults::scoped(
         Some("web"),
         points::TR_AFTER_DRIVER_START,
@@ -968,10 +930,7 @@ fn an_update_that_cannot_apply_in_place_is_refused_whole(#[case] spoil: fn(&mut 
     let engine = home.engine();
     let mut v1 = failing_twice();
     v1.groups[0].tasks.push(task("other", None, false));
-    let alloc = {
-        let _rt = rt.enter();
-        engine.submit(&v1, None).unwrap()
-    };
+    let alloc = submit(&rt, &engine, &v1);
     wait_for(Await::Parked(taskgate_faults::scoped(
         Some("web"),
         points::TR_AFTER_DRIVER_START,
@@ -1007,10 +966,7 @@ fn a_failed_update_hook_leaves_the_update_for_the_next_boundary() {
     taskgate_faults::configure_fault(&"web:hook.update.before.task_env@1=error".parse().unwrap());
     let engine = home.engine();
     let v1 = failing_twice();
-    let alloc = {
-        let _rt = rt.enter();
-        engine.submit(&v1, None).unwrap()
-    };
+    let alloc = submit(&rt, &engine, &v1);
     wait_for(Await::Parked(taskgate_faults::scoped(
         Some("web"),
         points::TR_AFTER_DRIVER_START,
