@@ -992,3 +992,75 @@ fn a_failed_update_hook_leaves_the_update_for_the_next_boundary() {
         ]
     );
 }
+
+/// Restore rule: the agent died after its executor started but before the
+/// handle was persisted; the restored agent finds the executor at the
+/// task's socket and reattaches, instead of starting the attempt again.
+#[test]
+#[serial]
+fn a_restore_without_a_handle_finds_the_executor_at_its_socket() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 0);
+    first.shutdown_timeout(idle());
+    edit_web_record(&home, &alloc_id, |web| web.handle = None);
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    let socket =
+        taskgate_executor::socket_path(&home.dir.path().join("data/run"), &alloc_id, "web");
+    let reattached: Vec<Call> = (home.driver.calls().into_iter())
+        .filter(|c| matches!(c, Call::Reattach { .. }))
+        .collect();
+    assert_eq!(
+        reattached,
+        [Call::Reattach {
+            socket,
+            found: true
+        }]
+    );
+    assert_eq!(home.driver.starts("web"), 1, "{:?}", home.driver.calls());
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
+/// A task runner that panics after its task started: the cleanup kills
+/// the task (found at its socket, its handle not yet persisted), records
+/// it dead and failed, with Nomad's failed flag on its last event, and the
+/// alloc fails instead of waiting on a runner that is gone.
+#[test]
+#[serial]
+fn a_panicked_runner_kills_its_task_and_fails_it() {
+    let rt = runtime();
+    let home = Home::new();
+    taskgate_faults::configure_fault(&"web:tr.after_driver_start=panic".parse().unwrap());
+    let engine = home.engine();
+    let alloc = submit(&rt, &engine, &job(vec![task("web", None, false)]));
+    let summary = wait(&rt, alloc);
+    assert_eq!(
+        home.driver.stops(),
+        [Call::Stop {
+            task: "web".into(),
+            signal: taskgate_executor::KillSignal::SIGKILL
+        }]
+    );
+    assert!(home.driver.live().is_empty());
+    let web = &summary.tasks[0];
+    assert!(
+        matches!(
+            &web.state,
+            TaskState::Dead {
+                outcome: Outcome::Failed { .. }
+            }
+        ),
+        "{:?}",
+        web.state
+    );
+    let last = web.events.last().unwrap();
+    assert_eq!(last.kind, EventKind::NotRestarting);
+    assert!(last.fails_task && last.message.contains("task runner panicked"));
+    assert_eq!(summary.status.client, ClientStatus::Failed);
+}

@@ -9,16 +9,26 @@ use crate::state::StateDb;
 
 /// A runner for a one-task alloc in a temp dir, and the fake driver under it.
 fn runner(dir: &std::path::Path) -> (TaskRunner, TaskRunnerHandle, FakeDriver) {
+    runner_with(dir, |_| {})
+}
+
+/// [`runner`], its standard hooks changed by `hooks` first.
+fn runner_with(
+    dir: &std::path::Path,
+    hooks: impl FnOnce(&mut HookSet),
+) -> (TaskRunner, TaskRunnerHandle, FakeDriver) {
     let driver = FakeDriver::new(dir.join("run"));
     let me = nix::unistd::User::from_uid(nix::unistd::getuid())
         .unwrap()
         .expect("the test's own user");
+    let mut hook_set = HookSet::standard(&me.name);
+    hooks(&mut hook_set);
     let mut task = Task::new("web", "/bin/true", vec![]);
     task.restart.attempts = 0;
     let deps = TaskRunnerDeps {
         alloc_id: "a1".into(),
         alloc_dir: AllocDir::new(dir.join("alloc")),
-        hooks: Arc::new(HookSet::standard(&me.name)),
+        hooks: Arc::new(hook_set),
         driver: Arc::new(driver.clone()),
         gate: Arc::new(StartGate::new()),
         state: Arc::new(StateDb::open(&dir.join("state.db")).unwrap()),
@@ -83,4 +93,65 @@ async fn a_gone_alloc_runner_is_no_start_order() {
     let waiting = tokio::time::timeout(std::time::Duration::ZERO, runner.run());
     assert!(waiting.await.is_err(), "the runner went on without a start");
     assert!(driver.calls().is_empty(), "{:?}", driver.calls());
+}
+
+/// The Terminated event's message, as Nomad words it.
+#[rstest::rstest]
+#[case::code(Some(3), None, false, "Exit Code: 3")]
+#[case::signal(None, Some(9), false, "Exit Code: 137, Signal: 9")]
+#[case::code_and_signal(Some(1), Some(15), false, "Exit Code: 1, Signal: 15")]
+#[case::unknown(None, None, false, "Exit Code: unknown")]
+#[case::oom(None, Some(9), true, "Exit Code: 137, Signal: 9, OOM Killed")]
+fn an_exit_is_described_as_nomad_does(
+    #[case] exit_code: Option<i32>,
+    #[case] signal: Option<i32>,
+    #[case] oom_killed: bool,
+    #[case] expected: &str,
+) {
+    let result = ExitResult {
+        exit_code,
+        signal,
+        oom_killed,
+        ..ExitResult::with_code(0)
+    };
+    assert_eq!(describe_exit(&result), expected);
+}
+
+struct FailingPoststart;
+
+impl crate::hooks::PoststartHook for FailingPoststart {
+    fn name(&self) -> &'static str {
+        "failing"
+    }
+
+    fn poststart(&self, _: &mut HookContext<'_>, _: &RunningTask) -> Result<(), HookError> {
+        Err(HookError::Failed {
+            hook: "failing",
+            message: "boom".into(),
+        })
+    }
+}
+
+/// A poststart hook that fails is recorded as a "Hook Failed" event; the
+/// task it ran for runs on.
+#[tokio::test]
+async fn a_failing_poststart_hook_is_an_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, handle, _driver) = runner_with(dir.path(), |hooks| {
+        hooks.poststart = vec![Box::new(FailingPoststart)]
+    });
+    let mut state = handle.state.clone();
+    handle.start.send_replace(true);
+    let run = tokio::spawn(runner.run());
+    state
+        .wait_for(|s| matches!(s, TaskState::Running { .. }))
+        .await
+        .unwrap();
+    handle.kill.send_replace(true);
+    let record = run.await.unwrap();
+    let failed: Vec<(EventKind, &str)> = (record.events.iter())
+        .filter(|e| e.kind == EventKind::HookFailed)
+        .map(|e| (e.kind, e.message.as_str()))
+        .collect();
+    assert_eq!(failed, [(EventKind::HookFailed, "failing: failing: boom")]);
 }
