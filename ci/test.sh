@@ -15,10 +15,11 @@
 #              target/taskgate-gate.xml; zero violations required
 #   legacy     proof that the gate can fail: the legacy build (the report's
 #              original logic) must make `explore sidecar-stop` fail
-#   zoo        ci/zoo.sh: the gate must fail, on an invariant, within 60 s,
-#              on every seeded bug (each a cargo feature re-creating one
-#              orchestrator bug) and on the legacy build; prints each one's
-#              time to its first failure
+#   zoo        ci/zoo.sh: the gate must fail, on an invariant, within 60 s
+#              at the reference VM's pace (the fixed gate is timed beside
+#              them), on every seeded bug (each a cargo feature re-creating
+#              one orchestrator bug) and on the legacy build; prints each
+#              one's time to its first failure
 #   fake       ci/fake.sh: the wide search as nobody, against the engine's
 #              fake driver; on the legacy build it fails on exactly the
 #              schedules the real executor fails on
