@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use taskgate_engine::alloc::{AllocUpdate, DesiredStatus};
 use taskgate_engine::clock::{Clock, SystemClock, VirtualClock};
+use taskgate_engine::driver::Driver;
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, JobType, Lifecycle, LifecycleHook, Task};
 use taskgate_engine::state::{AttemptEnded, StateDb, TaskRecord};
@@ -603,6 +604,51 @@ fn a_failed_reattach_destroys_the_remains_before_the_restart() {
         .expect("alloc hung");
     assert_eq!(summary.status.client, ClientStatus::Complete);
     assert!(home.driver.live().is_empty());
+    assert_eq!(
+        lost_attempt_end(&summary),
+        "Killed what was left of the lost attempt"
+    );
+}
+
+/// How the lost attempt 1 was accounted for: its Killed event's message,
+/// up to the remains it names.
+fn lost_attempt_end(summary: &AllocSummary) -> String {
+    let web = &summary.tasks[0];
+    let killed = (web.events.iter())
+        .find(|e| e.kind == EventKind::Killed && e.attempt == 1)
+        .unwrap_or_else(|| panic!("no Killed event for attempt 1: {:?}", web.events));
+    killed.message.split(':').next().unwrap().to_string()
+}
+
+/// Restore rule: the executor died with its task while the agent was down;
+/// reattach fails, and the lost attempt is reported killed with nothing
+/// left of it, then restarted.
+#[test]
+#[serial]
+fn a_lost_attempt_with_nothing_left_is_said_so() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 1);
+    first.shutdown_timeout(idle());
+    second
+        .block_on(home.driver.destroy_remains(&alloc_id, "web"))
+        .unwrap();
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    let updates = alloc.updater();
+    let (mut events, waiter) = alloc.into_parts();
+    assert_eq!(started_events(&second, &mut events, 1)[0].attempt, 2);
+    updates.send(AllocUpdate::stop()).unwrap();
+    let summary = second
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(
+        lost_attempt_end(&summary),
+        "Nothing of the lost attempt was running"
+    );
 }
 
 /// Committing attempt 2 forgets attempt 1's handle at once (B1): held right
