@@ -3,7 +3,7 @@
 //! applies alloc updates (`handleAllocUpdate` in docs/nomad-prestart-race-report.txt), kills tasks
 //! leader first, and derives the alloc's client status from its tasks.
 
-use crate::alloc::{AllocStatus, AllocUpdate, ClientStatus};
+use crate::alloc::{AllocStatus, AllocUpdate, ClientStatus, DesiredStatus};
 use crate::jobspec::Job;
 use crate::lifecycle::{kill_reason, live_client_status, may_start, KillReason, Member, Stage};
 use crate::start_gate::StartGate;
@@ -242,9 +242,13 @@ async fn handle_alloc_updates(
         fault_point!(points::AR_UPDATE_RECEIVED);
         let job = update.job.and_then(|job| shared.in_place(job));
         let was_terminal = shared.status().terminal();
-        // One persisted change: an agent killed after it restores both.
+        // One persisted change: an agent killed after it restores both. A
+        // stop is final: a later update (an in-place version says `run`)
+        // never undoes it.
         let status = shared.change(|rec| {
-            rec.desired = update.desired_status;
+            if rec.desired != DesiredStatus::Stop {
+                rec.desired = update.desired_status;
+            }
             if let Some(job) = job {
                 rec.job = job;
             }

@@ -20,9 +20,9 @@ pub struct Job {
 }
 
 /// What a task may change in an in-place update (Nomad applies these to
-/// a running allocation): they take effect from the task's next attempt,
-/// its next restart decision or its next kill. Any other change needs a new
-/// allocation.
+/// a running allocation): its runner takes them between attempts, so they
+/// hold from its next restart decision and its next attempt. Any other
+/// change needs a new allocation.
 pub const IN_PLACE_FIELDS: [&str; 6] = [
     "env",
     "meta",
@@ -44,8 +44,14 @@ pub enum NotInPlace {
     NotNewer { running: u64, offered: u64 },
     #[error("the update changes {what}, which only a new allocation can take (in place: {})", IN_PLACE_FIELDS.join(", "))]
     Destructive { what: String },
+    #[error("task {task:?}: its command, args, env and meta would take {size} bytes; execve takes at most {allowed} here")]
+    TooLarge {
+        task: String,
+        size: usize,
+        allowed: usize,
+    },
     #[error(
-        "task {task:?}: {what} {name:?} cannot be exec'd: it must not be empty or hold `=` or NUL"
+        "task {task:?}: {what} {name:?} cannot be exec'd: a name must not be empty or hold `=` or NUL, a value must not hold NUL"
     )]
     Unexecable {
         task: String,
@@ -79,6 +85,14 @@ impl Job {
             return destructive(format!("group {group:?}'s tasks"));
         }
         for task in &new {
+            let (size, allowed) = task.exec_size();
+            if size > allowed {
+                return Err(NotInPlace::TooLarge {
+                    task: task.name.clone(),
+                    size,
+                    allowed,
+                });
+            }
             let names =
                 (task.env.iter().map(|e| ("env", e))).chain(task.meta.iter().map(|m| ("meta", m)));
             for (what, (name, value)) in names {
@@ -276,6 +290,25 @@ impl Task {
             logs: Logs::default(),
             user: None,
         }
+    }
+
+    /// What the task's command, args, env and meta take of `execve`'s
+    /// ARG_MAX, and what it may take here (ARG_MAX less the engine's own
+    /// variables).
+    pub fn exec_size(&self) -> (usize, usize) {
+        use crate::jobspec::limits;
+        let meta = (self.meta.iter()).map(|(k, v)| format!("{}{k}={v}", crate::hooks::META_PREFIX));
+        let env: Vec<String> = (self.env.iter())
+            .map(|(k, v)| format!("{k}={v}"))
+            .chain(meta)
+            .collect();
+        let size = limits::exec_size(
+            std::iter::once(self.command.as_str())
+                .chain(self.args.iter().map(String::as_str))
+                .chain(env.iter().map(String::as_str)),
+        );
+        let allowed = limits::arg_max().saturating_sub(limits::ENGINE_ENV_RESERVE);
+        (size, allowed)
     }
 
     /// The names of the fields `new` gives another value.

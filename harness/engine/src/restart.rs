@@ -75,8 +75,9 @@ impl RestartTracker {
         }
     }
 
-    /// An in-place update's policy: it judges the next exit; the restarts
-    /// already counted stay counted.
+    /// An in-place update's policy: taken before a restart decision, it
+    /// judges the exit at hand and those after; the restarts already
+    /// counted stay counted.
     pub fn set_policy(&mut self, policy: RestartPolicy) {
         self.policy = policy;
     }

@@ -965,6 +965,11 @@ fn an_in_place_update_holds_from_the_next_attempt() {
 #[rstest::rstest]
 #[case::not_newer(|job: &mut Job| job.version = 1)]
 #[case::new_command(|job: &mut Job| job.groups[0].tasks[1].command = "/bin/other".into())]
+#[case::over_arg_max(|job: &mut Job| {
+    for n in 0..64 {
+        job.groups[0].tasks[1].env.insert(format!("BIG{n}"), "x".repeat(100 * 1024));
+    }
+})]
 #[case::unexecable_env(|job: &mut Job| { job.groups[0].tasks[1].env.insert("A=B".into(), "x".into()); })]
 #[serial]
 fn an_update_that_cannot_apply_in_place_is_refused_whole(#[case] spoil: fn(&mut Job)) {
@@ -1109,4 +1114,44 @@ fn a_panicked_runner_kills_its_task_and_fails_it() {
     assert_eq!(last.kind, EventKind::NotRestarting);
     assert!(last.fails_task && last.message.contains("task runner panicked"));
     assert_eq!(summary.status.client, ClientStatus::Failed);
+}
+
+/// A stop is final: an in-place update delivered after it (its desired
+/// status is `run`) is taken as a version, never as a new start. The
+/// poststop task, held, keeps the alloc alive until the update is applied.
+#[test]
+#[serial]
+fn an_update_after_a_stop_does_not_undo_it() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("cleanup", [Exit::Code(0)]);
+    taskgate_faults::configure_fault(&"cleanup:tr.start_condition_met=park".parse().unwrap());
+    taskgate_faults::configure_fault(&"ar.update_applied@2=park".parse().unwrap());
+    let engine = home.engine();
+    let tasks = vec![
+        task("web", None, false),
+        task("cleanup", Some(LifecycleHook::Poststop), false),
+    ];
+    let v1 = version(&job(tasks), 1);
+    let alloc = submit(&rt, &engine, &v1);
+    wait_for(Await::Passed(taskgate_faults::scoped(
+        Some("web"),
+        points::TR_AFTER_DRIVER_START,
+    )));
+    alloc.stop();
+    alloc.update(AllocUpdate::in_place(version(&v1, 2)));
+    wait_for(Await::Parked(points::AR_UPDATE_APPLIED.into()));
+    let persisted = engine.state().alloc(&alloc.alloc_id).unwrap().unwrap();
+    assert_eq!(
+        (persisted.desired, persisted.job.version),
+        (DesiredStatus::Stop, 2)
+    );
+    taskgate_faults::release(None, points::AR_UPDATE_APPLIED);
+    taskgate_faults::release(Some("cleanup"), points::TR_START_CONDITION_MET);
+    let summary = wait(&rt, alloc);
+    assert_eq!(summary.status.desired, DesiredStatus::Stop);
+    assert_eq!(
+        (home.driver.starts("web"), home.driver.starts("cleanup")),
+        (1, 1)
+    );
 }

@@ -2,9 +2,9 @@
 //! The harness's updates carry the job version twice, in an `env` entry and
 //! in a `meta` entry (which a task sees as `NOMAD_META_<key>`, as Nomad
 //! documents it); the oracle reads both from the spec the task's executor
-//! holds on [`SPEC_FD`] while the task's first exec is held: the very
-//! environment the task is exec'd with, from the kernel, not from the
-//! engine.
+//! holds on [`SPEC_FD`] while the task's first exec is held, through the
+//! kernel's view of that open file (`/proc/<pid>/fd`): the environment
+//! the task is really exec'd with, not the engine's account of it.
 
 use crate::identity::{parse_spec_fd_target, SPEC_FD};
 use crate::invariants::{Event, TaskShape, Violation};
@@ -105,7 +105,8 @@ pub fn check_updates_whole(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
                 .take_while(|(at, _)| *at < start)
                 .map(|(_, v)| *v)
                 .max();
-            let hook_failed = (0..root).any(|i| update_hook_faulted(&history[i], task));
+            // The runner takes an update right after its start condition.
+            let hook_failed = (start..root).any(|i| update_hook_faulted(&history[i], task));
             if let Some(owed) = owed.filter(|owed| version < *owed && !hook_failed) {
                 violations.push(violation(format!(
                     "pid {} started with job version {version}; its runner had been given {owed} before it met its start condition",
@@ -287,9 +288,14 @@ mod tests {
     #[case::half_way(vec![given(1), attempt(Some("1"), None)], 1)]
     #[case::half_way_other_side(vec![given(1), attempt(Some("1"), Some("2"))], 1)]
     #[case::went_back(vec![given(2), attempt(Some("2"), Some("2")), attempt(Some("1"), Some("1"))], 1)]
-    #[case::deferred_by_a_failed_hook(vec![given(1), failed_update_hook(), attempt(None, None)], 0)]
+    #[case::deferred_by_a_failed_hook(
+        vec![given(1), vec![met()], failed_update_hook(), launch(None, None)], 0
+    )]
+    #[case::a_failed_hook_excuses_one_attempt_only(
+        vec![given(1), vec![met()], failed_update_hook(), launch(None, None), attempt(None, None)], 1
+    )]
     #[case::taken_after_a_failed_hook(
-        vec![given(1), failed_update_hook(), attempt(None, None), attempt(Some("1"), Some("1"))], 0
+        vec![given(1), vec![met()], failed_update_hook(), launch(None, None), attempt(Some("1"), Some("1"))], 0
     )]
     #[case::a_stop_first_pairs_in_order(
         vec![stop_then_update(), attempt(None, None), handled(), attempt(Some("1"), Some("1"))], 0

@@ -65,6 +65,10 @@ pub fn task_processes(data_dir: &Path, task: &str) -> TaskProcesses {
 /// (`stop-alloc`, `update-alloc`: see [`crate::server::Server`]).
 pub fn install(data_dir: PathBuf, deliver: impl Fn(Intervention) + Send + Sync + 'static) {
     taskgate_faults::set_intervention_handler(move |scope, what| {
+        // Alloc updates may be delivered at any point, alloc-wide ones too.
+        if matches!(what, Intervention::StopAlloc | Intervention::UpdateAlloc) {
+            return deliver(what);
+        }
         let task = scope.unwrap_or_else(|| panic!("{what:?} needs a task-scoped point"));
         let procs = task_processes(&data_dir, task);
         match what {
@@ -72,7 +76,7 @@ pub fn install(data_dir: PathBuf, deliver: impl Fn(Intervention) + Send + Sync +
             Intervention::KillTaskTree => kill_and_reap(&procs.tree),
             Intervention::StopExecutor => signal_all(&procs.executors, Signal::SIGSTOP),
             Intervention::ContinueExecutor => signal_all(&procs.executors, Signal::SIGCONT),
-            Intervention::StopAlloc | Intervention::UpdateAlloc => deliver(what),
+            Intervention::StopAlloc | Intervention::UpdateAlloc => unreachable!("delivered above"),
         }
     });
 }

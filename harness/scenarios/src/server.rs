@@ -27,14 +27,18 @@ impl Server {
     }
 
     /// Delivers the update `what` asks for: `stop-alloc` or `update-alloc`.
+    /// A version is recorded and sent as one step under the lock, so the
+    /// fault log's order of versions is the order the alloc runner gets
+    /// them. The stop's point is reached before the lock: a fault there
+    /// may deliver again.
     pub fn deliver(&self, what: Intervention) {
+        if what == Intervention::StopAlloc {
+            taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
+        }
+        let mut job = self.job.lock().unwrap_or_else(|p| p.into_inner());
         let update = match what {
-            Intervention::StopAlloc => {
-                taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
-                AllocUpdate::stop()
-            }
+            Intervention::StopAlloc => AllocUpdate::stop(),
             Intervention::UpdateAlloc => {
-                let mut job = self.job.lock().unwrap_or_else(|p| p.into_inner());
                 *job = next_version(&job);
                 let version = job.version;
                 taskgate_faults::record_detail(

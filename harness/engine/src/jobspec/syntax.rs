@@ -5,7 +5,6 @@ use super::limits;
 use super::schema::*;
 use super::suggest::{kind, unknown};
 use super::{parse_duration, JobspecError, Result};
-use crate::hooks::META_PREFIX;
 use crate::job::*;
 use hcl::edit::expr::{Expression, UnaryOperator};
 use hcl::edit::structure::{Attribute, Block, Body, Structure};
@@ -498,17 +497,7 @@ impl Cx<'_> {
     /// The task's command, arguments and environment must fit the kernel's
     /// ARG_MAX, less what the engine adds to the environment.
     fn check_exec_size(&self, task: &Task, block: &Block, config: &Block) -> Result<()> {
-        let meta = (task.meta.iter()).map(|(k, v)| format!("{META_PREFIX}{k}={v}"));
-        let env: Vec<String> = (task.env.iter())
-            .map(|(k, v)| format!("{k}={v}"))
-            .chain(meta)
-            .collect();
-        let size = limits::exec_size(
-            std::iter::once(task.command.as_str())
-                .chain(task.args.iter().map(String::as_str))
-                .chain(env.iter().map(String::as_str)),
-        );
-        let allowed = limits::arg_max().saturating_sub(limits::ENGINE_ENV_RESERVE);
+        let (size, allowed) = task.exec_size();
         if size <= allowed {
             return Ok(());
         }

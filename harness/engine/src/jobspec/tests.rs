@@ -265,6 +265,26 @@ fn env_numbers_and_booleans_become_strings() {
 }
 
 #[test]
+fn meta_is_read_like_env() {
+    let job = parse(
+        &with_task("      meta {\n        owner = \"web-team\"\n        shard = 3\n      }"),
+        "job.hcl",
+    )
+    .unwrap();
+    let meta = &task(&job, "t").meta;
+    assert_eq!(meta["owner"], "web-team");
+    assert_eq!(meta["shard"], "3");
+    let (line, _, message) = expect_error(&with_task(
+        "      meta {\n        nested {\n        }\n      }",
+    ));
+    assert_eq!(line, 7);
+    assert!(
+        message.contains("unexpected block `nested` in meta; meta holds"),
+        "{message}"
+    );
+}
+
+#[test]
 fn jobs_round_trip_through_serde() {
     let job = parse(LIFECYCLE_HCL, "lifecycle.hcl").unwrap();
     let json = serde_json::to_string(&job).unwrap();

@@ -860,8 +860,13 @@ impl TaskRunner {
     /// Hooks after the start are best effort, as in Nomad: a failure is an
     /// event, not a reason to tear down a running task.
     fn hook_result(&mut self, hook: &str, attempt: u32, res: Result<(), HookError>) {
-        if let Err(err) = res {
-            self.emit(EventKind::HookFailed, attempt, format!("{hook}: {err}"));
+        match res {
+            Ok(()) => {}
+            // Only an injected error does not name its hook.
+            Err(err @ HookError::Injected(_)) => {
+                self.emit(EventKind::HookFailed, attempt, format!("{hook}: {err}"))
+            }
+            Err(err) => self.emit(EventKind::HookFailed, attempt, err.to_string()),
         }
     }
 

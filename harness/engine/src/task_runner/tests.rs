@@ -153,5 +153,15 @@ async fn a_failing_poststart_hook_is_an_event() {
         .filter(|e| e.kind == EventKind::HookFailed)
         .map(|e| (e.kind, e.message.as_str()))
         .collect();
-    assert_eq!(failed, [(EventKind::HookFailed, "failing: failing: boom")]);
+    assert_eq!(failed, [(EventKind::HookFailed, "failing: boom")]);
+    assert!(
+        matches!(
+            &record.state,
+            TaskState::Dead {
+                outcome: Outcome::Killed { .. }
+            }
+        ),
+        "ran on until killed: {:?}",
+        record.state
+    );
 }
