@@ -22,6 +22,8 @@ enum Command {
     Run(commands::run::Args),
     /// Show the allocations and tasks in the state database.
     Status(commands::status::Args),
+    /// Restart an allocation's tasks in the agent `taskgate run` started.
+    Restart(commands::restart::Args),
     /// Measure start-to-exit latency against runc, executor memory and engine throughput.
     Bench(commands::bench::Args),
     /// Run every case of one scenario (its schedules or its faults), judged by the oracle (needs a `failpoints` build).
@@ -65,6 +67,7 @@ fn run() -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => commands::run::run(args),
         Command::Status(args) => commands::status::run(args),
+        Command::Restart(args) => commands::restart::run(args),
         Command::Bench(args) => commands::bench::run(args),
         #[cfg(feature = "failpoints")]
         Command::Explore(args) => commands::explore::run(args),

@@ -21,7 +21,7 @@ fn stop_kills_the_leader_first_and_the_others_only_after_it_is_dead() {
     park(Some("lead"), points::TR_MAIN_EXITED);
     let alloc = bench.submit(&job);
     let alloc_id = alloc.alloc_id.clone();
-    let updater = alloc.updater();
+    let control = alloc.control();
     let (mut events, waiter) = alloc.into_parts();
     // Events stream out after the record is persisted: once all three
     // Started events arrived, the state db shows all three running.
@@ -33,9 +33,7 @@ fn stop_kills_the_leader_first_and_the_others_only_after_it_is_dead() {
             ("b", EventKind::Started),
         ],
     );
-    updater
-        .send(AllocUpdate::stop())
-        .expect("alloc runner listening");
+    control.stop();
     wait_parked(Some("lead"), points::TR_MAIN_EXITED);
     // The leader's kill is done (its Killed event was emitted before this
     // point), but it is not dead yet: nobody else may have been told to die.

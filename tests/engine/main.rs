@@ -32,7 +32,7 @@ use taskgate_engine::state::{StateDb, TaskRecord};
 use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
 use taskgate_engine::AllocWaiter;
-use taskgate_engine::{AllocHandle, AllocSummary, AllocUpdate, ClientStatus, DesiredStatus};
+use taskgate_engine::{AllocHandle, AllocSummary, ClientStatus, DesiredStatus};
 use taskgate_engine::{Engine, EngineConfig, Jitter};
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::{Action, Await, Hit};
@@ -324,7 +324,7 @@ fn leftover_check_sees_a_running_task() {
     let bench = Bench::new();
     let alloc = bench.submit(&job("leftovers", vec![service("web")]));
     let alloc_id = alloc.alloc_id.clone();
-    let updater = alloc.updater();
+    let control = alloc.control();
     let (mut events, waiter) = alloc.into_parts();
     bench.wait_events(&mut events, &[("web", EventKind::Started)]);
     let found = common::engine_leftovers(&bench.home.data_dir(), std::slice::from_ref(&alloc_id));
@@ -345,9 +345,7 @@ fn leftover_check_sees_a_running_task() {
             .any(|f| f.starts_with(&format!("process {task_pid}:"))),
         "task process {task_pid} not found: {found:#?}"
     );
-    updater
-        .send(AllocUpdate::stop())
-        .expect("alloc runner listening");
+    control.stop();
     let summary = bench.wait_for(waiter);
     assert_killed(task(&summary.tasks, "web"));
     bench.finish(&[alloc_id]);

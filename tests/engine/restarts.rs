@@ -199,12 +199,10 @@ fn stop_during_a_restart_delay_does_not_fail_the_alloc() {
     web.restart.delay = Duration::from_secs(30);
     let alloc = bench.submit(&job("stop-in-delay", vec![web]));
     let alloc_id = alloc.alloc_id.clone();
-    let updater = alloc.updater();
+    let control = alloc.control();
     let (mut events, waiter) = alloc.into_parts();
     bench.wait_events(&mut events, &[("web", EventKind::Restarting)]);
-    updater
-        .send(AllocUpdate::stop())
-        .expect("alloc runner listening");
+    control.stop();
     let summary = bench.wait_for(waiter);
 
     let web = task(&summary.tasks, "web");

@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .state()
                 .alloc(&alloc_id)?
                 .context("alloc vanished from the state database")?;
-            let server = Arc::new(Server::new(handle.updater(), record.job.clone()));
+            let server = Arc::new(Server::new(handle.control(), record.job.clone()));
             (servers.lock().unwrap_or_else(|p| p.into_inner())).push(server.clone());
             let (mut events, waiter) = handle.into_parts();
             if args.stop {

@@ -1,14 +1,19 @@
-//! Options shared by every command that opens the engine or its state.
+//! Options shared by every command that opens the engine or its state, or
+//! talks to the agent serving them.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use taskgate_engine::state::StateDb;
 use taskgate_engine::{Engine, EngineConfig};
 
+/// Where `--data-dir` points unless given.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/taskgate";
+
 #[derive(clap::Args, Clone)]
 pub struct AgentArgs {
-    /// Where the state database, alloc dirs and executor sockets live.
-    #[arg(long, default_value = "/var/lib/taskgate")]
+    /// Where the state database, alloc dirs, executor sockets and the control
+    /// socket live.
+    #[arg(long, default_value = DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
     /// A host dir to bind read-only into every task root, as HOST[:TASK];
     /// repeatable. Default: Nomad's /bin /etc /lib /lib64 /sbin /usr.

@@ -10,6 +10,7 @@ pub mod gate;
 mod lab_session;
 #[cfg(feature = "failpoints")]
 pub mod replay;
+pub mod restart;
 pub mod run;
 pub mod status;
 

@@ -1,10 +1,12 @@
 //! `taskgate run [JOB]`: run one allocation live, printing task events as
 //! they happen; Ctrl-C delivers a stop update, a second Ctrl-C is not needed
-//! because the stop path always finishes.
+//! because the stop path always finishes. While it runs, it serves the
+//! control socket `taskgate restart` sends restarts to.
 
-use super::agent_config::AgentArgs;
+use super::agent_config::{AgentArgs, DEFAULT_DATA_DIR};
 use anyhow::Context;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use taskgate_engine::control::{self, ControlServer};
 use taskgate_engine::jobspec;
 use taskgate_engine::task_state::TaskEvent;
 
@@ -30,9 +32,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let engine = args.agent.open_engine()?;
     let runtime = super::runtime()?;
     let summary = runtime.block_on(async {
+        let allocs = control::Registry::default();
+        // Bound before the alloc is placed, so a failure places nothing; the
+        // socket goes when this block ends, however it ends.
+        let _control_socket = ControlServer::bind(&args.agent.data_dir, allocs.clone())?;
         let alloc = engine.submit(&job, args.group.as_deref())?;
         println!("==> alloc {} of job {:?} placed", alloc.alloc_id, job.name);
-        let updater = alloc.updater();
+        println!(
+            "==> restart with: {}",
+            restart_command(&args.agent.data_dir, &alloc.alloc_id)
+        );
+        allocs.insert(alloc.alloc_id.clone(), alloc.control());
+        let updater = alloc.control();
         let (mut events, waiter) = alloc.into_parts();
         let printer = tokio::spawn(async move {
             while let Some(event) = events.recv().await {
@@ -42,7 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let stopper = tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 println!("==> interrupt: sending stop update");
-                let _ = updater.send(taskgate_engine::AllocUpdate::stop());
+                updater.stop();
             }
         });
         let summary = waiter.wait().await;
@@ -79,6 +90,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         anyhow::bail!("allocation failed");
     }
     Ok(())
+}
+
+/// How to restart `alloc_id`'s tasks; `--data-dir` only when not the default.
+fn restart_command(data_dir: &Path, alloc_id: &str) -> String {
+    let data_dir = if data_dir == Path::new(DEFAULT_DATA_DIR) {
+        String::new()
+    } else {
+        format!(" --data-dir {}", data_dir.display())
+    };
+    format!("taskgate restart{data_dir} {alloc_id} [TASK] [--all-tasks]")
 }
 
 pub fn print_event(event: &TaskEvent) {

@@ -93,3 +93,45 @@ impl AllocStatus {
         self.server_terminal() || self.client_terminal()
     }
 }
+
+/// What a user restart (Nomad's `alloc restart`) takes down and brings
+/// back. Never a poststop task: those run once the alloc is ending.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RestartScope {
+    /// One running task.
+    Task(String),
+    /// Every running task. A completed prestart task is not run again.
+    Running,
+    /// Every task, the completed ones too: non-sidecar prestart tasks run
+    /// again, and the main tasks wait for them as on the first start.
+    All,
+}
+
+impl std::fmt::Display for RestartScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RestartScope::Task(task) => write!(f, "task {task:?}"),
+            RestartScope::Running => f.write_str("the running tasks"),
+            RestartScope::All => f.write_str("all tasks"),
+        }
+    }
+}
+
+/// Why a restart was not done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum RestartRefused {
+    #[error("the allocation is stopping or stopped")]
+    AllocTerminal,
+    #[error("the allocation is ending: its poststop tasks have begun")]
+    AllocEnding,
+    #[error("the allocation has no task {0:?}")]
+    NoSuchTask(String),
+    #[error("task {0:?} is a poststop task, which runs only as the allocation ends")]
+    PoststopTask(String),
+    #[error("task {0:?} is not running (restart all tasks to run it again)")]
+    TaskNotRunning(String),
+    #[error("no task is running")]
+    NothingRunning,
+    #[error("the allocation finished before the restart was handled")]
+    AllocFinished,
+}

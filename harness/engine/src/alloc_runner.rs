@@ -3,7 +3,9 @@
 //! applies alloc updates (`handleAllocUpdate` in docs/nomad-prestart-race-report.txt), kills tasks
 //! leader first, and derives the alloc's client status from its tasks.
 
-use crate::alloc::{AllocStatus, AllocUpdate, ClientStatus, DesiredStatus};
+use crate::alloc::{
+    AllocStatus, AllocUpdate, ClientStatus, DesiredStatus, RestartRefused, RestartScope,
+};
 use crate::jobspec::Job;
 use crate::lifecycle::{kill_reason, live_client_status, may_start, KillReason, Member, Stage};
 use crate::start_gate::StartGate;
@@ -14,13 +16,13 @@ use std::sync::{Arc, Mutex};
 use taskgate_faults::points;
 use taskgate_faults::seeded::SeededBug;
 use taskgate_faults::{fault_point, record_point};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 /// The caller's side of a running allocation.
 pub struct AllocHandle {
     pub alloc_id: String,
-    updates: mpsc::UnboundedSender<AllocUpdate>,
+    control: AllocControl,
     /// Every task event, in the order the task runners emitted them.
     pub events: mpsc::UnboundedReceiver<TaskEvent>,
     done: JoinHandle<AllocSummary>,
@@ -34,22 +36,60 @@ pub struct AllocSummary {
     pub tasks: Vec<TaskRecord>,
 }
 
-impl AllocHandle {
+/// What the alloc runner's update handler takes, one at a time, in order.
+enum Command {
+    Update(AllocUpdate),
+    Restart {
+        scope: RestartScope,
+        reply: oneshot::Sender<Result<(), RestartRefused>>,
+    },
+}
+
+/// Sends updates and restarts to an allocation; cheap to clone, so the
+/// event stream, the wait and the control can go to different places.
+#[derive(Clone)]
+pub struct AllocControl {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl AllocControl {
     /// Delivers an update from the server (e.g. desired status stop).
     pub fn update(&self, update: AllocUpdate) {
         // The alloc runner only stops listening once the alloc is done, when
         // an update no longer matters.
-        let _ = self.updates.send(update);
+        let _ = self.commands.send(Command::Update(update));
     }
 
     pub fn stop(&self) {
         self.update(AllocUpdate::stop());
     }
 
-    /// A second sender for updates, for callers that hand the event stream
-    /// and the wait to different places.
-    pub fn updater(&self) -> mpsc::UnboundedSender<AllocUpdate> {
-        self.updates.clone()
+    /// Asks for a user restart (Nomad's `alloc restart`). It is queued
+    /// behind the updates sent before it as soon as this is called; the
+    /// future says how it went once every target is down and the start
+    /// conditions reopen.
+    pub fn restart(
+        &self,
+        scope: RestartScope,
+    ) -> impl std::future::Future<Output = Result<(), RestartRefused>> + Send + 'static {
+        let (reply, answer) = oneshot::channel();
+        let _ = self.commands.send(Command::Restart { scope, reply });
+        // No answer: the alloc finished first.
+        async move { answer.await.unwrap_or(Err(RestartRefused::AllocFinished)) }
+    }
+}
+
+impl AllocHandle {
+    pub fn update(&self, update: AllocUpdate) {
+        self.control.update(update);
+    }
+
+    pub fn stop(&self) {
+        self.control.stop();
+    }
+
+    pub fn control(&self) -> AllocControl {
+        self.control.clone()
     }
 
     /// Waits for every task to be dead and returns the final state.
@@ -79,6 +119,32 @@ struct Shared {
     runners: Vec<TaskRunnerHandle>,
     gate: Arc<StartGate>,
     state: Arc<StateDb>,
+    /// One lock for a restart's start and end and every decision of the
+    /// coordinator, so the two never interleave.
+    phase: Mutex<Phase>,
+    /// Held by each kill the coordinator sends and by a restart: a restart
+    /// never runs beside one.
+    kills: tokio::sync::Mutex<()>,
+    /// Wakes the coordinator (a task runner's change, a restart's end).
+    changed: mpsc::UnboundedSender<()>,
+}
+
+/// Where the alloc is, for the coordinator and user restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Phase {
+    stage: AllocStage,
+    /// Restarts that brought dead tasks back: a kill the coordinator
+    /// decided before one is stale.
+    revivals: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AllocStage {
+    Live,
+    /// A restart holds every start until its targets are down.
+    Restarting,
+    /// Every task is dead and stays so.
+    Finished,
 }
 
 /// Starts the allocation's task runners and returns its handle. `records`
@@ -99,7 +165,9 @@ pub(crate) fn spawn(
     }
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (changed_tx, changed_rx) = mpsc::unbounded_channel();
-    let (updates_tx, updates_rx) = mpsc::unbounded_channel();
+    let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+    // Let the runners of dead tasks return: no restart can bring them back.
+    let (released_tx, released_rx) = watch::channel(false);
     let mut runners = Vec::new();
     let mut joins = Vec::new();
     for task in record.tasks() {
@@ -109,7 +177,14 @@ pub(crate) fn spawn(
             .cloned()
             .unwrap_or_else(|| TaskRecord::new(&task.name));
         let deps = make_deps(&gate, events_tx.clone());
-        let (runner, handle) = TaskRunner::new(task, deps, task_record, status, changed_tx.clone());
+        let (runner, handle) = TaskRunner::new(
+            task,
+            deps,
+            task_record,
+            status,
+            changed_tx.clone(),
+            released_rx.clone(),
+        );
         let cleanup = runner.panic_cleanup();
         joins.push(tokio::spawn(async move {
             match tokio::spawn(runner.run()).await {
@@ -119,13 +194,18 @@ pub(crate) fn spawn(
         }));
         runners.push(handle);
     }
-    drop(changed_tx);
     let alloc_id = record.alloc_id.clone();
     let shared = Arc::new(Shared {
         record: Mutex::new(record),
         runners,
         gate,
         state,
+        phase: Mutex::new(Phase {
+            stage: AllocStage::Live,
+            revivals: 0,
+        }),
+        kills: tokio::sync::Mutex::new(()),
+        changed: changed_tx,
     });
     if status.terminal() {
         // Restored after the agent died while stopping: the update that made
@@ -134,21 +214,28 @@ pub(crate) fn spawn(
         tokio::spawn(async move { kill_tasks(&shared, |_| true).await });
     }
     let (finished_tx, finished_rx) = watch::channel(false);
-    tokio::spawn(handle_alloc_updates(
-        shared.clone(),
-        updates_rx,
-        finished_rx,
+    tokio::spawn(handle_commands(shared.clone(), commands_rx, finished_rx));
+    let done = tokio::spawn(coordinate(
+        shared,
+        changed_rx,
+        joins,
+        (released_tx, finished_tx),
     ));
-    let done = tokio::spawn(coordinate(shared, changed_rx, joins, finished_tx));
     AllocHandle {
         alloc_id,
-        updates: updates_tx,
+        control: AllocControl {
+            commands: commands_tx,
+        },
         events: events_rx,
         done,
     }
 }
 
 impl Shared {
+    fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
+        self.phase.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn status(&self) -> AllocStatus {
         let rec = self.record.lock().unwrap_or_else(|p| p.into_inner());
         AllocStatus {
@@ -201,6 +288,86 @@ impl Shared {
         }
     }
 
+    /// Accepts a restart of `scope`, or says why not, in one step with
+    /// the coordinator's decisions: the alloc must be live (not stopped,
+    /// not finished, its poststop tasks not begun). From here every start
+    /// is held and every start condition closed, until [`Shared::end_restart`].
+    /// Returns the targets.
+    fn begin_restart(
+        &self,
+        scope: &RestartScope,
+    ) -> Result<Vec<&TaskRunnerHandle>, RestartRefused> {
+        let mut phase = self.phase();
+        if phase.stage == AllocStage::Finished {
+            return Err(RestartRefused::AllocFinished);
+        }
+        if self.status().terminal() {
+            return Err(RestartRefused::AllocTerminal);
+        }
+        let ending = |r: &&TaskRunnerHandle| r.task.is_poststop() && *r.start.borrow();
+        if self.runners.iter().any(|r| ending(&r)) {
+            return Err(RestartRefused::AllocEnding);
+        }
+        let running = |r: &TaskRunnerHandle| matches!(*r.state.borrow(), TaskState::Running { .. });
+        let restartable = self.runners.iter().filter(|r| !r.task.is_poststop());
+        let targets: Vec<&TaskRunnerHandle> = match scope {
+            RestartScope::Task(name) => {
+                let runner = (self.runners.iter().find(|r| r.task.name == *name))
+                    .ok_or_else(|| RestartRefused::NoSuchTask(name.clone()))?;
+                if runner.task.is_poststop() {
+                    return Err(RestartRefused::PoststopTask(name.clone()));
+                }
+                if !running(runner) {
+                    return Err(RestartRefused::TaskNotRunning(name.clone()));
+                }
+                vec![runner]
+            }
+            // Every task is asked: one whose start was committed before
+            // the hold is about to run, and is taken down too (a task
+            // that is down says so at once; a dead one stays dead).
+            RestartScope::Running if self.runners.iter().any(running) => restartable.collect(),
+            RestartScope::Running => return Err(RestartRefused::NothingRunning),
+            RestartScope::All => restartable.collect(),
+        };
+        if !self.gate.hold() {
+            return Err(RestartRefused::AllocTerminal);
+        }
+        record_point!(alloc points::AR_RESTART_ACCEPTED, taskgate_faults::Detail::Restart {
+            all_tasks: *scope == RestartScope::All,
+        });
+        for runner in self.runners.iter().filter(|r| !r.task.is_poststop()) {
+            runner.start.send_replace(false);
+        }
+        phase.stage = AllocStage::Restarting;
+        Ok(targets)
+    }
+
+    /// Asks one target to restart; when all tasks restart, a dead one is
+    /// let start again first. Returns whether a dead task was revived.
+    fn ask_restart(&self, runner: &TaskRunnerHandle, all_tasks: bool) -> bool {
+        let revive = all_tasks && runner.state.borrow().is_dead();
+        if revive {
+            self.gate.revive(&runner.task.name);
+            runner.kill.send_replace(false);
+        }
+        runner.restart.send_modify(|ask| {
+            ask.generation += 1;
+            ask.all_tasks = all_tasks;
+        });
+        revive
+    }
+
+    /// Every target is down: starts are let through again, and the
+    /// coordinator reopens the start conditions in lifecycle order.
+    fn end_restart(&self, revived: bool) {
+        let mut phase = self.phase();
+        phase.stage = AllocStage::Live;
+        phase.revivals += u64::from(revived);
+        self.gate.release();
+        drop(phase);
+        let _ = self.changed.send(());
+    }
+
     /// Tells the task runners the alloc changed (Nomad's `tr.Update`): its
     /// status, and each task's definition.
     fn update_task_runners(&self, status: AllocStatus) {
@@ -224,50 +391,93 @@ impl Shared {
     }
 }
 
-/// Nomad's `handleAllocUpdates`: applies server updates one at a time, in
-/// its own task, concurrently with the task runners.
-async fn handle_alloc_updates(
+/// Nomad's `handleAllocUpdates`: applies server updates and user
+/// restarts one at a time, in order, in its own task, concurrently with
+/// the task runners. A stop sent after a restart is applied once the
+/// restart is done, and ends the alloc stopped.
+async fn handle_commands(
     shared: Arc<Shared>,
-    mut updates: mpsc::UnboundedReceiver<AllocUpdate>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
     mut finished: watch::Receiver<bool>,
 ) {
     loop {
-        let update = tokio::select! {
+        let command = tokio::select! {
             _ = finished.wait_for(|f| *f) => return,
-            update = updates.recv() => match update {
-                Some(update) => update,
+            command = commands.recv() => match command {
+                Some(command) => command,
                 None => return,
             },
         };
-        fault_point!(points::AR_UPDATE_RECEIVED);
-        let job = update.job.and_then(|job| shared.in_place(job));
-        let was_terminal = shared.status().terminal();
-        // One persisted change: an agent killed after it restores both. A
-        // stop is final: a later update (an in-place version says `run`)
-        // never undoes it.
-        let status = shared.change(|rec| {
-            if rec.desired != DesiredStatus::Stop {
-                rec.desired = update.desired_status;
+        match command {
+            Command::Update(update) => apply_update(&shared, update).await,
+            Command::Restart { scope, reply } => {
+                let _ = reply.send(restart(&shared, &scope).await);
             }
-            if let Some(job) = job {
-                rec.job = job;
-            }
-        });
-        let stopping = !was_terminal && status.terminal();
-        if stopping {
-            // Ordered against every task runner's commit_start: see start_gate.
-            shared.gate.set_terminal();
-            record_point!(points::AR_ALLOC_TERMINAL);
         }
-        fault_point!(points::AR_ALLOC_STATE_SET);
-        shared.update_task_runners(status);
-        fault_point!(points::AR_TASK_RUNNERS_UPDATED);
-        if stopping {
-            fault_point!(points::AR_KILL_STARTED);
-            kill_tasks(&shared, |_| true).await;
-        }
-        fault_point!(points::AR_UPDATE_APPLIED);
     }
+}
+
+/// Applies one server update (Nomad's `handleAllocUpdate`).
+async fn apply_update(shared: &Shared, update: AllocUpdate) {
+    fault_point!(points::AR_UPDATE_RECEIVED);
+    let job = update.job.and_then(|job| shared.in_place(job));
+    let was_terminal = shared.status().terminal();
+    // One persisted change: an agent killed after it restores both. A
+    // stop is final: a later update (an in-place version says `run`)
+    // never undoes it.
+    let status = shared.change(|rec| {
+        if rec.desired != DesiredStatus::Stop {
+            rec.desired = update.desired_status;
+        }
+        if let Some(job) = job {
+            rec.job = job;
+        }
+    });
+    let stopping = !was_terminal && status.terminal();
+    if stopping {
+        // Ordered against every task runner's commit_start: see start_gate.
+        shared.gate.set_terminal();
+        record_point!(points::AR_ALLOC_TERMINAL);
+    }
+    fault_point!(points::AR_ALLOC_STATE_SET);
+    shared.update_task_runners(status);
+    fault_point!(points::AR_TASK_RUNNERS_UPDATED);
+    if stopping {
+        fault_point!(points::AR_KILL_STARTED);
+        kill_tasks(shared, |_| true).await;
+    }
+    fault_point!(points::AR_UPDATE_APPLIED);
+}
+
+/// Nomad's `alloc restart` (its alloc runner's `restartTasks`): takes the
+/// targets down in the kill order, each wave down before the next is
+/// asked, with every start held meanwhile; then the coordinator reopens
+/// the start conditions in lifecycle order. Not counted against any
+/// restart policy.
+async fn restart(shared: &Shared, scope: &RestartScope) -> Result<(), RestartRefused> {
+    fault_point!(points::AR_RESTART_RECEIVED);
+    let _no_kill_beside = shared.kills.lock().await;
+    let targets = shared.begin_restart(scope)?;
+    let mut revived = false;
+    for n in 0..WAVES {
+        let down: Vec<_> = targets
+            .iter()
+            .filter(|r| wave(r) == n)
+            .map(|r| {
+                revived |= shared.ask_restart(r, *scope == RestartScope::All);
+                let mut restarted = r.restarted.clone();
+                let asked = r.restart.borrow().generation;
+                // A closed channel: the runner is gone, so down.
+                async move { restarted.wait_for(|&done| done >= asked).await.map(|_| ()) }
+            })
+            .collect();
+        for target in down {
+            let _ = target.await;
+        }
+    }
+    fault_point!(points::AR_RESTART_TARGETS_DOWN);
+    shared.end_restart(revived);
+    Ok(())
 }
 
 /// Kills the matching non-poststop tasks in Nomad's order (since #13055):
@@ -290,14 +500,7 @@ async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool)
             let _ = state.wait_for(|s| s.is_dead()).await;
         }
     };
-    // 0: the leader; 1: every other task; 2: the sidecars.
-    let wave = |r: &TaskRunnerHandle| match (r.task.leader, r.task.is_sidecar()) {
-        _ if SeededBug::SidecarsKilledWithMains.active() => 0,
-        (true, _) => 0,
-        (false, false) => 1,
-        (false, true) => 2,
-    };
-    for n in 0..3 {
+    for n in 0..WAVES {
         let dying: Vec<_> = targets
             .iter()
             .filter(|r| wave(r) == n)
@@ -309,34 +512,59 @@ async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool)
     }
 }
 
+/// How many kill waves there are: the leader; every other task; the sidecars.
+const WAVES: u8 = 3;
+
+/// The kill wave of a task (see [`kill_tasks`]).
+fn wave(runner: &TaskRunnerHandle) -> u8 {
+    match (runner.task.leader, runner.task.is_sidecar()) {
+        _ if SeededBug::SidecarsKilledWithMains.active() => 0,
+        (true, _) => 0,
+        (false, false) => 1,
+        (false, true) => 2,
+    }
+}
+
 /// Opens start conditions as the lifecycle allows, reacts to task deaths,
-/// and finishes the alloc once every task runner is done.
+/// and finishes the alloc once every task is dead outside a restart. Holds
+/// off while a restart runs.
 async fn coordinate(
     shared: Arc<Shared>,
     mut changed: mpsc::UnboundedReceiver<()>,
     joins: Vec<JoinHandle<TaskRecord>>,
-    finished: watch::Sender<bool>,
+    (released, finished): (watch::Sender<bool>, watch::Sender<bool>),
 ) -> AllocSummary {
     let mut kills_sent: Vec<KillReason> = Vec::new();
+    let mut revivals = 0;
     loop {
-        let states = shared.task_states();
-        if states.iter().all(|(_, s)| s.is_dead()) {
-            break;
-        }
-        shared.follow_live_status(&states);
-        open_start_conditions(&states);
-        if let Some(reason) = kill_reason(&members(&states)).filter(|r| !kills_sent.contains(r)) {
-            kills_sent.push(reason);
-            tracing::debug!(?reason, "killing tasks");
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                kill_tasks(&shared, |r| reason.targets(Stage::of(&r.task))).await;
-            });
+        {
+            let mut phase = shared.phase();
+            let states = shared.task_states();
+            if phase.revivals != revivals {
+                // Tasks came back: what killed them may happen again.
+                kills_sent.clear();
+                revivals = phase.revivals;
+            }
+            if phase.stage == AllocStage::Live {
+                if states.iter().all(|(_, s)| s.is_dead()) {
+                    phase.stage = AllocStage::Finished;
+                    break;
+                }
+                shared.follow_live_status(&states);
+                open_start_conditions(&states);
+                if let Some(reason) =
+                    kill_reason(&members(&states)).filter(|r| !kills_sent.contains(r))
+                {
+                    kills_sent.push(reason);
+                    tokio::spawn(kill_for(shared.clone(), reason, revivals));
+                }
+            }
         }
         if changed.recv().await.is_none() {
             break;
         }
     }
+    released.send_replace(true);
     let mut tasks = Vec::new();
     for join in joins {
         tasks.push(join.await.expect("task runner panicked"));
@@ -364,6 +592,17 @@ async fn coordinate(
         status,
         tasks,
     }
+}
+
+/// The coordinator's own kill, unless a restart brought tasks back since
+/// it was decided.
+async fn kill_for(shared: Arc<Shared>, reason: KillReason, revivals: u64) {
+    let _one_at_a_time = shared.kills.lock().await;
+    if shared.phase().revivals != revivals {
+        return;
+    }
+    tracing::debug!(?reason, "killing tasks");
+    kill_tasks(&shared, |r| reason.targets(Stage::of(&r.task))).await;
 }
 
 /// Opens every start condition the lifecycle rules allow (see [`lifecycle`]).

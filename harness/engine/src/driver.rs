@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use taskgate_executor::{
     Executor, ExecutorConfig, ExecutorError, ExitResult, KillSignal, ReattachInfo, Remains,
-    TaskSpec,
+    StopOutcome, TaskSpec,
 };
 
 pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ExecutorError>> + Send + 'a>>;
@@ -43,7 +43,7 @@ pub trait Driver: Send + Sync {
 pub trait TaskHandle: Send + Sync {
     fn reattach_info(&self) -> ReattachInfo;
     fn wait(&self) -> DriverFuture<'_, ExitResult>;
-    fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, ()>;
+    fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome>;
     fn shutdown(&self) -> Result<(), ExecutorError>;
 }
 
@@ -106,7 +106,7 @@ impl TaskHandle for ExecTask {
         Box::pin(blocking(move || ex.wait()))
     }
 
-    fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, ()> {
+    fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome> {
         let ex = self.executor.clone();
         Box::pin(blocking(move || ex.stop(signal, grace)))
     }

@@ -13,13 +13,14 @@ use crate::task_runner::{SpecDefaults, TaskRunnerDeps};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use taskgate_executor::ExecutorConfig;
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// Holds `state.db`, `allocs/<id>/` and `run/` (executor sockets).
+    /// Holds `state.db`, `allocs/<id>/` and `run/` (executor sockets and
+    /// the agent's control socket).
     pub data_dir: PathBuf,
     /// The per-task executor binary (`taskgate-executor`).
     pub executor_bin: PathBuf,
@@ -77,7 +78,7 @@ impl Engine {
     pub fn open(config: EngineConfig) -> Result<Engine, EngineError> {
         let driver = Arc::new(ExecDriver::new(ExecutorConfig {
             executor_bin: config.executor_bin.clone(),
-            run_dir: run_dir(&config),
+            run_dir: run_dir(&config.data_dir),
         }));
         Engine::open_with(config, driver)
     }
@@ -87,7 +88,7 @@ impl Engine {
         for dir in [
             config.data_dir.clone(),
             config.data_dir.join("allocs"),
-            run_dir(&config),
+            run_dir(&config.data_dir),
         ] {
             std::fs::create_dir_all(&dir).map_err(|source| EngineError::Io {
                 what: "creating",
@@ -98,8 +99,9 @@ impl Engine {
         let db_path = config.data_dir.join("state.db");
         let state = Arc::new(StateDb::open(&db_path)?);
         // Whoever reaches an executor's socket can stop or kill its task, and
-        // the state database holds every job's environment: root only.
-        for (path, mode) in [(run_dir(&config), 0o700), (db_path, 0o600)] {
+        // the agent's control socket restart any; the state database holds
+        // every job's environment: root only.
+        for (path, mode) in [(run_dir(&config.data_dir), 0o700), (db_path, 0o600)] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(
                 |source| EngineError::Io {
                     what: "restricting",
@@ -185,7 +187,7 @@ impl Engine {
             self.defaults.clone(),
             self.config.clock.clone(),
         );
-        let run_dir = run_dir(&self.config);
+        let run_dir = run_dir(&self.config.data_dir);
         let (job_type, restart_seed) = (record.job.job_type, self.config.restart_seed);
         alloc_runner::spawn(record, tasks, self.state.clone(), move |gate, events| {
             TaskRunnerDeps {
@@ -206,8 +208,10 @@ impl Engine {
     }
 }
 
-fn run_dir(config: &EngineConfig) -> PathBuf {
-    config.data_dir.join("run")
+/// Where the executor sockets and the agent's control socket live: made
+/// root only by [`Engine::open_with`].
+pub(crate) fn run_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("run")
 }
 
 /// A random id in UUID form (hex and dashes, never a '.', which the oracle
@@ -252,7 +256,7 @@ mod tests {
         };
         let engine = Engine::open(config.clone()).unwrap();
         let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(run_dir(&config)), 0o700);
+        assert_eq!(mode(run_dir(&config.data_dir)), 0o700);
         assert_eq!(mode(config.data_dir.join("state.db")), 0o600);
         drop(engine);
     }

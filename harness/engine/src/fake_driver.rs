@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use taskgate_executor::{ExecutorError, ExitResult, KillSignal, ReattachInfo, Remains, TaskSpec};
+use taskgate_executor::{
+    ExecutorError, ExitResult, KillSignal, ReattachInfo, Remains, StopOutcome, TaskSpec,
+};
 use tokio::sync::watch;
 
 /// How one start of a task ends.
@@ -270,12 +272,14 @@ impl Driver for FakeDriver {
 
 impl FakeTask {
     /// Ends a running task by `signal`; an ended one stays as it ended.
-    fn end(&self, signal: i32) {
+    fn end(&self, signal: i32) -> StopOutcome {
         let running = self.exit.borrow().is_none();
-        if running {
-            self.exit.send_replace(Some(result(None, Some(signal))));
-            self.exited(None, Some(signal));
+        if !running {
+            return StopOutcome::AlreadyExited;
         }
+        self.exit.send_replace(Some(result(None, Some(signal))));
+        self.exited(None, Some(signal));
+        StopOutcome::Signaled
     }
 
     /// What a real executor records when it reaps its task.
@@ -304,14 +308,13 @@ impl TaskHandle for FakeTask {
         })
     }
 
-    fn stop(&self, signal: KillSignal, _grace: Duration) -> DriverFuture<'_, ()> {
+    fn stop(&self, signal: KillSignal, _grace: Duration) -> DriverFuture<'_, StopOutcome> {
         Box::pin(async move {
             lock(&self.world).calls.push(Call::Stop {
                 task: self.task.clone(),
                 signal,
             });
-            self.end(signal.signal() as i32);
-            Ok(())
+            Ok(self.end(signal.signal() as i32))
         })
     }
 

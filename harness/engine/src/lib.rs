@@ -5,6 +5,7 @@ pub mod alloc;
 mod alloc_dir;
 mod alloc_runner;
 pub mod clock;
+pub mod control;
 pub mod driver;
 mod engine;
 pub mod fake_driver;
@@ -18,8 +19,10 @@ pub mod state;
 mod task_runner;
 pub mod task_state;
 
-pub use alloc::{AllocStatus, AllocUpdate, ClientStatus, DesiredStatus};
-pub use alloc_runner::{AllocHandle, AllocSummary, AllocWaiter};
+pub use alloc::{
+    AllocStatus, AllocUpdate, ClientStatus, DesiredStatus, RestartRefused, RestartScope,
+};
+pub use alloc_runner::{AllocControl, AllocHandle, AllocSummary, AllocWaiter};
 pub use engine::{Engine, EngineConfig, EngineError, Restored, SkippedAlloc};
 pub use hooks::hook_points;
 pub use restart::Jitter;

@@ -15,6 +15,9 @@
 //!   An update that lands before a commit makes the commit fail (the task is
 //!   never exec'd); one that lands after it finds the task in the committed
 //!   set, and the kill path kills it.
+//! * [`StartGate::hold`] does the same for a user restart: from the moment
+//!   it is accepted, no task starts until its targets are down and
+//!   [`StartGate::release`] lets the lifecycle order take over again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -50,11 +53,15 @@ pub enum StartRefused {
     Killed,
     #[error("attempt {0} was already started")]
     Duplicate(u32),
+    #[error("a restart holds every start until its targets are down")]
+    Held,
 }
 
 #[derive(Debug, Default)]
 struct GateState {
     terminal: bool,
+    /// A user restart is taking its targets down.
+    held: bool,
     killed: BTreeSet<String>,
     /// Last committed attempt per task.
     committed: BTreeMap<String, u32>,
@@ -90,6 +97,11 @@ impl StartGate {
         if st.killed.contains(&receipt.task) {
             return Err(StartRefused::Killed);
         }
+        // Poststop tasks never overlap a restart: it is refused once they
+        // may start.
+        if st.held && !may_start_after_terminal {
+            return Err(StartRefused::Held);
+        }
         if st
             .committed
             .get(&receipt.task)
@@ -111,6 +123,29 @@ impl StartGate {
     /// Marks a task as told to die; a later `commit_start` for it fails.
     pub fn kill(&self, task: &str) {
         self.lock().killed.insert(task.to_string());
+    }
+
+    /// Holds every later `commit_start` (of a non-poststop task) until
+    /// [`StartGate::release`]. Refused (false) once the alloc is terminal.
+    pub fn hold(&self) -> bool {
+        let mut st = self.lock();
+        st.held = !st.terminal;
+        st.held
+    }
+
+    pub fn release(&self) {
+        self.lock().held = false;
+    }
+
+    /// Lets a task told to die start again: a restart of all tasks brings
+    /// it back. Only while the alloc is not terminal (false otherwise).
+    pub fn revive(&self, task: &str) -> bool {
+        let mut st = self.lock();
+        if st.terminal {
+            return false;
+        }
+        st.killed.remove(task);
+        true
     }
 
     /// Records an attempt restored from the state database as committed, so
@@ -153,6 +188,43 @@ mod tests {
         assert_eq!(
             gate.commit_start(PrestartReceipt::mint("t", 2), false),
             Err(StartRefused::Killed)
+        );
+    }
+
+    #[test]
+    fn a_restart_holds_starts_until_released() {
+        let gate = StartGate::new();
+        assert!(gate.hold());
+        let held = gate.commit_start(PrestartReceipt::mint("t", 1), false);
+        assert_eq!(held, Err(StartRefused::Held));
+        gate.release();
+        assert_eq!(
+            gate.commit_start(PrestartReceipt::mint("t", 2), false),
+            Ok(2)
+        );
+    }
+
+    #[test]
+    fn a_stopped_alloc_is_neither_held_nor_revived() {
+        let gate = StartGate::new();
+        gate.kill("t");
+        gate.set_terminal();
+        assert!(!gate.hold());
+        assert!(!gate.revive("t"));
+        assert_eq!(
+            gate.commit_start(PrestartReceipt::mint("t", 1), false),
+            Err(StartRefused::AllocTerminal)
+        );
+    }
+
+    #[test]
+    fn a_revived_task_may_start_again() {
+        let gate = StartGate::new();
+        gate.kill("t");
+        assert!(gate.revive("t"));
+        assert_eq!(
+            gate.commit_start(PrestartReceipt::mint("t", 1), false),
+            Ok(1)
         );
     }
 

@@ -71,8 +71,18 @@ impl AllocRecord {
 pub struct AttemptEnded {
     pub attempt: u32,
     pub result: ExitResult,
-    /// Ended by the kill path, not on its own.
-    pub killed: bool,
+    pub by: EndedBy,
+}
+
+/// What ended an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndedBy {
+    /// The task exited on its own: the restart policy decides what is next.
+    Exit,
+    /// The kill path: the task is done.
+    Kill,
+    /// A user restart's kill: the task goes on to its next attempt.
+    Restart,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

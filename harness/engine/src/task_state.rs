@@ -11,7 +11,8 @@ pub enum TaskState {
     Pending,
     /// Its process was started for this attempt (counted from 1).
     Running { attempt: u32 },
-    /// Will never run again.
+    /// Will not run again, unless a user restarts all tasks (see
+    /// [`TaskState::revive`]).
     Dead { outcome: Outcome },
 }
 
@@ -71,6 +72,19 @@ impl TaskState {
         *self = next;
         Ok(())
     }
+
+    /// The one way back from dead: a user restart of all tasks. Pending
+    /// again, as before its first start.
+    pub fn revive(&mut self) -> Result<(), InvalidTransition> {
+        if !self.is_dead() {
+            return Err(InvalidTransition {
+                from: self.clone(),
+                to: TaskState::Pending,
+            });
+        }
+        *self = TaskState::Pending;
+        Ok(())
+    }
 }
 
 /// Nomad's task event types, as the user sees them in `status`.
@@ -94,6 +108,8 @@ pub enum EventKind {
     Lost,
     /// An in-place update was taken: it holds from the next attempt.
     Updated,
+    /// Nomad's "Restart Signaled": a user asked for the task to restart.
+    RestartSignaled,
 }
 
 impl EventKind {
@@ -115,6 +131,7 @@ impl EventKind {
             EventKind::NotStarted => "Not Started",
             EventKind::Lost => "Lost",
             EventKind::Updated => "Updated",
+            EventKind::RestartSignaled => "Restart Signaled",
         }
     }
 }
@@ -172,6 +189,18 @@ mod tests {
         assert!(s.advance(TaskState::Running { attempt: 1 }).is_err());
         s.advance(TaskState::Pending).unwrap();
         s.advance(TaskState::Running { attempt: 2 }).unwrap();
+    }
+
+    #[test]
+    fn only_the_dead_are_revived() {
+        let mut s = TaskState::Running { attempt: 1 };
+        assert!(s.revive().is_err());
+        s.advance(TaskState::Dead {
+            outcome: Outcome::Killed { result: None },
+        })
+        .unwrap();
+        s.revive().unwrap();
+        assert_eq!(s, TaskState::Pending);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use crate::error::ExecutorError;
 use crate::isolation::cgroup::TaskCgroup;
 use crate::protocol::{self, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
-use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
+use crate::spec::{ExitResult, ReattachInfo, StopOutcome, TaskSpec};
 use crate::sys::{kill_and_wait, pidfd_open, wait_exited};
 use crate::task_lock::{self, TaskLock};
 use crate::validate::validate;
@@ -288,9 +288,12 @@ impl Executor {
 
     /// Sends `signal`, waits up to `grace` for the task to exit, then kills its whole cgroup.
     /// Returns once the task has exited.
-    pub fn stop(&self, signal: KillSignal, grace: Duration) -> Result<(), ExecutorError> {
+    pub fn stop(&self, signal: KillSignal, grace: Duration) -> Result<StopOutcome, ExecutorError> {
         let grace_ms = grace.as_millis().try_into().unwrap_or(u64::MAX);
-        self.done(Request::Stop { signal, grace_ms })
+        match self.request(Request::Stop { signal, grace_ms })? {
+            Response::Stopped(outcome) => Ok(outcome),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Kills whatever is left of the task, removes the executor's cgroup,
@@ -304,10 +307,6 @@ impl Executor {
         self.exchange(stream, Request::Shutdown)
             .and_then(expect_done)?;
         wait_exited(pidfd.as_fd())
-    }
-
-    fn done(&self, req: Request) -> Result<(), ExecutorError> {
-        self.request(req).and_then(expect_done)
     }
 
     fn request(&self, req: Request) -> Result<Response, ExecutorError> {

@@ -3,7 +3,7 @@
 //! response line per connection on the executor's Unix socket.
 
 use crate::error::ExecutorError;
-use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
+use crate::spec::{ExitResult, ReattachInfo, StopOutcome, TaskSpec};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -41,6 +41,7 @@ pub(crate) enum Request {
 pub(crate) enum Response {
     Info(ReattachInfo),
     Exited(ExitResult),
+    Stopped(StopOutcome),
     Done,
     Failed(ExecutorError),
 }

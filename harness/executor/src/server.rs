@@ -107,6 +107,9 @@ fn remove(path: &Path, op: fn(&Path) -> std::io::Result<()>) -> Result<(), Execu
 
 #[derive(Default)]
 struct State {
+    /// The task was reaped (its exit recorded); `exit` follows once its
+    /// logs are drained.
+    reaped: bool,
     exit: Option<ExitResult>,
     /// Wait replies being written; shutdown lets them finish before exiting.
     replying: usize,
@@ -255,14 +258,19 @@ impl Supervisor {
             }
         };
         let exited_at_ms = now_ms();
-        taskgate_faults::record_point!(
-            points::EX_TASK_EXITED,
-            self.task_name.as_str(),
-            taskgate_faults::Detail::Exit {
-                code: exit_code,
-                signal,
-            }
-        );
+        {
+            // Recorded and marked in one step: a stop answers by the mark.
+            let mut st = self.lock();
+            taskgate_faults::record_point!(
+                points::EX_TASK_EXITED,
+                self.task_name.as_str(),
+                taskgate_faults::Detail::Exit {
+                    code: exit_code,
+                    signal,
+                }
+            );
+            st.reaped = true;
+        }
         // The task's PID namespace is gone, so every writer of the pipes has exited.
         for pump in pumps {
             let _ = pump.join();
@@ -311,7 +319,7 @@ impl Supervisor {
             }
             Request::Stop { signal, grace_ms } => {
                 match self.stop(signal, Duration::from_millis(grace_ms)) {
-                    Ok(()) => Response::Done,
+                    Ok(outcome) => Response::Stopped(outcome),
                     Err(e) => Response::Failed(e),
                 }
             }
@@ -355,17 +363,26 @@ impl Supervisor {
         true
     }
 
-    fn stop(&self, signal: crate::KillSignal, grace: Duration) -> Result<(), ExecutorError> {
-        if self.lock().exit.is_some() {
-            return Ok(());
+    fn stop(
+        &self,
+        signal: crate::KillSignal,
+        grace: Duration,
+    ) -> Result<crate::StopOutcome, ExecutorError> {
+        {
+            // Under the lock the exit is recorded with (see `reap`): an
+            // exit recorded before this point is answered as such.
+            let st = self.lock();
+            if st.reaped {
+                return Ok(crate::StopOutcome::AlreadyExited);
+            }
+            pidfd_send_signal(self.pidfd.as_fd(), signal.signal())?;
         }
-        pidfd_send_signal(self.pidfd.as_fd(), signal.signal())?;
         if !self.exits_within(grace) {
             tracing::info!("task outlived its {grace:?} grace after {signal}: killing its cgroup");
             self.kill_all()?;
             self.wait_exit();
         }
-        Ok(())
+        Ok(crate::StopOutcome::Signaled)
     }
 
     fn kill_all(&self) -> Result<(), ExecutorError> {

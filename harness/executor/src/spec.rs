@@ -71,6 +71,16 @@ impl Default for Rlimits {
     }
 }
 
+/// What a stop found: the executor decides, under the lock its reaper
+/// records the exit with, so the answer and the exit's record agree.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum StopOutcome {
+    /// The task was alive and got the signal (and, past the grace, SIGKILL).
+    Signaled,
+    /// The task had already exited on its own: nothing was sent.
+    AlreadyExited,
+}
+
 /// How a task process ended, as reported by its executor.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExitResult {

@@ -59,17 +59,35 @@ pub enum Intervention {
     StopAlloc,
     /// Deliver the alloc's next job version, an in-place update.
     UpdateAlloc,
+    /// Restart the alloc's running tasks, as a user would.
+    RestartAlloc,
+    /// Restart all of the alloc's tasks, the completed ones too.
+    RestartAllTasks,
 }
 
 impl Intervention {
-    pub const ALL: [Intervention; 6] = [
+    pub const ALL: [Intervention; 8] = [
         Intervention::KillExecutor,
         Intervention::KillTaskTree,
         Intervention::StopExecutor,
         Intervention::ContinueExecutor,
         Intervention::StopAlloc,
         Intervention::UpdateAlloc,
+        Intervention::RestartAlloc,
+        Intervention::RestartAllTasks,
     ];
+
+    /// Sent to the alloc (an update, a restart), not done to a task's
+    /// processes: allowed at any point, alloc-wide ones too.
+    pub fn is_sent_to_alloc(self) -> bool {
+        matches!(
+            self,
+            Intervention::StopAlloc
+                | Intervention::UpdateAlloc
+                | Intervention::RestartAlloc
+                | Intervention::RestartAllTasks
+        )
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -79,6 +97,8 @@ impl Intervention {
             Intervention::ContinueExecutor => "sigcont-executor",
             Intervention::StopAlloc => "stop-alloc",
             Intervention::UpdateAlloc => "update-alloc",
+            Intervention::RestartAlloc => "restart-alloc",
+            Intervention::RestartAllTasks => "restart-all-tasks",
         }
     }
 }
@@ -168,6 +188,9 @@ pub enum Detail {
     },
     /// The harness delivered this job version as an in-place update.
     JobVersion { version: u64 },
+    /// A user restart was accepted; `all_tasks` brings back the completed
+    /// tasks too.
+    Restart { all_tasks: bool },
 }
 
 /// Builds the full name of a point reached within a scope (a task name).
@@ -312,6 +335,9 @@ macro_rules! record_point {
     ($point:expr, $scope:expr, $detail:expr) => {{
         $crate::record_detail(Some($scope), $point, $detail);
     }};
+    (alloc $point:expr, $detail:expr) => {{
+        $crate::record_detail(None, $point, $detail);
+    }};
 }
 
 #[cfg(not(feature = "failpoints"))]
@@ -322,6 +348,9 @@ macro_rules! record_point {
     }};
     ($point:expr, $scope:expr, $detail:expr) => {{
         let _ = (&$point, &$scope, &$detail);
+    }};
+    (alloc $point:expr, $detail:expr) => {{
+        let _ = (&$point, &$detail);
     }};
 }
 

@@ -21,6 +21,15 @@ pub const AR_KILL_STARTED: &str = "ar.kill_started";
 /// Record-only: the update handler finished applying one update.
 pub const AR_UPDATE_APPLIED: &str = "ar.update_applied";
 
+// Alloc runner, while applying a user restart (Nomad's `alloc restart`).
+/// The restart reached the update handler, behind the updates before it.
+pub const AR_RESTART_RECEIVED: &str = "ar.restart_received";
+/// Record-only, with the scope as its detail: the restart was accepted;
+/// every start is held from here until its targets are down.
+pub const AR_RESTART_ACCEPTED: &str = "ar.restart_accepted";
+/// Every target of the restart is down; the start conditions reopen next.
+pub const AR_RESTART_TARGETS_DOWN: &str = "ar.restart_targets_down";
+
 /// Update boundaries in the order one update passes them.
 pub const UPDATE_BOUNDARIES: [&str; 4] = [
     AR_UPDATE_RECEIVED,
@@ -50,6 +59,10 @@ pub const TR_MAIN_EXITED: &str = "tr.main_exited";
 /// The task runner was told to die (the coordinator's kill reached it),
 /// before it signals its task.
 pub const TR_KILLING: &str = "tr.killing";
+
+/// The task runner took a user restart that ends its live attempt (before
+/// it signals its task) or brings it back from the dead.
+pub const TR_RESTART_SIGNALED: &str = "tr.restart_signaled";
 
 /// Task runner boundaries in the order one attempt passes them.
 pub const TASK_RUNNER_BOUNDARIES: [&str; 5] = [
@@ -82,7 +95,7 @@ pub const EX_TASK_EXITED: &str = "ex.task_exited";
 /// Every per-task point a fault can act at, other than the hook points
 /// (which the engine's hook set names), for scenario files to name and
 /// check against. (`ex.task_exited` only records.)
-pub const TASK_POINTS: [&str; 14] = [
+pub const TASK_POINTS: [&str; 15] = [
     TR_START_CONDITION_MET,
     TR_BEFORE_PRESTART,
     TR_AFTER_PRESTART,
@@ -95,17 +108,20 @@ pub const TASK_POINTS: [&str; 14] = [
     EX_BEFORE_EXEC,
     TR_AFTER_DRIVER_START,
     TR_KILLING,
+    TR_RESTART_SIGNALED,
     TR_OBSERVED_TERMINAL,
     TR_MAIN_EXITED,
 ];
 
 /// Every alloc-wide point.
-pub const ALLOC_POINTS: [&str; 6] = [
+pub const ALLOC_POINTS: [&str; 8] = [
     AR_UPDATE_RECEIVED,
     AR_ALLOC_STATE_SET,
     AR_TASK_RUNNERS_UPDATED,
     AR_KILL_STARTED,
     AR_UPDATE_APPLIED,
+    AR_RESTART_RECEIVED,
+    AR_RESTART_TARGETS_DOWN,
     HARNESS_STOP_DELIVERED,
 ];
 

@@ -86,6 +86,7 @@ pub enum TaskEventKind {
     Restored,
     NotStarted,
     Lost,
+    RestartSignaled,
 }
 
 /// Nomad's alloc client status.
@@ -186,6 +187,7 @@ pub fn check_with(
     v.extend(check_started_tasks_end(history));
     v.extend(crate::lifecycle::check(history, shapes));
     v.extend(crate::updates::check_updates_whole(history, shapes));
+    v.extend(crate::restarts::check_restart_order(history, shapes));
     v
 }
 

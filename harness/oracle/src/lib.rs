@@ -9,7 +9,7 @@
 //! - [`identity`]: which executor or task an exec'ing process belongs to.
 //! - [`layout`]: the task directory layout that must exist before an exec.
 //! - [`judge`]: the rule each pending exec is answered by.
-//! - [`invariants`], [`lifecycle`], [`updates`]: checks over a whole
+//! - [`invariants`], [`lifecycle`], [`updates`], [`restarts`]: checks over a whole
 //!   recorded history of a run.
 
 pub mod gate;
@@ -19,6 +19,7 @@ pub mod judge;
 pub mod layout;
 pub mod lifecycle;
 pub mod marked_fs;
+pub mod restarts;
 pub mod updates;
 
 pub use gate::{Answer, ExecGate, ExecRecord, Judge, PendingExec, Verdict};
@@ -45,6 +46,7 @@ pub const INVARIANTS: &[&str] = &[
     lifecycle::ATTEMPTS_WITHIN_POLICY,
     lifecycle::EXITS_OBSERVED,
     updates::UPDATES_WHOLE,
+    restarts::RESTART_ORDER,
 ];
 
 pub use judge::{judge, RunFacts, DENY_LAYOUT, DENY_TERMINAL};

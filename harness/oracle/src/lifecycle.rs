@@ -7,7 +7,7 @@
 
 use crate::identity::ExecIdentity;
 use crate::invariants::{Event, TaskExit, TaskRole, TaskShape, Violation};
-use taskgate_faults::points::TR_KILLING;
+use taskgate_faults::points::{TR_KILLING, TR_RESTART_SIGNALED};
 use taskgate_faults::{scoped, Action, Intervention};
 
 pub const NO_RESTART_AFTER_COMPLETION: &str =
@@ -53,7 +53,7 @@ fn violation(invariant: &'static str, task: &str, detail: String) -> Violation {
 }
 
 /// Where an executor for `task` was exec'd: one per launch of an attempt.
-fn launches(history: &[Event], task: &str) -> Vec<usize> {
+pub(crate) fn launches(history: &[Event], task: &str) -> Vec<usize> {
     positions(
         history,
         |e| matches!(e, Event::Exec(r) if matches!(&r.identity, ExecIdentity::Executor { task: t, .. } if t == task)),
@@ -78,7 +78,7 @@ fn is_task_exec(event: &Event, task: &str) -> bool {
     matches!(event, Event::Exec(r) if matches!(&r.identity, ExecIdentity::Task { task: t, .. } if t == task))
 }
 
-fn exits(history: &[Event], task: &str) -> Vec<(usize, TaskExit)> {
+pub(crate) fn exits(history: &[Event], task: &str) -> Vec<(usize, TaskExit)> {
     history
         .iter()
         .enumerate()
@@ -97,6 +97,17 @@ fn kills(history: &[Event], task: &str) -> Vec<usize> {
     )
 }
 
+/// Where the task's runner took a user restart: its live attempt is told
+/// to die (or, dead, the task is brought back), and the next attempt is
+/// the restart's, outside the restart policy.
+pub(crate) fn restarts(history: &[Event], task: &str) -> Vec<usize> {
+    let name = scoped(Some(task), TR_RESTART_SIGNALED);
+    positions(
+        history,
+        |e| matches!(e, Event::FaultHit(h) if h.name() == name),
+    )
+}
+
 /// Where the harness SIGKILLed the task's executor behind the engine's back.
 fn executor_kills(history: &[Event], task: &str) -> Vec<usize> {
     positions(history, |e| {
@@ -105,7 +116,7 @@ fn executor_kills(history: &[Event], task: &str) -> Vec<usize> {
     })
 }
 
-fn positions(history: &[Event], f: impl Fn(&Event) -> bool) -> Vec<usize> {
+pub(crate) fn positions(history: &[Event], f: impl Fn(&Event) -> bool) -> Vec<usize> {
     history
         .iter()
         .enumerate()
@@ -114,7 +125,7 @@ fn positions(history: &[Event], f: impl Fn(&Event) -> bool) -> Vec<usize> {
         .collect()
 }
 
-fn is_sidecar(role: TaskRole) -> bool {
+pub(crate) fn is_sidecar(role: TaskRole) -> bool {
     matches!(
         role,
         TaskRole::Prestart { sidecar: true } | TaskRole::Poststart { sidecar: true }
@@ -157,22 +168,27 @@ pub fn check_no_restart_after_completion(history: &[Event], tasks: &[TaskShape])
     out
 }
 
-/// Once a task runner was told to die, its task is never launched again.
+/// Once a task runner was told to die, its task is never launched again,
+/// unless a user restart of all tasks brought it back in between.
 pub fn check_no_exec_after_kill(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
-    tasks
-        .iter()
-        .filter_map(|task| {
-            let killed = *kills(history, &task.name).first()?;
-            let late = launches(history, &task.name)
-                .into_iter()
-                .find(|&l| l > killed)?;
-            Some(violation(
-                NO_EXEC_AFTER_KILL,
-                &task.name,
-                format!("told to die at #{killed}, launched at #{late}"),
-            ))
-        })
-        .collect()
+    let mut out = Vec::new();
+    for task in tasks {
+        let launched = launches(history, &task.name);
+        let revived = restarts(history, &task.name);
+        for killed in kills(history, &task.name) {
+            let Some(late) = launched.iter().copied().find(|&l| l > killed) else {
+                continue;
+            };
+            if !revived.iter().any(|&r| r > killed && r < late) {
+                out.push(violation(
+                    NO_EXEC_AFTER_KILL,
+                    &task.name,
+                    format!("told to die at #{killed}, launched at #{late}"),
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// When a task's process tree starts, its cgroup holds nothing else: a
@@ -356,7 +372,9 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
     };
     let mut why = None;
     for task in tasks {
-        let killed = kills(history, &task.name);
+        // A user restart's kill tells the attempt to die too.
+        let mut killed = kills(history, &task.name);
+        killed.extend(restarts(history, &task.name));
         let launched = launches(history, &task.name);
         let lost = executor_kills(history, &task.name)
             .into_iter()
@@ -498,20 +516,24 @@ pub fn check_start_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violatio
 
 /// A task in fail mode runs at most once plus its policy's restart attempts
 /// (the jobs a scenario runs have intervals longer than any run), across
-/// agent restarts too: a restore must not grant the attempts afresh.
-/// Poststop tasks are bounded by [`POSTSTOP_ONCE`].
+/// agent restarts too: a restore must not grant the attempts afresh. Each
+/// user restart the task took grants one run more, as it is not counted
+/// against the policy. Poststop tasks are bounded by [`POSTSTOP_ONCE`].
 pub fn check_attempts_within_policy(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     tasks
         .iter()
         .filter(|t| !t.restarts_forever && t.role != TaskRole::Poststop)
         .filter_map(|task| {
             let runs = tree_roots(history, &task.name).len();
-            let most = task.restart_attempts as usize + 1;
+            let restarted = restarts(history, &task.name).len();
+            let most = task.restart_attempts as usize + 1 + restarted;
             (runs > most).then(|| {
                 violation(
                     ATTEMPTS_WITHIN_POLICY,
                     &task.name,
-                    format!("ran {runs} times; its restart policy allows {most}"),
+                    format!(
+                        "ran {runs} times; its restart policy and {restarted} user restart(s) allow {most}"
+                    ),
                 )
             })
         })

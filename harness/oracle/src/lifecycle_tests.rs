@@ -69,6 +69,12 @@ impl H {
     fn kill(self, task: &str) -> Self {
         self.hit(scoped(Some(task), TR_KILLING))
     }
+    fn user_restart(self, task: &str) -> Self {
+        self.hit(scoped(
+            Some(task),
+            taskgate_faults::points::TR_RESTART_SIGNALED,
+        ))
+    }
     fn gave_up(self, task: &str) -> Self {
         self.hit(scoped(Some(task), TR_MAIN_EXITED))
     }
@@ -188,6 +194,14 @@ fn a_service_tasks_last_success_fails_it_when_the_policy_gives_up(
 #[rstest]
 #[case::launched_after_kill(H::default().start("web").kill("web").start("web"), 1)]
 #[case::killed_while_running(H::default().start("web").kill("web").exit("web", TaskExit::Signal(15)), 0)]
+#[case::brought_back_by_a_restart_of_all_tasks(
+    H::default().start("web").kill("web").exit("web", TaskExit::Signal(15)).user_restart("web").start("web"),
+    0
+)]
+#[case::killed_again_after_it_came_back(
+    H::default().start("web").kill("web").user_restart("web").start("web").kill("web").start("web"),
+    1
+)]
 fn no_exec_after_kill(#[case] h: H, #[case] expected: usize) {
     assert_eq!(
         check_no_exec_after_kill(&h.0, &[main_task("web")]).len(),
@@ -308,6 +322,11 @@ fn poststop_once(#[case] h: H, #[case] expected: usize) {
     true
 )]
 #[case::not_finished(H::default().start("web").exit("web", FAILED).status(AllocStatus::Running), true)]
+#[case::restarted_by_a_user_then_stopped_before_it_came_back(
+    H::default().start("web").user_restart("web").exit("web", TaskExit::Signal(15)).stop()
+        .status(AllocStatus::Complete),
+    true
+)]
 fn status_matches_exits(#[case] h: H, #[case] holds: bool) {
     let v = check_status_matches_exits(&h.0, &[main_task("web")]);
     assert_eq!(v.is_empty(), holds, "{v:#?}");
@@ -396,6 +415,23 @@ fn attempts_within_policy(#[case] task: TaskShape, #[case] runs: usize, #[case] 
         h = h.start("web").exit("web", FAILED);
     }
     assert_eq!(check_attempts_within_policy(&h.0, &[task]).len(), expected);
+}
+
+/// A user restart is not counted against the policy: each one grants a run.
+#[rstest]
+#[case::one_restart_one_run_more(1, 0)]
+#[case::a_run_beyond_it(0, 1)]
+fn a_user_restart_grants_a_run(#[case] restarts: usize, #[case] expected: usize) {
+    let mut h = H::default().start("web");
+    for _ in 0..restarts {
+        h = h.user_restart("web");
+    }
+    h = h
+        .exit("web", TaskExit::Signal(15))
+        .start("web")
+        .exit("web", FAILED);
+    let web = shape("web", TaskRole::Main { leader: false }, 0);
+    assert_eq!(check_attempts_within_policy(&h.0, &[web]).len(), expected);
 }
 
 #[rstest]

@@ -19,6 +19,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("pairs.hcl", include_str!("../catalogue/pairs.hcl")),
     ("restarts.hcl", include_str!("../catalogue/restarts.hcl")),
     (
+        "alloc-restarts.hcl",
+        include_str!("../catalogue/alloc-restarts.hcl"),
+    ),
+    (
+        "jobs/lifecycle.hcl",
+        include_str!("../catalogue/jobs/lifecycle.hcl"),
+    ),
+    (
         "jobs/two-services.hcl",
         include_str!("../catalogue/jobs/two-services.hcl"),
     ),

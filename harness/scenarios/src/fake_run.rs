@@ -18,7 +18,7 @@ use std::time::Instant;
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
 use taskgate_engine::{Engine, EngineConfig};
 use taskgate_faults::points::EX_SPAWNED;
-use taskgate_faults::{Action, Hit, Intervention};
+use taskgate_faults::{Action, Hit};
 use taskgate_oracle::{Answer, ExecIdentity, ExecRecord};
 
 pub struct FakeRunner<'a> {
@@ -122,7 +122,7 @@ fn fake_cannot(what: &str) -> LabError {
 fn acts_on_processes(action: &Action) -> bool {
     matches!(action, Action::KillAgent)
         || matches!(action, Action::Intervene(i)
-            if !matches!(i, Intervention::StopAlloc | Intervention::UpdateAlloc))
+            if !i.is_sent_to_alloc())
 }
 
 /// Each launch the fake driver was asked for, as the executor exec a real

@@ -27,6 +27,7 @@ pub fn event_kind(kind: EventKind) -> TaskEventKind {
         EventKind::NotStarted => TaskEventKind::NotStarted,
         EventKind::Lost => TaskEventKind::Lost,
         EventKind::Updated => TaskEventKind::Updated,
+        EventKind::RestartSignaled => TaskEventKind::RestartSignaled,
     }
 }
 

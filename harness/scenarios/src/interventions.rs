@@ -61,12 +61,11 @@ pub fn task_processes(data_dir: &Path, task: &str) -> TaskProcesses {
 }
 
 /// Installs the handler for `Action::Intervene` in this process, acting on
-/// the tasks under `data_dir`; `deliver` delivers the alloc updates
-/// (`stop-alloc`, `update-alloc`: see [`crate::server::Server`]).
+/// the tasks under `data_dir`; `deliver` delivers the alloc updates and
+/// restarts (see [`crate::server::Server`]).
 pub fn install(data_dir: PathBuf, deliver: impl Fn(Intervention) + Send + Sync + 'static) {
     taskgate_faults::set_intervention_handler(move |scope, what| {
-        // Alloc updates may be delivered at any point, alloc-wide ones too.
-        if matches!(what, Intervention::StopAlloc | Intervention::UpdateAlloc) {
+        if what.is_sent_to_alloc() {
             return deliver(what);
         }
         let task = scope.unwrap_or_else(|| panic!("{what:?} needs a task-scoped point"));
@@ -76,7 +75,7 @@ pub fn install(data_dir: PathBuf, deliver: impl Fn(Intervention) + Send + Sync +
             Intervention::KillTaskTree => kill_and_reap(&procs.tree),
             Intervention::StopExecutor => signal_all(&procs.executors, Signal::SIGSTOP),
             Intervention::ContinueExecutor => signal_all(&procs.executors, Signal::SIGCONT),
-            Intervention::StopAlloc | Intervention::UpdateAlloc => unreachable!("delivered above"),
+            sent => unreachable!("{} was delivered above", sent.as_str()),
         }
     });
 }

@@ -370,7 +370,7 @@ pub(crate) fn drive(
     let alloc = engine
         .submit(&scenario.job, None)
         .map_err(|e| LabError::Engine(e.to_string()))?;
-    let server = Arc::new(Server::new(alloc.updater(), scenario.job.clone()));
+    let server = Arc::new(Server::new(alloc.control(), scenario.job.clone()));
     let _ = server_slot.set(server.clone());
     let stop = move || server.deliver(Intervention::StopAlloc);
     match plan {

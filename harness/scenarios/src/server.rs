@@ -1,32 +1,34 @@
 //! The harness in the server's place: it delivers an alloc's stop, and its
 //! next job version as an in-place update, each recorded in the fault log
 //! just before it is sent (the oracle pairs deliveries with the update
-//! handler's receipts in that order).
+//! handler's receipts in that order); and in a user's place, a restart.
 
 use std::sync::Mutex;
 use taskgate_engine::jobspec::Job;
-use taskgate_engine::AllocUpdate;
+use taskgate_engine::{AllocControl, AllocUpdate, RestartScope};
 use taskgate_faults::points::{HARNESS_STOP_DELIVERED, HARNESS_UPDATE_DELIVERED};
 use taskgate_faults::{Detail, Intervention};
 use taskgate_oracle::updates::{JOB_VERSION_ENV, JOB_VERSION_META};
-use tokio::sync::mpsc::UnboundedSender;
 
 pub struct Server {
-    updater: UnboundedSender<AllocUpdate>,
+    alloc: AllocControl,
     /// The last version this server sent (or the alloc's, before any).
     job: Mutex<Job>,
 }
 
 impl Server {
-    /// The server of an alloc running `job`, reached through `updater`.
-    pub fn new(updater: UnboundedSender<AllocUpdate>, job: Job) -> Server {
+    /// The server of an alloc running `job`, reached through `alloc`.
+    pub fn new(alloc: AllocControl, job: Job) -> Server {
         Server {
-            updater,
+            alloc,
             job: Mutex::new(job),
         }
     }
 
-    /// Delivers the update `what` asks for: `stop-alloc` or `update-alloc`.
+    /// Delivers the update `what` asks for: `stop-alloc` or `update-alloc`;
+    /// or the restart, `restart-alloc` (the running tasks) or
+    /// `restart-all-tasks`, queued behind the updates before it. A refused
+    /// restart is fine: the oracle judges what the engine did.
     /// A version is recorded and sent as one step under the lock, so the
     /// fault log's order of versions is the order the alloc runner gets
     /// them. The stop's point is reached before the lock: a fault there
@@ -34,6 +36,15 @@ impl Server {
     pub fn deliver(&self, what: Intervention) {
         if what == Intervention::StopAlloc {
             taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
+        }
+        let restart = match what {
+            Intervention::RestartAlloc => Some(RestartScope::Running),
+            Intervention::RestartAllTasks => Some(RestartScope::All),
+            _ => None,
+        };
+        if let Some(scope) = restart {
+            drop(self.alloc.restart(scope));
+            return;
         }
         let mut job = self.job.lock().unwrap_or_else(|p| p.into_inner());
         let update = match what {
@@ -50,8 +61,7 @@ impl Server {
             }
             other => unreachable!("{} is not an update", other.as_str()),
         };
-        // The alloc runner stops listening only once the alloc is done.
-        let _ = self.updater.send(update);
+        self.alloc.update(update);
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use taskgate_engine::jobspec::{Group, Job, JobType, Task};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
-use taskgate_engine::{AllocHandle, AllocUpdate, ClientStatus, Engine, EngineConfig};
+use taskgate_engine::{AllocHandle, ClientStatus, Engine, EngineConfig};
 use taskgate_executor::{
     Executor, ExecutorConfig, LogConfig, ReattachInfo, Resources, Rlimits, TaskSpec,
 };
@@ -518,7 +518,7 @@ async fn start_and_stop(
     _permit: OwnedSemaphorePermit,
 ) -> anyhow::Result<(Duration, bool)> {
     let alloc_id = handle.alloc_id.clone();
-    let updater = handle.updater();
+    let updater = handle.control();
     let (mut events, waiter) = handle.into_parts();
     let done = waiter.wait();
     tokio::pin!(done);
@@ -528,7 +528,7 @@ async fn start_and_stop(
             event = events.recv(), if to_exec.is_none() => match event {
                 Some(e) if e.kind == EventKind::Started => {
                     to_exec = Some(submitted.elapsed());
-                    let _ = updater.send(AllocUpdate::stop());
+                    updater.stop();
                 }
                 Some(_) => {}
                 // No more events: only the end is left to wait for.

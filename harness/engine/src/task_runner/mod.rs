@@ -11,12 +11,14 @@ use crate::hooks::{guarded, HookContext, HookError, HookSet, TaskSetup};
 use crate::jobspec::{JobType, Task};
 use crate::restart::{Jitter, RestartDecision, RestartTracker};
 use crate::start_gate::{PrestartReceipt, StartGate, StartRefused};
-use crate::state::{AttemptEnded, StateDb, TaskRecord};
+use crate::state::{AttemptEnded, EndedBy, StateDb, TaskRecord};
 use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use taskgate_executor::{ExecutorError, ExitResult, Remains, Resources, Rlimits, TaskSpec};
+use taskgate_executor::{
+    ExecutorError, ExitResult, Remains, Resources, Rlimits, StopOutcome, TaskSpec,
+};
 use taskgate_faults::fault_point;
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::seeded::SeededBug;
@@ -65,6 +67,11 @@ pub struct TaskRunnerHandle {
     /// The task's definition from the latest in-place update; the runner
     /// takes it between attempts (see [`crate::hooks::UpdateHook`]).
     pub definition: watch::Sender<Task>,
+    /// The latest user restart asked of the task.
+    pub restart: watch::Sender<RestartAsk>,
+    /// The latest generation the task is down for: waiting at its start
+    /// condition with nothing of the restarted attempt left.
+    pub restarted: watch::Receiver<u64>,
     pub state: watch::Receiver<TaskState>,
 }
 
@@ -77,11 +84,25 @@ pub struct TaskRunner {
     kill_rx: watch::Receiver<bool>,
     alloc_rx: watch::Receiver<AllocStatus>,
     definition_rx: watch::Receiver<Task>,
+    restart_rx: watch::Receiver<RestartAsk>,
+    restarted_tx: watch::Sender<u64>,
+    /// Set once the alloc is done: a dead task's runner may return.
+    finished_rx: watch::Receiver<bool>,
     state_tx: Arc<watch::Sender<TaskState>>,
     /// Set when restoring a task whose executor should still be running.
     restoring: bool,
     /// `changed` tells the alloc runner's coordinator to look again.
     changed: mpsc::UnboundedSender<()>,
+}
+
+/// A user restart asked of one task runner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RestartAsk {
+    /// Counts the restarts asked; a runner acknowledges each by its number.
+    pub generation: u64,
+    /// All tasks restart: a dead task comes back too. Otherwise only a
+    /// live attempt is ended (or a restart delay cut short).
+    pub all_tasks: bool,
 }
 
 /// Why prestart did not produce a receipt.
@@ -99,6 +120,8 @@ enum PrestartError {
 enum AttemptEnd {
     Exited(ExitResult),
     Killed(Option<ExitResult>),
+    /// Ended by a user restart: the next attempt follows, outside the policy.
+    Restarted(Option<ExitResult>),
     /// The executor was unreachable (e.g. lost while the agent was down).
     Lost(String),
 }
@@ -110,11 +133,14 @@ impl TaskRunner {
         record: TaskRecord,
         alloc: AllocStatus,
         changed: mpsc::UnboundedSender<()>,
+        finished: watch::Receiver<bool>,
     ) -> (TaskRunner, TaskRunnerHandle) {
         let (start_tx, start_rx) = watch::channel(false);
         let (kill_tx, kill_rx) = watch::channel(false);
         let (alloc_tx, alloc_rx) = watch::channel(alloc);
         let (definition_tx, definition_rx) = watch::channel(task.clone());
+        let (restart_tx, restart_rx) = watch::channel(RestartAsk::default());
+        let (restarted_tx, restarted_rx) = watch::channel(0);
         let (state_tx, state_rx) = watch::channel(record.state.clone());
         let state_tx = Arc::new(state_tx);
         let restoring =
@@ -130,6 +156,8 @@ impl TaskRunner {
             kill: kill_tx,
             alloc: alloc_tx,
             definition: definition_tx,
+            restart: restart_tx,
+            restarted: restarted_rx,
             state: state_rx,
         };
         let runner = TaskRunner {
@@ -141,6 +169,9 @@ impl TaskRunner {
             kill_rx,
             alloc_rx,
             definition_rx,
+            restart_rx,
+            restarted_tx,
+            finished_rx: finished,
             state_tx,
             restoring,
             changed,
@@ -179,10 +210,19 @@ impl TaskRunner {
 
     pub async fn run(mut self) -> TaskRecord {
         self.seeded_restore_bugs();
-        if self.record.state.is_dead() {
-            // Restored from a previous agent: a dead task stays dead.
-            return self.record;
+        loop {
+            // A task restored dead stays dead, unless all tasks restart.
+            if !self.record.state.is_dead() {
+                self.live().await;
+            }
+            if self.task.is_poststop() || !self.revived().await {
+                return self.record;
+            }
         }
+    }
+
+    /// The task's life up to its death.
+    async fn live(&mut self) {
         let outcome = self.main_loop().await;
         if outcome.failed() {
             if let Some(last) = self.record.events.last_mut() {
@@ -193,7 +233,61 @@ impl TaskRunner {
         self.run_stop_hooks();
         self.set_state(TaskState::Dead { outcome });
         self.publish();
-        self.record
+    }
+
+    /// Once dead: waits for the alloc to finish (false), or for a restart
+    /// of all tasks to bring the task back (true), pending as before its
+    /// first start. The alloc runner only asks a dead task to restart when
+    /// all tasks restart.
+    async fn revived(&mut self) -> bool {
+        loop {
+            // An ask may have come while the task was dying (its live
+            // attempt ended on its own first): answered here.
+            let ask = *self.restart_rx.borrow_and_update();
+            if ask.generation > *self.restarted_tx.borrow() {
+                if ask.all_tasks {
+                    break;
+                }
+                // Only a running task restarts: done with, as it is.
+                self.restarted_tx.send_replace(ask.generation);
+            }
+            tokio::select! {
+                biased;
+                _ = self.finished_rx.wait_for(|done| *done) => return false,
+                _ = asked(&mut self.restart_rx) => {}
+            }
+        }
+        fault_point!(points::TR_RESTART_SIGNALED, self.name());
+        if let Err(err) = self.record.state.revive() {
+            panic!("task {}: {err}", self.task.name);
+        }
+        self.state_tx.send_replace(self.record.state.clone());
+        // What is restored is over: the next attempt starts afresh.
+        self.restoring = false;
+        let attempt = self.current_attempt();
+        self.emit(
+            EventKind::RestartSignaled,
+            attempt,
+            "User requested restart: the task runs again",
+        );
+        self.publish();
+        true
+    }
+
+    /// Waits for the start condition (false), or a kill before it came
+    /// (true). The task is down here: every restart asked of it so far is
+    /// acknowledged, and those asked while it waits are too.
+    async fn wait_for_start(&mut self) -> bool {
+        loop {
+            let asked_so_far = self.restart_rx.borrow_and_update().generation;
+            self.restarted_tx.send_replace(asked_so_far);
+            tokio::select! {
+                biased;
+                _ = told(&mut self.kill_rx) => return true,
+                _ = told(&mut self.start_rx) => return false,
+                _ = asked(&mut self.restart_rx) => {}
+            }
+        }
     }
 
     async fn main_loop(&mut self) -> Outcome {
@@ -224,13 +318,7 @@ impl TaskRunner {
         }
         // Nomad's `MAIN: for !tr.shouldShutdown()`.
         while !self.should_shutdown() {
-            // Wait for the start condition (or a kill before it came).
-            let killed = tokio::select! {
-                biased;
-                _ = told(&mut self.kill_rx) => true,
-                _ = told(&mut self.start_rx) => false,
-            };
-            if killed {
+            if self.wait_for_start().await {
                 return self.not_started("killed before its start condition was met");
             }
             fault_point!(points::TR_START_CONDITION_MET, self.name());
@@ -256,8 +344,11 @@ impl TaskRunner {
             };
             fault_point!(points::TR_AFTER_PRESTART, self.name());
             fault_point!(points::TR_BEFORE_DRIVER_START, self.name());
-            if let Err(refused) = self.commit(receipt) {
-                return self.not_started(&refused.to_string());
+            match self.commit(receipt) {
+                Ok(()) => {}
+                // Back to the start condition, which the restart closed.
+                Err(StartRefused::Held) => continue,
+                Err(refused) => return self.not_started(&refused.to_string()),
             }
             fault_point!(points::TR_START_COMMITTED, self.name());
             let launch = self.launch(&setup).await;
@@ -468,23 +559,34 @@ impl TaskRunner {
         }
     }
 
-    /// Waits for the task to exit, or kills it when told to.
+    /// Waits for the task to exit, or kills it when told to die or to
+    /// restart.
     async fn supervise(&mut self, running: &RunningTask) -> AttemptEnd {
         let exited = tokio::select! {
             biased;
-            _ = told(&mut self.kill_rx) => None,
-            res = running.wait() => Some(res),
+            _ = told(&mut self.kill_rx) => Err(EndedBy::Kill),
+            _ = asked(&mut self.restart_rx) => Err(EndedBy::Restart),
+            res = running.wait() => Ok(res),
         };
-        match exited {
-            Some(Ok(result)) => {
-                self.record_end(&result, false);
+        let by = match exited {
+            Ok(Ok(result)) => {
+                self.record_end(&result, EndedBy::Exit);
                 return AttemptEnd::Exited(result);
             }
-            Some(Err(err)) => return AttemptEnd::Lost(err.to_string()),
-            None => {}
-        }
-        fault_point!(points::TR_KILLING, self.name());
+            Ok(Err(err)) => return AttemptEnd::Lost(err.to_string()),
+            Err(by) => by,
+        };
         let attempt = self.current_attempt();
+        if by == EndedBy::Restart {
+            fault_point!(points::TR_RESTART_SIGNALED, self.name());
+            self.emit(
+                EventKind::RestartSignaled,
+                attempt,
+                "User requested restart",
+            );
+        } else {
+            fault_point!(points::TR_KILLING, self.name());
+        }
         let delay = self.run_prekill_hooks(attempt);
         if !delay.is_zero() {
             self.publish();
@@ -494,7 +596,7 @@ impl TaskRunner {
             };
             // Gone during the delay: its end is the kill's.
             match exited {
-                Some(Ok(result)) => return self.kill_done(attempt, Some(result)),
+                Some(Ok(result)) => return self.kill_done(attempt, Some(result), by),
                 Some(Err(err)) => return AttemptEnd::Lost(err.to_string()),
                 None => {}
             }
@@ -509,31 +611,49 @@ impl TaskRunner {
             ),
         );
         self.publish();
-        if let Err(err) = running.stop(self.task.kill_signal, grace).await {
+        let stopped = running.stop(self.task.kill_signal, grace).await;
+        if let Err(err) = &stopped {
             tracing::warn!(task = self.name(), error = %err, "stopping task failed");
         }
         let result = running.wait().await.ok();
-        self.kill_done(attempt, result)
+        match (stopped, &result, by) {
+            // It completed before the restart reached it: a completion,
+            // which its restart policy decides on. Any other end the
+            // restart had asked for is the restart's.
+            (Ok(StopOutcome::AlreadyExited), Some(result), EndedBy::Restart)
+                if result.successful() =>
+            {
+                self.record_end(result, EndedBy::Exit);
+                return AttemptEnd::Exited(result.clone());
+            }
+            _ => {}
+        }
+        self.kill_done(attempt, result, by)
     }
 
-    /// The attempt ended by the kill path (or during it).
-    fn kill_done(&mut self, attempt: u32, result: Option<ExitResult>) -> AttemptEnd {
+    /// The attempt ended by the kill path (or during it), `by` a stop's
+    /// kill or a restart's.
+    fn kill_done(&mut self, attempt: u32, result: Option<ExitResult>, by: EndedBy) -> AttemptEnd {
         self.emit(EventKind::Killed, attempt, "Task successfully killed");
         match &result {
-            Some(result) => self.record_end(result, true),
+            Some(result) => self.record_end(result, by),
             None => self.publish(),
         }
-        AttemptEnd::Killed(result)
+        if by == EndedBy::Restart {
+            AttemptEnd::Restarted(result)
+        } else {
+            AttemptEnd::Killed(result)
+        }
     }
 
     /// Persists how the current attempt ended before anything else happens
     /// to it (B2: an agent killed in the exited hooks used to restore the
     /// attempt as running, and start a completed task again).
-    fn record_end(&mut self, result: &ExitResult, killed: bool) {
+    fn record_end(&mut self, result: &ExitResult, by: EndedBy) {
         self.record.ended = Some(AttemptEnded {
             attempt: self.current_attempt(),
             result: result.clone(),
-            killed,
+            by,
         });
         self.publish();
     }
@@ -548,12 +668,17 @@ impl TaskRunner {
     ) -> Option<Outcome> {
         let result = match &end {
             AttemptEnd::Exited(r) => Some(r.clone()),
-            AttemptEnd::Killed(r) => r.clone(),
+            AttemptEnd::Killed(r) | AttemptEnd::Restarted(r) => r.clone(),
             AttemptEnd::Lost(_) => None,
         };
         self.run_exited_hooks(running, result.as_ref(), attempt);
         match end {
             AttemptEnd::Killed(result) => Some(Outcome::Killed { result }),
+            AttemptEnd::Restarted(_) => {
+                self.take_update(attempt, tracker);
+                self.restart_now(attempt);
+                None
+            }
             AttemptEnd::Exited(result) => {
                 self.emit(EventKind::Terminated, attempt, describe_exit(&result));
                 self.take_update(attempt, tracker);
@@ -625,6 +750,15 @@ impl TaskRunner {
         let killed = tokio::select! {
             biased;
             _ = told(&mut self.kill_rx) => true,
+            _ = asked(&mut self.restart_rx) => {
+                self.emit(
+                    EventKind::RestartSignaled,
+                    attempt,
+                    "User requested restart: the restart delay is cut short",
+                );
+                self.publish();
+                false
+            }
             _ = self.deps.clock.sleep(delay) => false,
         };
         if !killed {
@@ -660,10 +794,17 @@ impl TaskRunner {
                 let _ = self.destroy_remains().await;
             }
         }
-        if ended.killed {
-            return Some(Outcome::Killed {
-                result: Some(ended.result),
-            });
+        match ended.by {
+            EndedBy::Kill => {
+                return Some(Outcome::Killed {
+                    result: Some(ended.result),
+                })
+            }
+            EndedBy::Restart => {
+                self.restart_now(attempt);
+                return None;
+            }
+            EndedBy::Exit => {}
         }
         let result = ended.result;
         self.emit(EventKind::Terminated, attempt, describe_exit(&result));
@@ -672,6 +813,21 @@ impl TaskRunner {
         let decision = tracker.on_exit(success, self.deps.clock.now());
         self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed })
             .await
+    }
+
+    /// A user restart ended the attempt: the next one follows as soon as
+    /// the start condition reopens, not counted against the restart policy
+    /// (as in Nomad).
+    fn restart_now(&mut self, attempt: u32) {
+        self.emit(
+            EventKind::Restarting,
+            attempt,
+            "User requested restart; not counted against the restart policy",
+        );
+        if matches!(self.record.state, TaskState::Running { .. }) {
+            self.set_state(TaskState::Pending);
+        }
+        self.publish();
     }
 
     /// Re-attaches to the executor of a task that was running (or whose start
@@ -913,6 +1069,14 @@ impl TaskRunner {
 /// or a waiting task started, as the agent's runtime went down.)
 async fn told(flag: &mut watch::Receiver<bool>) {
     if flag.wait_for(|set| *set).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Resolves once a restart is asked that the runner has not seen yet;
+/// never if the alloc runner is gone (see [`told`]).
+async fn asked(restart: &mut watch::Receiver<RestartAsk>) {
+    if restart.changed().await.is_err() {
         std::future::pending::<()>().await;
     }
 }

@@ -48,7 +48,10 @@ fn runner_with(
         client: ClientStatus::Pending,
     };
     let (changed, _) = mpsc::unbounded_channel();
-    let (runner, handle) = TaskRunner::new(task, deps, TaskRecord::new("web"), alloc, changed);
+    // No alloc runner to release it: a dead task's runner returns at once.
+    let released = watch::channel(true).1;
+    let (runner, handle) =
+        TaskRunner::new(task, deps, TaskRecord::new("web"), alloc, changed, released);
     (runner, handle, driver)
 }
 

@@ -1,0 +1,103 @@
+# User restarts (Nomad's `alloc restart`): the harness, in a user's place,
+# restarts the running tasks (`restart-alloc`) or all tasks
+# (`restart-all-tasks`) of an alloc with every lifecycle. A restart takes
+# its tasks down leader first and sidecars last, starts nothing until they
+# are down, and brings them back in lifecycle order, the completed prestart
+# task only when all tasks restart (Nomad #19403). A stop racing it ends
+# the alloc stopped.
+
+scenario "restart-races" {
+  about = "a restart of the running tasks lands at each boundary of the alloc's first start; the stop follows once everything has started"
+  job   = "jobs/lifecycle.hcl"
+  faults {
+    then = "stop-when-running"
+    each {
+      points = ["init:tr.after_driver_start", "proxy:tr.start_committed", "proxy:tr.after_driver_start",
+                "leader:tr.before_prestart", "leader:tr.before_driver_start", "leader:tr.start_committed",
+                "leader:tr.after_driver_start", "worker:tr.after_driver_start",
+                "logship:tr.start_committed", "logship:tr.after_driver_start"]
+      action = "restart-alloc"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "restart-all-races" {
+  about = "a restart of all tasks lands at each boundary of the alloc's first start: the completed prestart task runs again before the main tasks"
+  job   = "jobs/lifecycle.hcl"
+  faults {
+    then = "stop-when-running"
+    each {
+      points = ["init:tr.after_driver_start", "proxy:tr.after_driver_start",
+                "leader:tr.before_prestart", "leader:tr.start_committed", "leader:tr.after_driver_start",
+                "logship:tr.start_committed", "logship:tr.after_driver_start"]
+      action = "restart-all-tasks"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "restart-stop-race" {
+  about = "once everything runs, a restart of the running tasks, or of all tasks, is under way when the stop arrives, at each of its boundaries: the alloc ends stopped, nothing started after the stop"
+  job   = "jobs/lifecycle.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["ar.restart_received", "leader:tr.restart_signaled", "worker:tr.restart_signaled",
+                "proxy:tr.restart_signaled", "ar.restart_targets_down"]
+      action = "stop-alloc"
+      with   = ["logship:tr.after_driver_start=restart-alloc"]
+    }
+    each {
+      points = ["ar.restart_received", "init:tr.restart_signaled", "proxy:tr.restart_signaled",
+                "ar.restart_targets_down"]
+      action = "stop-alloc"
+      with   = ["logship:tr.after_driver_start=restart-all-tasks"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "restart-executor-death" {
+  about = "a task's executor dies just as a restart tells the task to stop: the restart must still end the old tree before the task comes back"
+  job   = "jobs/lifecycle.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["worker:tr.restart_signaled", "proxy:tr.restart_signaled"]
+      action = "kill-executor"
+      with   = ["logship:tr.after_driver_start=restart-alloc",
+                "ar.restart_targets_down=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "restart-orphans-task-tree: a restart whose kill finds the executor dead goes on without destroying the task tree it left"
+      invariant = "no process of a task outlives its executor unobserved"
+    }
+  }
+}
+
+scenario "restart-task-tree-death" {
+  about = "a task's whole tree dies just as a restart tells it to stop: the restart brings it back once, and the alloc ends complete"
+  job   = "jobs/lifecycle.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["worker:tr.restart_signaled", "proxy:tr.restart_signaled"]
+      action = "kill-task-tree"
+      with   = ["logship:tr.after_driver_start=restart-alloc",
+                "ar.restart_targets_down=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
