@@ -462,7 +462,7 @@ async fn restart(shared: &Shared, scope: &RestartScope) -> Result<(), RestartRef
     for n in 0..WAVES {
         let down: Vec<_> = targets
             .iter()
-            .filter(|r| wave(r) == n)
+            .filter(|r| restart_wave(r) == n)
             .map(|r| {
                 revived |= shared.ask_restart(r, *scope == RestartScope::All);
                 let mut restarted = r.restarted.clone();
@@ -523,6 +523,14 @@ fn wave(runner: &TaskRunnerHandle) -> u8 {
         (false, false) => 1,
         (false, true) => 2,
     }
+}
+
+/// The kill wave a restart asks a task in: the same as a stop's.
+fn restart_wave(runner: &TaskRunnerHandle) -> u8 {
+    if SeededBug::RestartKillsAllAtOnce.active() {
+        return 0;
+    }
+    wave(runner)
 }
 
 /// Opens start conditions as the lifecycle allows, reacts to task deaths,

@@ -49,6 +49,12 @@ pub enum SeededBug {
     /// A task runner takes an in-place update's env but keeps its old meta:
     /// the next attempt starts half-way between two versions.
     UpdateHalfTaken,
+    /// Nomad #19403: a user restart tells every task at once, sidecars
+    /// with the main tasks, instead of in the kill order.
+    RestartKillsAllAtOnce,
+    /// A restart of the running tasks brings the completed prestart task
+    /// back too, as only a restart of all tasks may.
+    RestartRerunsCompletedPrestart,
 }
 
 impl SeededBug {
@@ -68,6 +74,10 @@ impl SeededBug {
             SeededBug::StatusHidesFailure => cfg!(feature = "bug-status-hides-failure"),
             SeededBug::UpdateNeverTaken => cfg!(feature = "bug-update-never-taken"),
             SeededBug::UpdateHalfTaken => cfg!(feature = "bug-update-half-taken"),
+            SeededBug::RestartKillsAllAtOnce => cfg!(feature = "bug-restart-kills-all-at-once"),
+            SeededBug::RestartRerunsCompletedPrestart => {
+                cfg!(feature = "bug-restart-reruns-completed-prestart")
+            }
         }
     }
 }

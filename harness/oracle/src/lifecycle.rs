@@ -116,6 +116,19 @@ fn executor_kills(history: &[Event], task: &str) -> Vec<usize> {
     })
 }
 
+/// Whether the harness killed the executor of `task`'s latest launch
+/// before `at`: that tree's end has no record (the engine destroys what the
+/// executor left), so no order can be judged on it; what outlives the run
+/// is [`NO_SURVIVORS`]'s.
+pub(crate) fn end_unrecorded(history: &[Event], task: &str, at: usize) -> bool {
+    let Some(launch) = launches(history, task).into_iter().rfind(|&l| l < at) else {
+        return false;
+    };
+    executor_kills(history, task)
+        .into_iter()
+        .any(|k| k > launch && k < at)
+}
+
 pub(crate) fn positions(history: &[Event], f: impl Fn(&Event) -> bool) -> Vec<usize> {
     history
         .iter()
@@ -232,63 +245,22 @@ pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
     for window in bounds.windows(2) {
         let (lo, hi) = (window[0], window[1]);
         let first_kill = |t: &TaskShape| within(kills(history, &t.name), lo, hi).first().copied();
-        if let Some(leader) = tasks
-            .iter()
-            .find(|t| t.role == TaskRole::Main { leader: true })
-        {
-            if let Some(leader_kill) = first_kill(leader) {
-                for other in tasks.iter().filter(|t| t.name != leader.name) {
-                    if let Some(k) = first_kill(other).filter(|&k| k < leader_kill) {
-                        out.push(violation(
-                            KILL_ORDER,
-                            &other.name,
-                            format!(
-                                "told to die at #{k}, before the leader {} at #{leader_kill}",
-                                leader.name
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        for sidecar in tasks.iter().filter(|t| is_sidecar(t.role)) {
-            let Some(sidecar_kill) = first_kill(sidecar) else {
-                continue;
-            };
-            for main in tasks
-                .iter()
-                .filter(|t| matches!(t.role, TaskRole::Main { .. }))
-            {
-                let Some(main_kill) = first_kill(main) else {
-                    continue;
-                };
-                // Dead means its current process exited (perhaps before
-                // this agent even sent the kill), by the time the sidecar
-                // is told.
-                let current = launches(history, &main.name)
-                    .into_iter()
-                    .rfind(|&l| l < sidecar_kill);
-                let died = exits(history, &main.name)
-                    .into_iter()
-                    .any(|(i, _)| current.is_none_or(|l| i > l) && i < sidecar_kill);
-                if !died {
-                    out.push(violation(
-                        KILL_ORDER,
-                        &sidecar.name,
-                        format!(
-                            "sidecar told to die at #{sidecar_kill} while main task {} (told at #{main_kill}) had not exited",
-                            main.name
-                        ),
-                    ));
-                }
-            }
-        }
+        out.extend(told_in_kill_order(
+            history,
+            tasks,
+            &first_kill,
+            KILL_ORDER,
+            "die",
+        ));
     }
     for poststop in tasks.iter().filter(|t| t.role == TaskRole::Poststop) {
         let Some(&start) = launches(history, &poststop.name).first() else {
             continue;
         };
         for other in tasks.iter().filter(|t| t.role != TaskRole::Poststop) {
+            if end_unrecorded(history, &other.name, start) {
+                continue;
+            }
             let ran = !tree_roots(history, &other.name).is_empty();
             let exited = exits(history, &other.name).iter().any(|(i, _)| *i < start);
             if ran && !exited {
@@ -296,6 +268,70 @@ pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
                     KILL_ORDER,
                     &poststop.name,
                     format!("poststop started at #{start} before {} exited", other.name),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Nomad's kill order among the tasks `told` (where each was told, if it
+/// was) to `what` (die, restart): the leader before any other task; every
+/// main task told has ended by the time a sidecar is told. Ended means its
+/// current process exited (perhaps before it was even told), it never
+/// ran, or the harness killed its executor (then the end has no record).
+pub(crate) fn told_in_kill_order(
+    history: &[Event],
+    tasks: &[TaskShape],
+    told: &dyn Fn(&TaskShape) -> Option<usize>,
+    invariant: &'static str,
+    what: &str,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let leader = tasks
+        .iter()
+        .find(|t| t.role == TaskRole::Main { leader: true });
+    if let Some((leader, at)) = leader.and_then(|l| Some((l, told(l)?))) {
+        for other in tasks.iter().filter(|t| t.name != leader.name) {
+            if let Some(early) = told(other).filter(|&o| o < at) {
+                out.push(violation(
+                    invariant,
+                    &other.name,
+                    format!(
+                        "told to {what} at #{early}, before the leader {} at #{at}",
+                        leader.name
+                    ),
+                ));
+            }
+        }
+    }
+    for sidecar in tasks.iter().filter(|t| is_sidecar(t.role)) {
+        let Some(sidecar_told) = told(sidecar) else {
+            continue;
+        };
+        for main in tasks
+            .iter()
+            .filter(|t| matches!(t.role, TaskRole::Main { .. }))
+        {
+            let Some(main_told) = told(main) else {
+                continue;
+            };
+            let current = launches(history, &main.name)
+                .into_iter()
+                .rfind(|&l| l < sidecar_told);
+            let ended = current.is_none_or(|l| {
+                exits(history, &main.name)
+                    .into_iter()
+                    .any(|(i, _)| i > l && i < sidecar_told)
+            }) || end_unrecorded(history, &main.name, sidecar_told);
+            if !ended {
+                out.push(violation(
+                    invariant,
+                    &sidecar.name,
+                    format!(
+                        "sidecar told to {what} at #{sidecar_told} while main task {} (told at #{main_told}) had not exited",
+                        main.name
+                    ),
                 ));
             }
         }
@@ -376,9 +412,14 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         let mut killed = kills(history, &task.name);
         killed.extend(restarts(history, &task.name));
         let launched = launches(history, &task.name);
-        let lost = executor_kills(history, &task.name)
-            .into_iter()
-            .find(|&k| !launched.iter().any(|&l| l > k) && !killed.iter().any(|&t| t < k));
+        // Killed with the restart's kill on its way (at its very point) is
+        // the restart's end.
+        let restarted = restarts(history, &task.name);
+        let lost = executor_kills(history, &task.name).into_iter().find(|&k| {
+            !launched.iter().any(|&l| l > k)
+                && !killed.iter().any(|&t| t < k)
+                && !restarted.contains(&k)
+        });
         if let Some(at) = lost {
             why = Some(format!(
                 "{}'s executor died at #{at} and no attempt followed",

@@ -7,7 +7,7 @@
 //! started the tasks again out of lifecycle order.
 
 use crate::invariants::{Event, TaskRole, TaskShape, Violation};
-use crate::lifecycle::{exits, is_sidecar, launches, positions, restarts, tree_roots};
+use crate::lifecycle::{exits, launches, positions, restarts, told_in_kill_order, tree_roots};
 use taskgate_faults::points::{
     AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, TR_BEFORE_DRIVER_START,
 };
@@ -81,7 +81,13 @@ pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
         let signaled = |task: &TaskShape| {
             (restarts(history, &task.name).into_iter()).find(|&at| restart.within(at))
         };
-        out.extend(kill_order(history, tasks, &signaled));
+        out.extend(told_in_kill_order(
+            history,
+            tasks,
+            &signaled,
+            RESTART_ORDER,
+            "restart",
+        ));
         out.extend(starts_held(history, tasks, restart));
         if let Some(down) = restart.down {
             out.extend(lifecycle_order(history, tasks, &signaled, down, next));
@@ -96,68 +102,6 @@ pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
         }
     }
     out
-}
-
-/// The leader is told first; every main task told has exited before a
-/// sidecar is told.
-fn kill_order(
-    history: &[Event],
-    tasks: &[TaskShape],
-    signaled: &dyn Fn(&TaskShape) -> Option<usize>,
-) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let leader = tasks
-        .iter()
-        .find(|t| t.role == TaskRole::Main { leader: true });
-    if let Some((leader, at)) = leader.and_then(|l| Some((l, signaled(l)?))) {
-        for other in tasks.iter().filter(|t| t.name != leader.name) {
-            if let Some(early) = signaled(other).filter(|&o| o < at) {
-                out.push(violation(
-                    &other.name,
-                    format!(
-                        "told to restart at #{early}, before the leader {} at #{at}",
-                        leader.name
-                    ),
-                ));
-            }
-        }
-    }
-    for sidecar in tasks.iter().filter(|t| is_sidecar(t.role)) {
-        let Some(told) = signaled(sidecar) else {
-            continue;
-        };
-        for main in tasks
-            .iter()
-            .filter(|t| matches!(t.role, TaskRole::Main { .. }))
-        {
-            let Some(main_told) = signaled(main) else {
-                continue;
-            };
-            let exited =
-                (exits(history, &main.name).iter()).any(|&(at, _)| at > main_told && at < told);
-            if running_at(history, &main.name, main_told) && !exited {
-                out.push(violation(
-                    &sidecar.name,
-                    format!(
-                        "sidecar told to restart at #{told} while main task {} (told at #{main_told}) had not exited",
-                        main.name
-                    ),
-                ));
-            }
-        }
-    }
-    out
-}
-
-/// Whether `task`'s latest launch before `at` had not exited by then (a
-/// dead task a restart brings back has nothing to exit).
-fn running_at(history: &[Event], task: &str, at: usize) -> bool {
-    let launched = launches(history, task).into_iter().rfind(|&l| l < at);
-    let exited = exits(history, task).into_iter().rfind(|&(e, _)| e < at);
-    match (launched, exited) {
-        (Some(l), Some((e, _))) => l > e,
-        (launched, _) => launched.is_some(),
-    }
 }
 
 /// From the restart's acceptance until its targets are down, no task is

@@ -139,11 +139,13 @@ fn tasks() -> Vec<TaskShape> {
         .restarted("proxy", true).restarted("logship", true).down(),
     1
 )]
+// Started during the restart: its new tree is also alive when the
+// sidecars are told.
 #[case::started_while_targets_go_down(
     H::running().accepted(false)
         .restarted("leader", true).start("leader").restarted("worker", true)
         .restarted("proxy", true).restarted("logship", true).down(),
-    1
+    3
 )]
 #[case::decided_before_the_restart_taken_down_after(
     H::running().hit(scoped(Some("leader"), TR_BEFORE_DRIVER_START), None).accepted(false)

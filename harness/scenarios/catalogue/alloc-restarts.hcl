@@ -65,12 +65,12 @@ scenario "restart-stop-race" {
 }
 
 scenario "restart-executor-death" {
-  about = "a task's executor dies just as a restart tells the task to stop: the restart must still end the old tree before the task comes back"
+  about = "a task's executor dies just as a restart tells the task to stop: the restart destroys the tree it left before the task comes back (it once went on without, and the old tree outlived the alloc)"
   job   = "jobs/lifecycle.hcl"
   faults {
     then = "run-to-end"
     each {
-      points = ["worker:tr.restart_signaled", "proxy:tr.restart_signaled"]
+      points = ["worker:hook.prekill.before.shutdown_delay", "proxy:hook.prekill.before.shutdown_delay"]
       action = "kill-executor"
       with   = ["logship:tr.after_driver_start=restart-alloc",
                 "ar.restart_targets_down=stop-alloc"]
@@ -78,10 +78,6 @@ scenario "restart-executor-death" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "restart-orphans-task-tree: a restart whose kill finds the executor dead goes on without destroying the task tree it left"
-      invariant = "no process of a task outlives its executor unobserved"
-    }
   }
 }
 
@@ -91,7 +87,7 @@ scenario "restart-task-tree-death" {
   faults {
     then = "run-to-end"
     each {
-      points = ["worker:tr.restart_signaled", "proxy:tr.restart_signaled"]
+      points = ["worker:hook.prekill.before.shutdown_delay", "proxy:hook.prekill.before.shutdown_delay"]
       action = "kill-task-tree"
       with   = ["logship:tr.after_driver_start=restart-alloc",
                 "ar.restart_targets_down=stop-alloc"]

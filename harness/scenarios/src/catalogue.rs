@@ -15,13 +15,13 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../catalogue/stop-races.hcl"),
     ),
     ("updates.hcl", include_str!("../catalogue/updates.hcl")),
-    ("faults.hcl", include_str!("../catalogue/faults.hcl")),
-    ("pairs.hcl", include_str!("../catalogue/pairs.hcl")),
-    ("restarts.hcl", include_str!("../catalogue/restarts.hcl")),
     (
         "alloc-restarts.hcl",
         include_str!("../catalogue/alloc-restarts.hcl"),
     ),
+    ("faults.hcl", include_str!("../catalogue/faults.hcl")),
+    ("pairs.hcl", include_str!("../catalogue/pairs.hcl")),
+    ("restarts.hcl", include_str!("../catalogue/restarts.hcl")),
     (
         "jobs/lifecycle.hcl",
         include_str!("../catalogue/jobs/lifecycle.hcl"),

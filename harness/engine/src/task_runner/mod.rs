@@ -245,7 +245,7 @@ impl TaskRunner {
             // attempt ended on its own first): answered here.
             let ask = *self.restart_rx.borrow_and_update();
             if ask.generation > *self.restarted_tx.borrow() {
-                if ask.all_tasks {
+                if ask.all_tasks || SeededBug::RestartRerunsCompletedPrestart.active() {
                     break;
                 }
                 // Only a running task restarts: done with, as it is.
@@ -615,7 +615,17 @@ impl TaskRunner {
         if let Err(err) = &stopped {
             tracing::warn!(task = self.name(), error = %err, "stopping task failed");
         }
-        let result = running.wait().await.ok();
+        let result = match running.wait().await {
+            Ok(result) => Some(result),
+            Err(err) => {
+                // Its executor is gone (killed, crashed) and may have left
+                // the task's tree running: destroyed here, so nothing of
+                // the attempt outlives its kill.
+                let why = format!("executor lost while stopping the task: {err}");
+                self.lose_attempt(attempt, why).await;
+                None
+            }
+        };
         match (stopped, &result, by) {
             // It completed before the restart reached it: a completion,
             // which its restart policy decides on. Any other end the
@@ -632,11 +642,14 @@ impl TaskRunner {
     }
 
     /// The attempt ended by the kill path (or during it), `by` a stop's
-    /// kill or a restart's.
+    /// kill or a restart's. Without a result the attempt was lost, and
+    /// accounted for as such.
     fn kill_done(&mut self, attempt: u32, result: Option<ExitResult>, by: EndedBy) -> AttemptEnd {
-        self.emit(EventKind::Killed, attempt, "Task successfully killed");
         match &result {
-            Some(result) => self.record_end(result, by),
+            Some(result) => {
+                self.emit(EventKind::Killed, attempt, "Task successfully killed");
+                self.record_end(result, by);
+            }
             None => self.publish(),
         }
         if by == EndedBy::Restart {
