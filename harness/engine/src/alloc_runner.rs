@@ -214,11 +214,11 @@ pub(crate) fn spawn(
         tokio::spawn(async move { kill_tasks(&shared, |_| true).await });
     }
     let (finished_tx, finished_rx) = watch::channel(false);
-    tokio::spawn(handle_commands(shared.clone(), commands_rx, finished_rx));
+    let handler = tokio::spawn(handle_commands(shared.clone(), commands_rx, finished_rx));
     let done = tokio::spawn(coordinate(
         shared,
         changed_rx,
-        joins,
+        (joins, handler),
         (released_tx, finished_tx),
     ));
     AllocHandle {
@@ -402,6 +402,7 @@ async fn handle_commands(
 ) {
     loop {
         let command = tokio::select! {
+            biased;
             _ = finished.wait_for(|f| *f) => return,
             command = commands.recv() => match command {
                 Some(command) => command,
@@ -539,7 +540,7 @@ fn restart_wave(runner: &TaskRunnerHandle) -> u8 {
 async fn coordinate(
     shared: Arc<Shared>,
     mut changed: mpsc::UnboundedReceiver<()>,
-    joins: Vec<JoinHandle<TaskRecord>>,
+    (joins, handler): (Vec<JoinHandle<TaskRecord>>, JoinHandle<()>),
     (released, finished): (watch::Sender<bool>, watch::Sender<bool>),
 ) -> AllocSummary {
     let mut kills_sent: Vec<KillReason> = Vec::new();
@@ -589,6 +590,10 @@ async fn coordinate(
     let status = shared.change(|rec| rec.client = client);
     shared.update_task_runners(status);
     finished.send_replace(true);
+    // The update handler finishes what it is applying (a stop's kill
+    // returns once every task is dead): the alloc is done only when
+    // nothing of its runner still runs.
+    let _ = handler.await;
     let alloc_id = shared
         .record
         .lock()
