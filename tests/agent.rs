@@ -114,7 +114,17 @@ impl Running {
             "taskgate exited with {status} after {signal}:\n{}",
             self.seen.join("\n")
         );
-        self.seen
+        std::mem::take(&mut self.seen)
+    }
+}
+
+impl Drop for Running {
+    /// A failing test leaves no agent behind (a passing one waited for it).
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -152,7 +162,7 @@ fn placed_alloc(line: &str) -> String {
 }
 
 fn chroot_args(home: &EngineHome) -> Vec<String> {
-    home.chroot_env_args()
+    home.agent_args()
 }
 
 fn run_args<'a>(job: &'a Path, chroot: &'a [String]) -> Vec<&'a str> {
@@ -173,15 +183,20 @@ fn status_reads_while_an_agent_runs() {
     let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
     run.expect_line(&["web", "Started"]);
 
+    // Issue 22 item 4: status opened the state database itself, which
+    // redb's lock refused ("Database already open") while the agent held it.
     let status = taskgate_output(&home, &["status"]);
-    let stderr = String::from_utf8_lossy(&status.stderr);
-    // KNOWN BUG (issue 22 item 4, issue 21): `taskgate status` opens the
-    // state database itself, and redb's lock refuses it while the agent
-    // holds it. This asserts the broken behaviour until it is fixed.
-    assert!(
-        !status.status.success() && stderr.contains("Database already open"),
-        "the known bug did not happen (status succeeded?): remove the marker\n{stderr}"
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&status.stdout),
+        String::from_utf8_lossy(&status.stderr),
     );
+    assert!(status.status.success(), "status failed:\n{stderr}");
+    assert!(
+        stdout.contains(&format!("ID            = {alloc}")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Client Status = running"), "{stdout}");
+    assert!(stdout.contains("web            running"), "{stdout}");
 
     run.signal_and_wait(nix::sys::signal::Signal::SIGINT);
     home.finish(&[alloc]);

@@ -94,9 +94,12 @@ fn cgroups_of(pid: &str) -> std::collections::BTreeMap<String, PathBuf> {
     map
 }
 
+/// The task's cgroup is a child of the agent's parent (here the sandbox's),
+/// never of the cgroup its launcher or executor happened to be in; the
+/// executor sits in the parent's `executors` leaf, out of its launcher's.
 #[test]
 #[serial]
-fn limits_apply_to_a_cgroup_nested_under_the_executors_own() {
+fn limits_apply_to_a_task_cgroup_under_the_agents_parent() {
     let sb = Sandbox::new();
     let mut spec = sb.spec("lim", "read x < /local/go");
     spec.resources = taskgate_executor::Resources {
@@ -107,17 +110,18 @@ fn limits_apply_to_a_cgroup_nested_under_the_executors_own() {
     let go = fifo(&sb, "lim", "go");
     let exec = sb.launch(&spec).expect("launch");
     let info = exec.reattach_info();
-    // The executor inherited the test's cgroups; the task sits one level below, in each.
-    let own = cgroups_of("self");
+    let parent = PathBuf::from(sb.cgroups.parent().as_str().trim_start_matches('/'));
+    let leaf = parent.join(format!("taskgate.{}.lim", sb.alloc_id));
+    let executors = parent.join(taskgate_executor::EXECUTORS_LEAF);
     let task = cgroups_of(&info.task_pid.to_string());
-    assert_eq!(cgroups_of(&info.executor_pid.to_string()), own);
-    let leaf = format!("taskgate.{}.lim", sb.alloc_id);
+    let executor = cgroups_of(&info.executor_pid.to_string());
     let cg = PathBuf::from("/sys/fs/cgroup");
     let read =
         |p: PathBuf| std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        let dir = cg.join(own[""].join(&leaf));
-        assert_eq!(task[""], own[""].join(&leaf));
+        assert_eq!(task[""], leaf);
+        assert_eq!(executor[""], executors);
+        let dir = cg.join(&leaf);
         assert_eq!(
             read(dir.join("memory.max")).trim(),
             (48u64 << 20).to_string()
@@ -128,10 +132,18 @@ fn limits_apply_to_a_cgroup_nested_under_the_executors_own() {
             (1 + (510 * 9999) / 262_142).to_string()
         );
     } else {
-        for ctrl in ["memory", "pids", "cpu", "freezer"] {
-            assert_eq!(task[ctrl], own[ctrl].join(&leaf), "{ctrl}");
+        for ctrl in ["memory", "pids", "cpu", "devices", "freezer"] {
+            assert_eq!(task[ctrl], leaf, "{ctrl}");
+            assert_eq!(executor[ctrl], executors, "{ctrl}");
         }
-        let dir = |ctrl: &str| cg.join(ctrl).join(own[ctrl].join(&leaf));
+        // Nothing of cpuset's or systemd's own hierarchy is taskgate's.
+        let own = cgroups_of("self");
+        for ctrl in ["cpuset", "name=systemd"] {
+            if own.contains_key(ctrl) {
+                assert_eq!(task[ctrl], own[ctrl], "{ctrl}");
+            }
+        }
+        let dir = |ctrl: &str| cg.join(ctrl).join(&leaf);
         assert_eq!(
             read(dir("memory").join("memory.limit_in_bytes")).trim(),
             (48u64 << 20).to_string()

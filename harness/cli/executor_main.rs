@@ -1,5 +1,6 @@
 //! `taskgate-executor`: the per-task executor process, started by the engine
-//! as `taskgate-executor --run-dir DIR` with its spec on fd 3.
+//! as `taskgate-executor --run-dir DIR --cgroup-parent CGROUP` with its spec
+//! on fd 3.
 //!
 //! A binary of its own, linking only the executor: one runs per task for the
 //! task's whole life, so it should stay small (no engine, CLI parser or async
@@ -7,14 +8,25 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use taskgate_executor::CgroupParent;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let run_dir = match args.as_slice() {
-        [flag, dir] if flag == "--run-dir" => PathBuf::from(dir),
+    let (run_dir, cgroup_parent) = match args.as_slice() {
+        [run_flag, dir, parent_flag, parent]
+            if run_flag == "--run-dir" && parent_flag == "--cgroup-parent" =>
+        {
+            match CgroupParent::new(parent) {
+                Ok(parent) => (PathBuf::from(dir), parent),
+                Err(err) => {
+                    eprintln!("taskgate-executor: {err}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
         _ => {
             eprintln!(
-                "usage: taskgate-executor --run-dir DIR\n\
+                "usage: taskgate-executor --run-dir DIR --cgroup-parent CGROUP\n\
                  (started by the taskgate engine with the task's spec on fd 3, not by hand)"
             );
             return ExitCode::from(2);
@@ -30,7 +42,7 @@ fn main() -> ExitCode {
         .with_ansi(false)
         .with_max_level(level)
         .init();
-    match taskgate_executor::server::run(&run_dir) {
+    match taskgate_executor::server::run(&run_dir, &cgroup_parent) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("executor failed: {err}");

@@ -18,12 +18,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run one allocation live (the built-in default job without a file).
+    /// The agent: restores every allocation, then serves run, stop, status,
+    /// logs, restart and drain until SIGTERM (tasks run on) or a drain.
+    Agent(commands::agent::Args),
+    /// Run one allocation (the built-in default job without a file): in the
+    /// agent serving the data dir, or in the foreground without one.
     Run(commands::run::Args),
+    /// Stop an allocation (Nomad's `alloc stop`).
+    Stop(commands::stop::Args),
     /// Show the allocations and tasks in the state database.
     Status(commands::status::Args),
-    /// Restart an allocation's tasks in the agent `taskgate run` started.
+    /// Print a task's logs, following them with -f (Nomad's `alloc logs`).
+    Logs(commands::logs::Args),
+    /// Restart an allocation's tasks (Nomad's `alloc restart`).
     Restart(commands::restart::Args),
+    /// Stop every allocation, then let the agent exit.
+    Drain(commands::drain::Args),
     /// Measure start-to-exit latency against runc, executor memory and engine throughput.
     Bench(commands::bench::Args),
     /// Run every case of one scenario (its schedules or its faults), judged by the oracle (needs a `failpoints` build).
@@ -35,10 +45,6 @@ enum Command {
     /// The release gate: the whole catalogue, a JUnit report, non-zero exit on any violation.
     #[cfg(feature = "failpoints")]
     Gate(commands::gate::Args),
-    /// The engine as its own process, for agent-kill scenarios.
-    #[cfg(feature = "failpoints")]
-    #[command(hide = true)]
-    Agent(commands::agent::Args),
     /// Explore, replay and gate need a build with fault points.
     #[cfg(not(feature = "failpoints"))]
     #[command(external_subcommand)]
@@ -59,15 +65,30 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // The agent logs what it does (to journald under systemd); a command
+    // run by hand says only what went wrong. TASKGATE_LOG overrides both.
+    let level = match cli.command {
+        Command::Agent(_) => tracing::level_filters::LevelFilter::INFO,
+        _ => tracing::level_filters::LevelFilter::WARN,
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("TASKGATE_LOG"))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::builder()
+                .with_default_directive(level.into())
+                .with_env_var("TASKGATE_LOG")
+                .from_env_lossy(),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match cli.command {
+        Command::Agent(args) => commands::agent::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Stop(args) => commands::stop::run(args),
         Command::Status(args) => commands::status::run(args),
+        Command::Logs(args) => commands::logs::run(args),
         Command::Restart(args) => commands::restart::run(args),
+        Command::Drain(args) => commands::drain::run(args),
         Command::Bench(args) => commands::bench::run(args),
         #[cfg(feature = "failpoints")]
         Command::Explore(args) => commands::explore::run(args),
@@ -75,11 +96,9 @@ fn run() -> anyhow::Result<()> {
         Command::Replay(args) => commands::replay::run(args),
         #[cfg(feature = "failpoints")]
         Command::Gate(args) => commands::gate::run(args),
-        #[cfg(feature = "failpoints")]
-        Command::Agent(args) => commands::agent::run(args),
         #[cfg(not(feature = "failpoints"))]
         Command::Harness(words) => match words.first().map(String::as_str) {
-            Some(cmd @ ("explore" | "replay" | "gate" | "agent")) => anyhow::bail!(
+            Some(cmd @ ("explore" | "replay" | "gate")) => anyhow::bail!(
                 "`taskgate {cmd}` needs a build with fault points: cargo build --features failpoints"
             ),
             _ => anyhow::bail!("unknown command {:?}; see taskgate --help", words.join(" ")),

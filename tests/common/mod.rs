@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use taskgate_executor::{
-    Executor, ExecutorConfig, ExecutorError, LogConfig, ReattachInfo, Resources, Rlimits, TaskSpec,
+    CgroupParent, CgroupTree, Executor, ExecutorConfig, ExecutorError, LogConfig, ReattachInfo,
+    Resources, Rlimits, TaskSpec,
 };
 
 /// Opens the FIFO at `path` (a task waits on it) and writes `line` to it.
@@ -34,6 +35,8 @@ pub struct Sandbox {
     pub dir: tempfile::TempDir,
     pub alloc_id: String,
     pub chroot_env: BTreeMap<PathBuf, PathBuf>,
+    /// The sandbox's own cgroup parent, claimed as an agent claims its own.
+    pub cgroups: CgroupTree,
     /// Executors this sandbox started, shut down on drop should a test fail midway.
     launched: RefCell<Vec<ReattachInfo>>,
 }
@@ -56,10 +59,13 @@ impl Sandbox {
         let chroot_env = taskgate_executor::build_busybox_root(&dir.path().join("rootfs"))
             .expect("busybox root");
         std::fs::create_dir_all(dir.path().join("alloc/alloc")).unwrap();
+        let cgroups =
+            CgroupTree::claim(&test_cgroup_parent(&alloc_id)).expect("claim a cgroup parent");
         Sandbox {
             dir,
             alloc_id,
             chroot_env,
+            cgroups,
             launched: RefCell::default(),
         }
     }
@@ -82,6 +88,7 @@ impl Sandbox {
         ExecutorConfig {
             executor_bin: env!("CARGO_BIN_EXE_taskgate-executor").into(),
             run_dir: self.run_dir(),
+            cgroup_parent: self.cgroups.parent().clone(),
         }
     }
 
@@ -136,9 +143,17 @@ impl Sandbox {
         std::fs::read_to_string(self.log(task, stream, 0)).unwrap_or_default()
     }
 
-    /// Asserts the executors of this sandbox left nothing behind: no cgroup,
-    /// no mount mentioning the temp dir, no process, no file in the run dir.
+    /// Asserts the executors of this sandbox left nothing behind: no cgroup
+    /// (the parent given back, too), no mount mentioning the temp dir, no
+    /// process, no file in the run dir.
     pub fn assert_no_leftovers(&self) {
+        assert_eq!(
+            self.cgroups.release().expect("give back the cgroup parent"),
+            taskgate_executor::Released::Undone,
+            "something still lives under {}",
+            self.cgroups.parent()
+        );
+        assert_parent_gone(self.cgroups.parent());
         let cgroups = taskgate_cgroups(
             Path::new("/sys/fs/cgroup"),
             &format!("taskgate.{}.", self.alloc_id),
@@ -166,7 +181,35 @@ impl Drop for Sandbox {
                 let _ = exec.shutdown();
             }
         }
+        let _ = self.cgroups.release();
     }
+}
+
+/// A test's own cgroup parent, never a real agent's nor another test's.
+pub fn test_cgroup_parent(unique: &str) -> CgroupParent {
+    CgroupParent::new(&format!("/taskgate-test-{unique}")).expect("a valid cgroup path")
+}
+
+/// The parent's cgroup is gone from every hierarchy.
+pub fn assert_parent_gone(parent: &CgroupParent) {
+    let left: Vec<PathBuf> = cgroup_mounts()
+        .into_iter()
+        .map(|m| m.join(parent.as_str().trim_start_matches('/')))
+        .filter(|d| d.exists())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "cgroup parent {parent} left behind: {left:?}"
+    );
+}
+
+/// Every cgroup hierarchy's mount point (v2's, or each v1 controller's).
+pub fn cgroup_mounts() -> Vec<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter(|l| l.contains(" - cgroup ") || l.contains(" - cgroup2 "))
+        .filter_map(|l| l.split_whitespace().nth(4).map(PathBuf::from))
+        .collect()
 }
 
 /// Cgroup directories named `<prefix>*` anywhere under `root`.
@@ -230,6 +273,8 @@ fn processes_mentioning(needles: &[&str]) -> Vec<String> {
 pub struct EngineHome {
     pub dir: tempfile::TempDir,
     pub chroot_env: BTreeMap<PathBuf, PathBuf>,
+    /// The engine's own cgroup parent: each engine of this home claims it.
+    pub cgroup_parent: CgroupParent,
 }
 
 impl EngineHome {
@@ -242,7 +287,18 @@ impl EngineHome {
             .expect("temp dir");
         let chroot_env = taskgate_executor::build_busybox_root(&dir.path().join("rootfs"))
             .expect("busybox root");
-        EngineHome { dir, chroot_env }
+        let unique = dir
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let cgroup_parent = test_cgroup_parent(unique.trim_start_matches('.'));
+        EngineHome {
+            dir,
+            chroot_env,
+            cgroup_parent,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -266,6 +322,7 @@ impl EngineHome {
             pids_max: 64,
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: 0,
+            cgroup_parent: self.cgroup_parent.clone(),
         }
     }
 
@@ -273,8 +330,9 @@ impl EngineHome {
         taskgate_engine::Engine::open(self.config()).expect("open engine")
     }
 
-    /// `--chroot-env HOST:TASK` arguments for an agent process.
-    pub fn chroot_env_args(&self) -> Vec<String> {
+    /// An agent process's `--chroot-env HOST:TASK` arguments and its
+    /// `--cgroup-parent`: this home's.
+    pub fn agent_args(&self) -> Vec<String> {
         self.chroot_env
             .iter()
             .flat_map(|(host, task)| {
@@ -283,6 +341,10 @@ impl EngineHome {
                     format!("{}:{}", host.display(), task.display()),
                 ]
             })
+            .chain([
+                "--cgroup-parent".to_string(),
+                self.cgroup_parent.as_str().to_string(),
+            ])
             .collect()
     }
 
@@ -291,6 +353,7 @@ impl EngineHome {
     /// that works too (a leaked mount would make it fail).
     pub fn finish(self, alloc_ids: &[String]) {
         assert_engine_left_nothing(&self.data_dir(), alloc_ids);
+        assert_parent_gone(&self.cgroup_parent);
         let path = self.path().to_path_buf();
         self.dir
             .close()

@@ -23,7 +23,7 @@ fn agent(
         .arg(home.data_dir())
         .arg("--executor-bin")
         .arg(env!("CARGO_BIN_EXE_taskgate-executor"))
-        .args(home.chroot_env_args())
+        .args(home.agent_args())
         .args(extra)
         .env(taskgate_faults::FAULT_LOG_ENV, log)
         .env_remove(taskgate_faults::FAULTS_ENV)

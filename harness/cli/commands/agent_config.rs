@@ -1,20 +1,43 @@
-//! Options shared by every command that opens the engine or its state, or
-//! talks to the agent serving them.
+//! Options shared by the commands that run an engine (`agent`, `run`), and
+//! by those that only talk to the agent serving a data dir or read its
+//! state (`status`, `stop`, `logs`, `restart`, `drain`).
 
+use anyhow::Context;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use taskgate_engine::state::StateDb;
 use taskgate_engine::{Engine, EngineConfig};
+use taskgate_executor::{CgroupParent, ParentChoice};
 
 /// Where `--data-dir` points unless given.
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/taskgate";
 
+/// The data dir of the agent a client command talks to.
 #[derive(clap::Args, Clone)]
-pub struct AgentArgs {
+pub struct ClientArgs {
     /// Where the state database, alloc dirs, executor sockets and the control
     /// socket live.
     #[arg(long, default_value = DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
+}
+
+impl ClientArgs {
+    /// The state database, opened here (when no agent holds it).
+    pub fn open_state(&self) -> anyhow::Result<StateDb> {
+        let path = self.data_dir.join("state.db");
+        anyhow::ensure!(
+            path.exists(),
+            "no state database at {} (nothing has run with this --data-dir)",
+            path.display()
+        );
+        Ok(StateDb::open(&path)?)
+    }
+}
+
+#[derive(clap::Args, Clone)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
     /// A host dir to bind read-only into every task root, as HOST[:TASK];
     /// repeatable. Default: Nomad's /bin /etc /lib /lib64 /sbin /usr.
     #[arg(long = "chroot-env", value_name = "HOST[:TASK]")]
@@ -33,9 +56,19 @@ pub struct AgentArgs {
     /// the same seed, the same restart waits.
     #[arg(long)]
     pub restart_seed: Option<u64>,
+    /// The cgroup (a path from the hierarchy's root) that holds every task
+    /// cgroup and executor, or `auto`: the one this data dir's tasks live
+    /// in, else the cgroup systemd delegated to the agent, else
+    /// /taskgate.slice (v2) or /taskgate (v1). See README, "Cgroups".
+    #[arg(long, value_name = "CGROUP|auto", default_value = "auto")]
+    pub cgroup_parent: String,
 }
 
 impl AgentArgs {
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.client.data_dir
+    }
+
     pub fn chroot_env(&self) -> BTreeMap<PathBuf, PathBuf> {
         if self.chroot_env.is_empty() {
             return taskgate_executor::default_chroot_env()
@@ -52,9 +85,30 @@ impl AgentArgs {
             .collect()
     }
 
+    /// The cgroup parent, given or chosen (see `--cgroup-parent`).
+    pub fn cgroup_parent(&self) -> anyhow::Result<CgroupParent> {
+        if self.cgroup_parent != "auto" {
+            return CgroupParent::new(&self.cgroup_parent).context("--cgroup-parent");
+        }
+        if let Some(recorded) = taskgate_engine::recorded_cgroup_parent(self.data_dir()) {
+            if recorded.exists() {
+                tracing::info!(parent = %recorded, "cgroup parent: where this data dir's tasks live");
+                return Ok(recorded);
+            }
+        }
+        let choice = taskgate_executor::auto_parent().context("choosing the cgroup parent")?;
+        match &choice {
+            ParentChoice::Dedicated { note: Some(_), .. } => {
+                tracing::warn!("cgroup parent: {choice}")
+            }
+            _ => tracing::info!("cgroup parent: {choice}"),
+        }
+        Ok(choice.parent().clone())
+    }
+
     pub fn engine_config(&self) -> anyhow::Result<EngineConfig> {
         Ok(EngineConfig {
-            data_dir: self.data_dir.clone(),
+            data_dir: self.data_dir().to_path_buf(),
             executor_bin: match &self.executor_bin {
                 Some(bin) => bin.clone(),
                 None => super::sibling_executor()?,
@@ -71,21 +125,13 @@ impl AgentArgs {
                 tracing::info!(seed, "restart jitter seed (replay with --restart-seed)");
                 seed
             }),
+            cgroup_parent: self.cgroup_parent()?,
         })
     }
 
+    /// The engine, with its cgroup parent claimed.
     pub fn open_engine(&self) -> anyhow::Result<Engine> {
         super::require_root()?;
         Ok(Engine::open(self.engine_config()?)?)
-    }
-
-    pub fn open_state(&self) -> anyhow::Result<StateDb> {
-        let path = self.data_dir.join("state.db");
-        anyhow::ensure!(
-            path.exists(),
-            "no state database at {} (nothing has run with this --data-dir)",
-            path.display()
-        );
-        Ok(StateDb::open(&path)?)
     }
 }

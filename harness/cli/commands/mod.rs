@@ -1,18 +1,40 @@
-#[cfg(feature = "failpoints")]
+/// `println!` that never panics: a reader that went away (a closed pipe, a
+/// closed terminal) must not take down an agent whose tasks still run.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+pub(crate) use say;
+
 pub mod agent;
 pub mod agent_config;
+#[cfg(feature = "failpoints")]
+pub mod agent_harness;
 pub mod bench;
+pub mod drain;
 #[cfg(feature = "failpoints")]
 pub mod explore;
 #[cfg(feature = "failpoints")]
 pub mod gate;
 #[cfg(feature = "failpoints")]
 mod lab_session;
+pub mod logs;
 #[cfg(feature = "failpoints")]
 pub mod replay;
 pub mod restart;
 pub mod run;
 pub mod status;
+pub mod stop;
+
+/// A reply that only says the request was carried out.
+pub fn expect_done(answer: taskgate_engine::control::ControlAnswer) -> anyhow::Result<()> {
+    match answer {
+        taskgate_engine::control::ControlAnswer::Done => Ok(()),
+        other => Err(taskgate_engine::control::RequestError::Unexpected(Box::new(other)).into()),
+    }
+}
 
 /// The engine runtime. Fault points may park a worker thread (through
 /// `block_in_place`), so keep more workers than the two cores.

@@ -1,8 +1,9 @@
 //! `taskgate restart ALLOC [TASK] [--all-tasks]`: Nomad's `alloc restart`,
-//! sent over the control socket to the agent `taskgate run` started with
-//! the same `--data-dir`; it returns once the restart is done.
+//! sent over the control socket to the agent (`taskgate agent`, or a
+//! foreground `taskgate run`) serving the same `--data-dir`; it returns
+//! once the restart is done.
 
-use super::agent_config::AgentArgs;
+use super::agent_config::ClientArgs;
 use taskgate_engine::control::{self, ControlRequest};
 use taskgate_engine::RestartScope;
 
@@ -18,7 +19,7 @@ pub struct Args {
     #[arg(long)]
     pub all_tasks: bool,
     #[command(flatten)]
-    pub agent: AgentArgs,
+    pub client: ClientArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -32,7 +33,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         alloc: args.alloc,
         scope,
     };
-    control::request(&args.agent.data_dir, &request)?;
-    println!("{done}");
+    super::expect_done(control::request(&args.client.data_dir, &request)?)?;
+    super::say!("{done}");
     Ok(())
 }

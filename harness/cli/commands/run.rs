@@ -1,14 +1,22 @@
-//! `taskgate run [JOB]`: run one allocation live, printing task events as
-//! they happen; Ctrl-C delivers a stop update, a second Ctrl-C is not needed
-//! because the stop path always finishes. While it runs, it serves the
-//! control socket `taskgate restart` sends restarts to.
+//! `taskgate run [JOB]`: places one allocation and prints its task events
+//! as they happen, then each task's logs. With an agent serving the data
+//! dir, the job is submitted to it; without one, this process is the agent
+//! while it runs (it restores what an earlier agent left, and serves the
+//! control socket). Ctrl-C sends the allocation a stop; a SIGTERM or SIGHUP
+//! leaves it running for the agent (the next one, in the foreground case).
 
 use super::agent_config::{AgentArgs, DEFAULT_DATA_DIR};
+use super::logs::{logs_dir, LogFiles};
 use anyhow::Context;
+use nix::sys::signal::{SigSet, Signal};
 use std::path::{Path, PathBuf};
-use taskgate_engine::control::{self, ControlServer};
-use taskgate_engine::jobspec;
+use taskgate_engine::agent::{Agent, AllocEntry, Followed};
+use taskgate_engine::alloc::AllocStatus;
+use taskgate_engine::control::{self, ControlAnswer, ControlRequest, ControlServer, Replies};
+use taskgate_engine::jobspec::{self, Job};
 use taskgate_engine::task_state::TaskEvent;
+use taskgate_engine::ClientStatus;
+use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -18,8 +26,21 @@ pub struct Args {
     /// Task group to place (default: the first).
     #[arg(long)]
     pub group: Option<String>,
+    /// With an agent running: return once the allocation is placed.
+    #[arg(long)]
+    pub detach: bool,
     #[command(flatten)]
     pub agent: AgentArgs,
+}
+
+/// How a foreground run ended.
+enum Ended {
+    Finished {
+        alloc_id: String,
+        status: AllocStatus,
+    },
+    /// SIGTERM or SIGHUP: the allocation runs on for the next agent.
+    Left(Signal),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -29,67 +50,189 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let unknown = jobspec::unknown_users(&job, &args.agent.user);
     anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
-    let engine = args.agent.open_engine()?;
-    let runtime = super::runtime()?;
-    let summary = runtime.block_on(async {
-        let allocs = control::Registry::default();
-        // Bound before the alloc is placed, so a failure places nothing; the
-        // socket goes when this block ends, however it ends.
-        let _control_socket = ControlServer::bind(&args.agent.data_dir, allocs.clone())?;
-        let alloc = engine.submit(&job, args.group.as_deref())?;
-        println!("==> alloc {} of job {:?} placed", alloc.alloc_id, job.name);
-        println!(
-            "==> restart with: {}",
-            restart_command(&args.agent.data_dir, &alloc.alloc_id)
-        );
-        allocs.insert(alloc.alloc_id.clone(), alloc.control());
-        let updater = alloc.control();
-        let (mut events, waiter) = alloc.into_parts();
-        let printer = tokio::spawn(async move {
-            while let Some(event) = events.recv().await {
-                print_event(&event);
-            }
-        });
-        let stopper = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                println!("==> interrupt: sending stop update");
-                updater.stop();
-            }
-        });
-        let summary = waiter.wait().await;
-        stopper.abort();
-        let _ = printer.await;
-        anyhow::Ok(summary)
-    })?;
-    println!(
-        "==> alloc {} finished: {:?}",
-        summary.alloc_id, summary.status.client
+    if control::agent_serves(args.agent.data_dir()) {
+        return submit(&args, job);
+    }
+    anyhow::ensure!(
+        !args.detach,
+        "--detach needs a running agent (taskgate agent) with this --data-dir"
     );
-    let record = engine
-        .state()
-        .alloc(&summary.alloc_id)?
-        .context("alloc vanished from the state database")?;
-    for task in record.tasks() {
-        for stream in ["stdout", "stderr"] {
-            let path = record
-                .alloc_dir
-                .join("alloc/logs")
-                .join(format!("{}.{stream}.0", task.name));
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            if !text.is_empty() {
-                println!(
-                    "--- {} ({}) ---\n{}",
-                    task.name,
-                    path.display(),
-                    text.trim_end()
-                );
+    foreground(&args, &job)
+}
+
+/// Submits the job to the agent serving the data dir and follows it.
+fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
+    let data_dir = args.agent.data_dir();
+    // Blocked before any thread starts, so each inherits the mask and the
+    // signal thread below is the only one to take them.
+    let signals = SigSet::from_iter([Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]);
+    signals.thread_block().context("blocking signals")?;
+    let name = job.name.clone();
+    let request = ControlRequest::Submit {
+        job,
+        group: args.group.clone(),
+        follow: !args.detach,
+    };
+    let mut replies = control::send(data_dir, &request)?;
+    let alloc_id = match replies.next_answer()? {
+        ControlAnswer::Placed { alloc_id } => alloc_id,
+        other => return Err(control::RequestError::Unexpected(Box::new(other)).into()),
+    };
+    print_placed(data_dir, &alloc_id, &name);
+    if args.detach {
+        return Ok(());
+    }
+    let (dir, id) = (data_dir.to_path_buf(), alloc_id.clone());
+    std::thread::spawn(move || stop_on_interrupt(signals, &dir, &id));
+    let status = follow_remote(replies)?;
+    let entries = super::status::read_status(&args.agent.client)?;
+    let entry = super::status::find_alloc(&entries, &alloc_id, data_dir)?;
+    finish(entry, status)
+}
+
+/// Takes the blocked signals: Ctrl-C stops the allocation; SIGTERM or
+/// SIGHUP detaches, leaving it to the agent.
+fn stop_on_interrupt(signals: SigSet, data_dir: &Path, alloc_id: &str) {
+    let mut stopping = false;
+    loop {
+        match signals.wait() {
+            Ok(Signal::SIGINT) if !stopping => {
+                stopping = true;
+                super::say!("==> interrupt: sending stop update");
+                let stop = ControlRequest::Stop {
+                    alloc: alloc_id.to_string(),
+                };
+                if let Err(err) = control::request(data_dir, &stop) {
+                    eprintln!("Error: sending the stop: {err}");
+                }
             }
+            Ok(Signal::SIGINT) => super::say!("==> already stopping: waiting for the tasks"),
+            Ok(signal) => {
+                super::say!("==> {signal}: detached; alloc {alloc_id} runs on in the agent");
+                std::process::exit(0);
+            }
+            Err(_) => return,
         }
     }
-    if summary.status.client == taskgate_engine::ClientStatus::Failed {
+}
+
+/// Prints each event the agent streams until the allocation's end.
+pub fn follow_remote(mut replies: Replies) -> anyhow::Result<AllocStatus> {
+    loop {
+        match replies.next_answer()? {
+            ControlAnswer::Event(event) => print_event(&event),
+            ControlAnswer::Missed(n) => print_missed(n),
+            ControlAnswer::Finished(status) => return Ok(status),
+            other => return Err(control::RequestError::Unexpected(Box::new(other)).into()),
+        }
+    }
+}
+
+/// No agent runs: this process is the agent until the allocation ends.
+fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
+    let data_dir = args.agent.data_dir();
+    let agent = Agent::new(args.agent.open_engine()?);
+    let runtime = super::runtime()?;
+    let ended = runtime.block_on(async {
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut hangup = signal(SignalKind::hangup())?;
+        // Bound before anything is placed, so a second agent places
+        // nothing; the socket goes when this block ends, however it ends.
+        let _control_socket = ControlServer::bind(data_dir, agent.clone())?;
+        let (restored, skipped) = agent.restore()?;
+        for skipped in &skipped {
+            eprintln!("error: {skipped}");
+        }
+        if !restored.is_empty() {
+            super::say!(
+                "==> restored {} allocation(s) an earlier agent left; they run on after this one ends",
+                restored.len()
+            );
+        }
+        let mut following = agent.submit(job, args.group.as_deref())?;
+        let alloc_id = following.alloc_id.clone();
+        print_placed(data_dir, &alloc_id, &job.name);
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                followed = following.next() => match followed {
+                    Followed::Event(event) => print_event(&event),
+                    Followed::Missed(n) => print_missed(n),
+                    Followed::Finished(status) => {
+                        return anyhow::Ok(Ended::Finished { alloc_id, status })
+                    }
+                },
+                _ = interrupt.recv(), if !stopping => {
+                    stopping = true;
+                    super::say!("==> interrupt: sending stop update");
+                    agent.stop(&alloc_id)?;
+                }
+                _ = terminate.recv() => return Ok(Ended::Left(Signal::SIGTERM)),
+                _ = hangup.recv() => return Ok(Ended::Left(Signal::SIGHUP)),
+            }
+        }
+    });
+    // Whatever still runs (a task's executor call) is not waited for: the
+    // executors and their tasks outlive this process.
+    runtime.shutdown_background();
+    let entries = taskgate_engine::agent::read_entries(agent.engine());
+    // The engine's cgroup parent is given back here, unless tasks live on.
+    drop(agent);
+    match ended? {
+        Ended::Left(signal) => {
+            super::say!(
+                "==> {signal}: exiting; the allocation's tasks run on for the next agent \
+                 (taskgate agent restores them)"
+            );
+            Ok(())
+        }
+        Ended::Finished { alloc_id, status } => {
+            let entries = entries?;
+            let placed = super::status::find_alloc(&entries, &alloc_id, data_dir)?;
+            finish(placed, status)
+        }
+    }
+}
+
+fn print_placed(data_dir: &Path, alloc_id: &str, job: &str) {
+    super::say!("==> alloc {alloc_id} of job {job:?} placed");
+    super::say!("==> restart with: {}", restart_command(data_dir, alloc_id));
+}
+
+/// The end of a run: the status, each task's logs, and a failure's exit code.
+fn finish(entry: &AllocEntry, status: AllocStatus) -> anyhow::Result<()> {
+    super::say!(
+        "==> alloc {} finished: {:?}",
+        entry.alloc.alloc_id,
+        status.client
+    );
+    print_logs(entry);
+    if status.client == ClientStatus::Failed {
         anyhow::bail!("allocation failed");
     }
     Ok(())
+}
+
+/// Every task's stdout and stderr, all of their rotated files.
+fn print_logs(entry: &AllocEntry) {
+    for task in entry.alloc.tasks() {
+        for stream in ["stdout", "stderr"] {
+            let mut text = Vec::new();
+            let mut files = LogFiles::new(logs_dir(entry), format!("{}.{stream}", task.name));
+            if files.copy_to(&mut text).is_err() || text.is_empty() {
+                continue;
+            }
+            super::say!(
+                "--- {} {stream} (taskgate logs{} {} {}) ---\n{}",
+                task.name,
+                if stream == "stderr" { " --stderr" } else { "" },
+                entry.alloc.alloc_id,
+                task.name,
+                String::from_utf8_lossy(&text).trim_end()
+            );
+        }
+    }
 }
 
 /// How to restart `alloc_id`'s tasks; `--data-dir` only when not the default.
@@ -103,10 +246,14 @@ fn restart_command(data_dir: &Path, alloc_id: &str) -> String {
 }
 
 pub fn print_event(event: &TaskEvent) {
-    println!(
+    super::say!(
         "    {:<10} {:<15} {}",
         event.task,
         event.kind.label(),
         event.message
     );
+}
+
+fn print_missed(n: u64) {
+    super::say!("    ({n} events were missed: see taskgate status --verbose)");
 }

@@ -1,10 +1,16 @@
 //! `taskgate status`: every allocation in the state database as Nomad's
 //! `alloc status` shows one: the alloc's statuses, a task table (state,
 //! exit, restarts, start and finish times) and the recent task events; or
-//! the same as JSON with `--json`, for scripts.
+//! the same as JSON with `--json`, for scripts. While an agent runs it holds
+//! the database (redb allows one process at a time, and redb 2 has no
+//! read-only open), so the agent is asked over its control socket.
 
-use super::agent_config::AgentArgs;
+use super::agent_config::ClientArgs;
+use anyhow::Context;
 use serde::Serialize;
+use std::path::Path;
+use taskgate_engine::agent::AllocEntry;
+use taskgate_engine::control::{self, ControlAnswer, ControlError, ControlRequest, RequestError};
 use taskgate_engine::state::{AllocRecord, TaskRecord};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use taskgate_executor::ExitResult;
@@ -15,7 +21,7 @@ const RECENT_EVENTS: usize = 3;
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    pub agent: AgentArgs,
+    pub client: ClientArgs,
     /// Show every recorded task event, not only the last three.
     #[arg(long)]
     pub verbose: bool,
@@ -58,18 +64,16 @@ struct EventView {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let state = args.agent.open_state()?;
-    let mut views = Vec::new();
-    for alloc in state.allocs()? {
-        let tasks = state.tasks(&alloc.alloc_id)?;
-        views.push(alloc_view(&alloc, &tasks));
-    }
+    let views: Vec<AllocView> = read_status(&args.client)?
+        .iter()
+        .map(|e| alloc_view(&e.alloc, &e.tasks))
+        .collect();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&views)?);
         return Ok(());
     }
     if views.is_empty() {
-        println!("no allocations in {}", args.agent.data_dir.display());
+        println!("no allocations in {}", args.client.data_dir.display());
     }
     for (n, alloc) in views.iter().enumerate() {
         if n > 0 {
@@ -78,6 +82,52 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", render(alloc, args.verbose));
     }
     Ok(())
+}
+
+/// Every allocation with its tasks: from the agent serving the data dir,
+/// else from the state database itself.
+pub fn read_status(client: &ClientArgs) -> anyhow::Result<Vec<AllocEntry>> {
+    let ask = || match control::request(&client.data_dir, &ControlRequest::Status) {
+        Ok(ControlAnswer::Status(entries)) => Ok(Some(entries)),
+        Ok(other) => Err(RequestError::Unexpected(Box::new(other)).into()),
+        Err(RequestError::NoAgent(_)) => Ok(None),
+        Err(err) => Err(anyhow::Error::from(err)),
+    };
+    if let Some(entries) = ask()? {
+        return Ok(entries);
+    }
+    match client.open_state() {
+        Ok(state) => Ok(state
+            .allocs()?
+            .into_iter()
+            .map(|alloc| {
+                let tasks = state.tasks(&alloc.alloc_id)?;
+                Ok(AllocEntry { alloc, tasks })
+            })
+            .collect::<Result<_, taskgate_engine::state::StateError>>()?),
+        // An agent started between the two: it holds the database now.
+        Err(err) => ask()?.with_context(|| format!("{err:#}")),
+    }
+}
+
+/// The allocation `name` is the id of, or a unique prefix of.
+pub fn find_alloc<'a>(
+    entries: &'a [AllocEntry],
+    name: &str,
+    data_dir: &Path,
+) -> anyhow::Result<&'a AllocEntry> {
+    let ids: Vec<String> = entries.iter().map(|e| e.alloc.alloc_id.clone()).collect();
+    let id = match taskgate_engine::agent::find_id(ids.iter(), name) {
+        Ok(id) => id,
+        Err(ControlError::NoSuchAlloc(_)) => {
+            anyhow::bail!("no allocation {name:?} in {}", data_dir.display())
+        }
+        Err(err) => return Err(err.into()),
+    };
+    Ok(entries
+        .iter()
+        .find(|e| e.alloc.alloc_id == id)
+        .expect("found among these"))
 }
 
 fn alloc_view(alloc: &AllocRecord, tasks: &[TaskRecord]) -> AllocView {

@@ -15,7 +15,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use taskgate_executor::ExecutorConfig;
+use taskgate_executor::{CgroupParent, CgroupTree, ExecutorConfig, ExecutorError};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -33,6 +33,9 @@ pub struct EngineConfig {
     pub clock: Arc<dyn Clock>,
     /// Where restart jitter is drawn from: the same seed, the same waits.
     pub restart_seed: u64,
+    /// The cgroup subtree this engine's tasks and executors live in
+    /// (claimed by [`Engine::open`]); one per data dir while tasks live.
+    pub cgroup_parent: CgroupParent,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +50,17 @@ pub enum EngineError {
     },
     #[error("job {job:?} has no group {group:?}")]
     NoSuchGroup { job: String, group: String },
+    #[error(transparent)]
+    Cgroup(#[from] ExecutorError),
+    #[error(
+        "the tasks of {live} unfinished allocation(s) of this data dir live under cgroup parent \
+         {recorded}, not {given}: start the agent with --cgroup-parent {recorded}, or stop them first"
+    )]
+    CgroupParentChanged {
+        recorded: String,
+        given: CgroupParent,
+        live: usize,
+    },
 }
 
 /// What [`Engine::restore`] found.
@@ -74,55 +88,44 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Opens the engine with the real driver: an executor process per task.
+    /// Opens the engine with the real driver: an executor process per task,
+    /// in the cgroup parent it claims (and gives back, once no task lives
+    /// there, when the last task runner lets go of the driver).
     pub fn open(config: EngineConfig) -> Result<Engine, EngineError> {
-        let driver = Arc::new(ExecDriver::new(ExecutorConfig {
-            executor_bin: config.executor_bin.clone(),
-            run_dir: run_dir(&config.data_dir),
-        }));
-        Engine::open_with(config, driver)
+        let state = open_state(&config)?;
+        record_cgroup_parent(&config, &state)?;
+        let tree = CgroupTree::claim(&config.cgroup_parent)?;
+        let driver = Arc::new(ExecDriver::new(
+            ExecutorConfig {
+                executor_bin: config.executor_bin.clone(),
+                run_dir: run_dir(&config.data_dir),
+                cgroup_parent: config.cgroup_parent.clone(),
+            },
+            tree,
+        ));
+        Ok(Engine::assemble(config, state, driver))
     }
 
     /// Opens the engine with `driver` (the fake one in tests).
     pub fn open_with(config: EngineConfig, driver: Arc<dyn Driver>) -> Result<Engine, EngineError> {
-        for dir in [
-            config.data_dir.clone(),
-            config.data_dir.join("allocs"),
-            run_dir(&config.data_dir),
-        ] {
-            std::fs::create_dir_all(&dir).map_err(|source| EngineError::Io {
-                what: "creating",
-                path: dir,
-                source,
-            })?;
-        }
-        let db_path = config.data_dir.join("state.db");
-        let state = Arc::new(StateDb::open(&db_path)?);
-        // Whoever reaches an executor's socket can stop or kill its task, and
-        // the agent's control socket restart any; the state database holds
-        // every job's environment: root only.
-        for (path, mode) in [(run_dir(&config.data_dir), 0o700), (db_path, 0o600)] {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(
-                |source| EngineError::Io {
-                    what: "restricting",
-                    path,
-                    source,
-                },
-            )?;
-        }
+        let state = open_state(&config)?;
+        Ok(Engine::assemble(config, state, driver))
+    }
+
+    fn assemble(config: EngineConfig, state: Arc<StateDb>, driver: Arc<dyn Driver>) -> Engine {
         let defaults = Arc::new(SpecDefaults {
             chroot_env: config.chroot_env.clone(),
             default_user: config.default_user.clone(),
             pids_max: config.pids_max,
         });
         let hooks = Arc::new(HookSet::standard(&config.default_user));
-        Ok(Engine {
+        Engine {
             config,
             state,
             hooks,
             driver,
             defaults,
-        })
+        }
     }
 
     pub fn state(&self) -> &StateDb {
@@ -208,6 +211,76 @@ impl Engine {
     }
 }
 
+/// Creates the data dir's layout and opens its state database, both root's only.
+fn open_state(config: &EngineConfig) -> Result<Arc<StateDb>, EngineError> {
+    for dir in [
+        config.data_dir.clone(),
+        config.data_dir.join("allocs"),
+        run_dir(&config.data_dir),
+    ] {
+        std::fs::create_dir_all(&dir).map_err(|source| EngineError::Io {
+            what: "creating",
+            path: dir,
+            source,
+        })?;
+    }
+    let db_path = config.data_dir.join("state.db");
+    let state = Arc::new(StateDb::open(&db_path)?);
+    // Whoever reaches an executor's socket can stop or kill its task, and
+    // the agent's control socket restart any; the state database holds
+    // every job's environment: root only.
+    for (path, mode) in [(run_dir(&config.data_dir), 0o700), (db_path, 0o600)] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(
+            |source| EngineError::Io {
+                what: "restricting",
+                path,
+                source,
+            },
+        )?;
+    }
+    Ok(state)
+}
+
+/// The file naming the cgroup parent a data dir's tasks live under.
+fn cgroup_parent_file(data_dir: &Path) -> PathBuf {
+    data_dir.join("cgroup-parent")
+}
+
+/// The cgroup parent the last engine of `data_dir` used, if any: where the
+/// tasks it left for the next agent live.
+pub fn recorded_cgroup_parent(data_dir: &Path) -> Option<CgroupParent> {
+    let text = std::fs::read_to_string(cgroup_parent_file(data_dir)).ok()?;
+    CgroupParent::new(text.trim()).ok()
+}
+
+/// Refuses a parent other than the one the data dir's unfinished allocs
+/// live under (a restore would not find their task cgroups, and could start
+/// an attempt beside a task it lost), then records the parent.
+fn record_cgroup_parent(config: &EngineConfig, state: &StateDb) -> Result<(), EngineError> {
+    let file = cgroup_parent_file(&config.data_dir);
+    let given = &config.cgroup_parent;
+    if let Ok(recorded) = std::fs::read_to_string(&file) {
+        let recorded = recorded.trim();
+        if recorded != given.as_str() {
+            let live = (state.alloc_entries()?.iter())
+                .filter(|(_, r)| r.as_ref().map_or(true, |r| !r.client.is_terminal()))
+                .count();
+            if live > 0 {
+                return Err(EngineError::CgroupParentChanged {
+                    recorded: recorded.to_string(),
+                    given: given.clone(),
+                    live,
+                });
+            }
+        }
+    }
+    std::fs::write(&file, format!("{given}\n")).map_err(|source| EngineError::Io {
+        what: "writing",
+        path: file,
+        source,
+    })
+}
+
 /// Where the executor sockets and the agent's control socket live: made
 /// root only by [`Engine::open_with`].
 pub(crate) fn run_dir(data_dir: &Path) -> PathBuf {
@@ -253,8 +326,12 @@ mod tests {
             pids_max: 8,
             clock: Arc::new(SystemClock::default()),
             restart_seed: 0,
+            cgroup_parent: CgroupParent::new("/taskgate-unused").unwrap(),
         };
-        let engine = Engine::open(config.clone()).unwrap();
+        let driver = Arc::new(crate::fake_driver::FakeDriver::new(run_dir(
+            &config.data_dir,
+        )));
+        let engine = Engine::open_with(config.clone(), driver).unwrap();
         let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(run_dir(&config.data_dir)), 0o700);
         assert_eq!(mode(config.data_dir.join("state.db")), 0o600);

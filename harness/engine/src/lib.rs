@@ -1,6 +1,7 @@
 //! The task lifecycle engine: an alloc runner per allocation, a task runner
 //! per task, hooks around each start, and state that survives a restart.
 
+pub mod agent;
 pub mod alloc;
 mod alloc_dir;
 mod alloc_runner;
@@ -23,6 +24,8 @@ pub use alloc::{
     AllocStatus, AllocUpdate, ClientStatus, DesiredStatus, RestartRefused, RestartScope,
 };
 pub use alloc_runner::{AllocControl, AllocHandle, AllocSummary, AllocWaiter};
-pub use engine::{Engine, EngineConfig, EngineError, Restored, SkippedAlloc};
+pub use engine::{
+    recorded_cgroup_parent, Engine, EngineConfig, EngineError, Restored, SkippedAlloc,
+};
 pub use hooks::hook_points;
 pub use restart::Jitter;

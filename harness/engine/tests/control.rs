@@ -7,34 +7,33 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use taskgate_engine::agent::{Agent, Followed, Following};
 use taskgate_engine::control::{
-    self, BindError, ControlError, ControlReply, ControlRequest, ControlServer, Registry,
+    self, BindError, ControlAnswer, ControlError, ControlReply, ControlRequest, ControlServer,
     RequestError,
 };
-use taskgate_engine::fake_driver::FakeDriver;
+use taskgate_engine::fake_driver::{Exit, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, JobType, Task};
-use taskgate_engine::task_state::{EventKind, TaskEvent};
-use taskgate_engine::{AllocHandle, Engine, EngineConfig, RestartRefused, RestartScope};
-use tokio::sync::mpsc::UnboundedReceiver;
+use taskgate_engine::task_state::EventKind;
+use taskgate_engine::RestartScope;
+use taskgate_engine::{ClientStatus, DesiredStatus, Engine, EngineConfig, RestartRefused};
 
 /// How long a step may take before the test calls it hung.
 fn idle() -> Duration {
     taskgate_faults::patience::step()
 }
 
-/// An engine on the fake driver in a temp dir, with the registry a control
-/// server of its would answer from. The runtime drops first, ending every
-/// alloc runner and connection still open.
-struct Agent {
+/// An agent on the fake driver in a temp dir. The runtime drops first,
+/// ending every alloc runner and connection still open.
+struct Home {
     rt: tokio::runtime::Runtime,
-    engine: Engine,
+    agent: Arc<Agent>,
     driver: FakeDriver,
-    registry: Registry,
     dir: tempfile::TempDir,
 }
 
-impl Agent {
-    fn new() -> Agent {
+impl Home {
+    fn new() -> Home {
         let dir = tempfile::tempdir().unwrap();
         let data_dir = dir.path().join("data");
         let driver = FakeDriver::new(data_dir.join("run"));
@@ -49,6 +48,8 @@ impl Agent {
             pids_max: 8,
             clock: Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: 0,
+            cgroup_parent: taskgate_executor::CgroupParent::new("/taskgate-unused")
+                .expect("a valid path"),
         };
         let engine = Engine::open_with(config, Arc::new(driver.clone())).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -56,11 +57,10 @@ impl Agent {
             .enable_all()
             .build()
             .unwrap();
-        Agent {
+        Home {
             rt,
-            engine,
+            agent: Agent::new(engine),
             driver,
-            registry: Registry::default(),
             dir,
         }
     }
@@ -75,41 +75,60 @@ impl Agent {
 
     fn serve(&self) -> Result<ControlServer, BindError> {
         let _rt = self.rt.enter();
-        ControlServer::bind(&self.data_dir(), self.registry.clone())
+        ControlServer::bind(&self.data_dir(), self.agent.clone())
     }
 
     /// Places a batch alloc of one main task, `web`, which runs until
-    /// stopped, and registers it under its id.
-    fn submit(&self) -> AllocHandle {
-        let job = Job {
-            name: "j".into(),
-            version: 0,
-            job_type: JobType::Batch,
-            groups: vec![Group {
-                name: "g".into(),
-                tasks: vec![Task::new("web", "/bin/true", vec![])],
-            }],
-        };
+    /// stopped.
+    fn submit(&self) -> Following {
         let _rt = self.rt.enter();
-        let alloc = self.engine.submit(&job, None).unwrap();
-        self.registry
-            .insert(alloc.alloc_id.clone(), alloc.control());
-        alloc
+        self.agent.submit(&web_job(), None).unwrap()
     }
 
-    /// Sends a restart as `taskgate restart` does, from a thread of its own
-    /// so that a server that never answers fails the test instead of hanging it.
-    fn restart(&self, alloc: &str, scope: RestartScope) -> Result<(), RequestError> {
-        let (data_dir, req) = (
-            self.data_dir(),
-            ControlRequest::Restart {
-                alloc: alloc.to_string(),
-                scope,
-            },
-        );
+    /// Sends `req` as the CLI does, from a thread of its own so that a
+    /// server that never answers fails the test instead of hanging it.
+    fn request(&self, req: ControlRequest) -> Result<ControlAnswer, RequestError> {
+        let data_dir = self.data_dir();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || tx.send(control::request(&data_dir, &req)));
         rx.recv_timeout(idle()).expect("the agent did not answer")
+    }
+
+    /// Every line the agent answers `req` with, up to its end.
+    fn stream(&self, req: ControlRequest) -> Vec<ControlAnswer> {
+        let data_dir = self.data_dir();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut replies = control::send(&data_dir, &req).unwrap();
+            loop {
+                let answer = replies.next_answer();
+                let end = !matches!(
+                    answer,
+                    Ok(ControlAnswer::Event(_) | ControlAnswer::Placed { .. })
+                );
+                if tx.send(answer).is_err() || end {
+                    return;
+                }
+            }
+        });
+        let mut lines = Vec::new();
+        loop {
+            match rx.recv_timeout(idle()).expect("the agent's stream stalled") {
+                Ok(answer) => lines.push(answer),
+                Err(RequestError::NoReply(_)) => return lines,
+                Err(err) => panic!("{err}; so far {lines:?}"),
+            }
+            if matches!(lines.last(), Some(ControlAnswer::Finished(_))) {
+                return lines;
+            }
+        }
+    }
+
+    fn restart(&self, alloc: &str, scope: RestartScope) -> Result<ControlAnswer, RequestError> {
+        self.request(ControlRequest::Restart {
+            alloc: alloc.to_string(),
+            scope,
+        })
     }
 
     /// Sends `bytes` as they are and reads the one reply line.
@@ -123,12 +142,13 @@ impl Agent {
     }
 
     /// The next `Started` event of the alloc.
-    fn next_start(&self, events: &mut UnboundedReceiver<TaskEvent>) -> TaskEvent {
+    fn next_start(&self, following: &mut Following) -> String {
         let started = async {
             loop {
-                let event = events.recv().await.expect("the alloc ended first");
-                if event.kind == EventKind::Started {
-                    return event;
+                match following.next().await {
+                    Followed::Event(e) if e.kind == EventKind::Started => return e.task,
+                    Followed::Finished(s) => panic!("the alloc ended first: {s:?}"),
+                    _ => {}
                 }
             }
         };
@@ -137,24 +157,48 @@ impl Agent {
             .expect("no task started")
     }
 
-    /// Stops the alloc and waits for its end.
-    fn stop_and_wait(&self, alloc: AllocHandle) {
-        alloc.stop();
+    /// Follows the alloc to its end.
+    fn finish(&self, following: &mut Following) -> ClientStatus {
+        let finished = async {
+            loop {
+                if let Followed::Finished(status) = following.next().await {
+                    return status.client;
+                }
+            }
+        };
         self.rt
-            .block_on(async { tokio::time::timeout(idle(), alloc.wait()).await })
-            .expect("alloc hung");
+            .block_on(async { tokio::time::timeout(idle(), finished).await })
+            .expect("alloc hung")
+    }
+
+    /// Stops the alloc and waits for its end.
+    fn stop_and_wait(&self, mut following: Following) {
+        self.agent.stop(&following.alloc_id).unwrap();
+        self.finish(&mut following);
+    }
+}
+
+fn web_job() -> Job {
+    Job {
+        name: "j".into(),
+        version: 0,
+        job_type: JobType::Batch,
+        groups: vec![Group {
+            name: "g".into(),
+            tasks: vec![Task::new("web", "/bin/true", vec![])],
+        }],
     }
 }
 
 /// What the agent answered to a request it did not carry out.
-fn refusal(result: Result<(), RequestError>) -> ControlError {
+fn refusal(result: Result<ControlAnswer, RequestError>) -> ControlError {
     match result {
         Err(RequestError::Control(err)) => err,
         other => panic!("expected the agent's refusal, got {other:?}"),
     }
 }
 
-fn assert_no_agent_at(socket: &Path, result: Result<(), RequestError>) {
+fn assert_no_agent_at(socket: &Path, result: Result<ControlAnswer, RequestError>) {
     assert!(
         matches!(&result, Err(RequestError::NoAgent(path)) if path == socket),
         "{result:?}"
@@ -163,19 +207,32 @@ fn assert_no_agent_at(socket: &Path, result: Result<(), RequestError>) {
 
 #[test]
 fn an_unknown_alloc_is_no_such_alloc() {
-    let agent = Agent::new();
-    let _server = agent.serve().unwrap();
+    let home = Home::new();
+    let _server = home.serve().unwrap();
     assert_eq!(
-        refusal(agent.restart("5f0c", RestartScope::Running)),
+        refusal(home.restart("5f0c", RestartScope::Running)),
         ControlError::NoSuchAlloc("5f0c".into())
     );
+    for req in [
+        ControlRequest::Stop {
+            alloc: "5f0c".into(),
+        },
+        ControlRequest::Follow {
+            alloc: "5f0c".into(),
+        },
+    ] {
+        assert_eq!(
+            refusal(home.request(req)),
+            ControlError::NoSuchAlloc("5f0c".into())
+        );
+    }
 }
 
 #[test]
 fn a_malformed_line_is_a_bad_request() {
-    let agent = Agent::new();
-    let _server = agent.serve().unwrap();
-    let reply = agent.send_raw(b"{\"Restart\": 7}\n");
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let reply = home.send_raw(b"{\"Restart\": 7}\n");
     assert!(
         matches!(reply, Err(ControlError::BadRequest(_))),
         "{reply:?}"
@@ -186,9 +243,9 @@ fn a_malformed_line_is_a_bad_request() {
 /// too long is refused whole, not cut short and taken.
 #[test]
 fn an_overlong_request_is_a_bad_request() {
-    let agent = Agent::new();
-    let _server = agent.serve().unwrap();
-    let reply = agent.send_raw(&vec![b' '; control::MAX_REQUEST_BYTES + 1]);
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let reply = home.send_raw(&vec![b' '; control::MAX_REQUEST_BYTES + 1]);
     assert!(
         matches!(&reply, Err(ControlError::BadRequest(why)) if why.contains("longer")),
         "{reply:?}"
@@ -198,115 +255,216 @@ fn an_overlong_request_is_a_bad_request() {
 /// A dead agent's socket file, which no one answers on, is replaced.
 #[test]
 fn a_stale_socket_is_replaced() {
-    let agent = Agent::new();
-    drop(UnixListener::bind(agent.socket()).unwrap());
-    assert!(agent.socket().exists());
-    assert_no_agent_at(
-        &agent.socket(),
-        agent.restart("5f0c", RestartScope::Running),
-    );
-    let _server = agent.serve().unwrap();
+    let home = Home::new();
+    drop(UnixListener::bind(home.socket()).unwrap());
+    assert!(home.socket().exists());
+    assert!(!control::agent_serves(&home.data_dir()));
+    assert_no_agent_at(&home.socket(), home.restart("5f0c", RestartScope::Running));
+    let _server = home.serve().unwrap();
+    assert!(control::agent_serves(&home.data_dir()));
     assert_eq!(
-        refusal(agent.restart("5f0c", RestartScope::Running)),
+        refusal(home.restart("5f0c", RestartScope::Running)),
         ControlError::NoSuchAlloc("5f0c".into())
     );
 }
 
 #[test]
 fn a_served_socket_refuses_a_second_server() {
-    let agent = Agent::new();
-    let _first = agent.serve().unwrap();
-    let second = agent.serve();
+    let home = Home::new();
+    let _first = home.serve().unwrap();
+    let second = home.serve();
     assert!(
-        matches!(&second, Err(BindError::AlreadyServed(path)) if *path == agent.socket()),
+        matches!(&second, Err(BindError::AlreadyServed(path)) if *path == home.socket()),
         "{:?}",
         second.err()
     );
     assert_eq!(
-        refusal(agent.restart("5f0c", RestartScope::Running)),
+        refusal(home.restart("5f0c", RestartScope::Running)),
         ControlError::NoSuchAlloc("5f0c".into())
     );
 }
 
 #[test]
 fn the_socket_is_gone_once_the_server_stops() {
-    let agent = Agent::new();
-    let server = agent.serve().unwrap();
-    assert!(agent.socket().exists());
+    let home = Home::new();
+    let server = home.serve().unwrap();
+    assert!(home.socket().exists());
     drop(server);
-    assert!(!agent.socket().exists());
-    assert_no_agent_at(
-        &agent.socket(),
-        agent.restart("5f0c", RestartScope::Running),
-    );
+    assert!(!home.socket().exists());
+    assert_no_agent_at(&home.socket(), home.restart("5f0c", RestartScope::Running));
 }
 
-/// Once stopped, an alloc takes no restart: refused as terminal, or as
-/// finished if the alloc runner is gone.
+/// Once finished, an alloc takes no restart and no stop, and a follower is
+/// told its end at once.
 #[test]
-fn a_stopped_alloc_refuses_a_restart() {
-    let agent = Agent::new();
-    let _server = agent.serve().unwrap();
-    let alloc = agent.submit();
-    let alloc_id = alloc.alloc_id.clone();
-    agent.stop_and_wait(alloc);
-    let refused = refusal(agent.restart(&alloc_id, RestartScope::All));
+fn a_finished_alloc_refuses_a_restart_and_a_stop() {
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let following = home.submit();
+    let alloc_id = following.alloc_id.clone();
+    home.stop_and_wait(following);
+    assert_eq!(
+        refusal(home.restart(&alloc_id, RestartScope::All)),
+        ControlError::Refused(RestartRefused::AllocFinished)
+    );
+    let finished = refusal(home.request(ControlRequest::Stop {
+        alloc: alloc_id[..8].to_string(),
+    }));
     assert!(
-        matches!(
-            refused,
-            ControlError::Refused(RestartRefused::AllocTerminal | RestartRefused::AllocFinished)
-        ),
-        "{refused:?}"
+        matches!(&finished, ControlError::Finished { alloc_id: id, status }
+            if *id == alloc_id && status.desired == DesiredStatus::Stop),
+        "{finished:?}"
+    );
+    let lines = home.stream(ControlRequest::Follow { alloc: alloc_id });
+    assert!(
+        matches!(lines.as_slice(), [ControlAnswer::Finished(s)] if s.client == ClientStatus::Complete),
+        "{lines:?}"
     );
 }
 
-/// As in Nomad, a unique prefix of an id names its alloc; a prefix two ids
-/// share names neither, and the empty one none.
+/// A unique prefix of an id names its alloc, and the empty one none.
 #[test]
 fn an_alloc_is_named_by_a_unique_prefix_of_its_id() {
-    let agent = Agent::new();
-    let _server = agent.serve().unwrap();
-    let alloc = agent.submit();
-    let id = alloc.alloc_id.clone();
-    let sibling = format!("{}-sibling", &id[..4]);
-    agent.registry.insert(sibling.clone(), alloc.control());
-    agent.stop_and_wait(alloc);
-
-    // Reaching the stopped alloc is being refused by it.
-    let refused = refusal(agent.restart(&id[..8], RestartScope::Running));
-    assert!(matches!(refused, ControlError::Refused(_)), "{refused:?}");
-    let mut both = vec![id.clone(), sibling];
-    both.sort();
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let mut following = home.submit();
+    let id = following.alloc_id.clone();
+    home.next_start(&mut following);
+    home.restart(&id[..8], RestartScope::Running).unwrap();
+    assert_eq!(home.next_start(&mut following), "web");
     assert_eq!(
-        refusal(agent.restart(&id[..4], RestartScope::Running)),
-        ControlError::AmbiguousAlloc {
-            prefix: id[..4].to_string(),
-            matches: both,
-        }
-    );
-    assert_eq!(
-        refusal(agent.restart("", RestartScope::Running)),
+        refusal(home.restart("", RestartScope::Running)),
         ControlError::NoSuchAlloc(String::new())
     );
+    home.stop_and_wait(following);
 }
 
 /// A restart of a running task is answered once it is done, and the task
 /// starts again; a task the alloc does not have is refused by name.
 #[test]
 fn a_running_task_restarts_on_request() {
-    let agent = Agent::new();
-    let _server = agent.serve().unwrap();
-    let mut alloc = agent.submit();
-    agent.next_start(&mut alloc.events);
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let mut following = home.submit();
+    let id = following.alloc_id.clone();
+    home.next_start(&mut following);
 
-    agent
-        .restart(&alloc.alloc_id, RestartScope::Task("web".into()))
-        .unwrap();
-    assert_eq!(agent.next_start(&mut alloc.events).task, "web");
-    assert_eq!(agent.driver.starts("web"), 2);
     assert_eq!(
-        refusal(agent.restart(&alloc.alloc_id, RestartScope::Task("db".into()))),
+        home.restart(&id, RestartScope::Task("web".into())).unwrap(),
+        ControlAnswer::Done
+    );
+    assert_eq!(home.next_start(&mut following), "web");
+    assert_eq!(home.driver.starts("web"), 2);
+    assert_eq!(
+        refusal(home.restart(&id, RestartScope::Task("db".into()))),
         ControlError::Refused(RestartRefused::NoSuchTask("db".into()))
     );
-    agent.stop_and_wait(alloc);
+    home.stop_and_wait(following);
+}
+
+/// A submitted job is placed, its events stream from the first, and its
+/// end closes the stream; the agent's status lists it.
+#[test]
+fn a_submitted_job_streams_its_events_to_its_end() {
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    home.driver.script("web", [Exit::Code(0)]);
+    let lines = home.stream(ControlRequest::Submit {
+        job: web_job(),
+        group: None,
+        follow: true,
+    });
+    let Some(ControlAnswer::Placed { alloc_id }) = lines.first() else {
+        panic!("{lines:?}")
+    };
+    let kinds: Vec<EventKind> = (lines.iter())
+        .filter_map(|l| match l {
+            ControlAnswer::Event(e) => Some(e.kind),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds.first(), Some(&EventKind::TaskSetup), "{lines:?}");
+    assert!(kinds.contains(&EventKind::Started), "{lines:?}");
+    assert!(kinds.contains(&EventKind::Terminated), "{lines:?}");
+    assert!(
+        matches!(lines.last(), Some(ControlAnswer::Finished(s)) if s.client == ClientStatus::Complete),
+        "{lines:?}"
+    );
+    let Ok(ControlAnswer::Status(entries)) = home.request(ControlRequest::Status) else {
+        panic!("no status")
+    };
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].alloc.alloc_id, *alloc_id);
+    assert_eq!(entries[0].alloc.client, ClientStatus::Complete);
+    assert_eq!(entries[0].tasks[0].task, "web");
+}
+
+/// A job that cannot be placed is refused with why.
+#[test]
+fn a_job_without_the_group_is_not_placed() {
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let refused = refusal(home.request(ControlRequest::Submit {
+        job: web_job(),
+        group: Some("nope".into()),
+        follow: false,
+    }));
+    assert!(
+        matches!(&refused, ControlError::NotPlaced(why) if why.contains("no group \"nope\"")),
+        "{refused:?}"
+    );
+}
+
+/// A stop is answered once delivered; a follower sees the kill and the end.
+#[test]
+fn a_stop_ends_a_followed_alloc() {
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let mut following = home.submit();
+    let id = following.alloc_id.clone();
+    home.next_start(&mut following);
+    let data_dir = home.data_dir();
+    let follow_id = id.clone();
+    let follower = std::thread::spawn(move || {
+        let req = ControlRequest::Follow { alloc: follow_id };
+        let mut replies = control::send(&data_dir, &req).unwrap();
+        let mut lines = Vec::new();
+        while let Ok(answer) = replies.next_answer() {
+            lines.push(answer);
+        }
+        lines
+    });
+    assert_eq!(
+        home.request(ControlRequest::Stop { alloc: id }).unwrap(),
+        ControlAnswer::Done
+    );
+    assert_eq!(home.finish(&mut following), ClientStatus::Complete);
+    let lines = follower.join().unwrap();
+    assert!(
+        matches!(lines.last(), Some(ControlAnswer::Finished(s)) if s.desired == DesiredStatus::Stop),
+        "{lines:?}"
+    );
+}
+
+/// A drain stops every alloc and is answered once all have finished.
+#[test]
+fn a_drain_stops_every_alloc() {
+    let home = Home::new();
+    let server = home.serve().unwrap();
+    let mut first = home.submit();
+    let mut second = home.submit();
+    home.next_start(&mut first);
+    home.next_start(&mut second);
+    assert_eq!(home.agent.live_count(), 2);
+    assert_eq!(
+        home.request(ControlRequest::Drain).unwrap(),
+        ControlAnswer::Done
+    );
+    assert_eq!(home.agent.live_count(), 0);
+    home.rt
+        .block_on(async { tokio::time::timeout(idle(), server.drained()).await })
+        .expect("the server never said it drained");
+    for mut following in [first, second] {
+        assert_eq!(home.finish(&mut following), ClientStatus::Complete);
+    }
 }

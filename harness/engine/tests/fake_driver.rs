@@ -70,6 +70,8 @@ impl Home {
             pids_max: 8,
             clock,
             restart_seed: 0,
+            cgroup_parent: taskgate_executor::CgroupParent::new("/taskgate-unused")
+                .expect("a valid path"),
         };
         Engine::open_with(config, Arc::new(self.driver.clone())).unwrap()
     }

@@ -1,6 +1,7 @@
 //! The engine's side: spawn an executor process and talk to it.
 
 use crate::error::ExecutorError;
+use crate::isolation::cgroup::parent::CgroupParent;
 use crate::isolation::cgroup::TaskCgroup;
 use crate::protocol::{self, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
 use crate::spec::{ExitResult, ReattachInfo, StopOutcome, TaskSpec};
@@ -25,10 +26,14 @@ pub const FAILPOINTS_ENV: &str = "TASKGATE_EXECUTOR_FAILPOINTS";
 
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
-    /// The `taskgate-executor` binary; run as `<executor_bin> --run-dir <run_dir>`.
+    /// The `taskgate-executor` binary; run as
+    /// `<executor_bin> --run-dir <run_dir> --cgroup-parent <cgroup_parent>`.
     pub executor_bin: PathBuf,
     /// Where spec files, sockets and root mount points live.
     pub run_dir: PathBuf,
+    /// The subtree task cgroups and executors live in, claimed beforehand
+    /// ([`crate::CgroupTree::claim`]).
+    pub cgroup_parent: CgroupParent,
 }
 
 /// Handle on one running executor. Every call opens its own connection, so
@@ -54,7 +59,7 @@ pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, Executo
         TaskLock::try_acquire(&paths.lock)?.ok_or_else(|| ExecutorError::AlreadyRunning {
             socket: paths.socket.clone(),
         })?;
-    let left = remove_remains(&spec.alloc_id, &spec.task_name, &paths)?;
+    let left = remove_remains(cfg, &spec.alloc_id, &spec.task_name, &paths)?;
     if !left.task_processes.is_empty() {
         tracing::warn!(
             "task {}: killed what a dead executor left: {left}",
@@ -69,7 +74,7 @@ pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, Executo
     if let Err(e) = &result {
         // A failed executor removed what it created; one that died could not.
         if matches!(e, ExecutorError::Vanished { .. }) {
-            let _ = remove_remains(&spec.alloc_id, &spec.task_name, &paths);
+            let _ = remove_remains(cfg, &spec.alloc_id, &spec.task_name, &paths);
         }
         let _ = std::fs::remove_file(&paths.spec);
         // A garbled report may come from a live executor: it keeps the lock.
@@ -108,8 +113,8 @@ impl std::fmt::Display for Remains {
 /// Destroys everything of `task_name`'s earlier attempts: kills any executor
 /// that still holds the task's lock (one its agent lost, whether or not it
 /// ever answered), then every process in the task's cgroup, and removes the
-/// cgroup, socket, spec file and root dir. Returns once all of it is dead.
-/// Only valid in a process that shares the executors' cgroups (their launcher).
+/// cgroup (under the config's cgroup parent), socket, spec file and root
+/// dir. Returns once all of it is dead.
 pub fn destroy_remains(
     cfg: &ExecutorConfig,
     alloc_id: &str,
@@ -137,7 +142,7 @@ pub fn destroy_remains(
             executors.push(pid);
         }
     };
-    let result = remove_remains(alloc_id, task_name, &paths);
+    let result = remove_remains(cfg, alloc_id, task_name, &paths);
     lock.remove(&paths.lock);
     let mut remains = result?;
     remains.executors = executors;
@@ -147,12 +152,13 @@ pub fn destroy_remains(
 /// Under the task's lock: kills and removes what an executor that is no
 /// longer alive left (its task tree and cgroup, socket, spec file, root dir).
 fn remove_remains(
+    cfg: &ExecutorConfig,
     alloc_id: &str,
     task_name: &str,
     paths: &RunPaths,
 ) -> Result<Remains, ExecutorError> {
     let spared = SeededBug::OrphanedTaskTree.active() || SeededBug::RestartBesideLostTask.active();
-    let task_processes = match TaskCgroup::existing(alloc_id, task_name) {
+    let task_processes = match TaskCgroup::existing(&cfg.cgroup_parent, alloc_id, task_name) {
         Some(cg) if !spared => cg.destroy()?,
         _ => Vec::new(),
     };
@@ -189,6 +195,8 @@ fn spawn_executor(
     let mut cmd = Command::new(&cfg.executor_bin);
     cmd.arg("--run-dir")
         .arg(&cfg.run_dir)
+        .arg("--cgroup-parent")
+        .arg(cfg.cgroup_parent.as_str())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -229,10 +237,18 @@ fn spawn_executor(
         })?;
     match report {
         Ready::Started(info) => Ok(Executor { info }),
-        Ready::Failed(e) => {
-            // EOF comes when the failed executor has exited, so nothing of it outlives launch().
+        Ready::Failed {
+            executor_pid,
+            error,
+        } => {
+            // Opened while it still runs (it exits only after this report),
+            // so the wait is on this executor, never on a reused pid.
+            let pidfd = pidfd_open(executor_pid);
             let _ = std::io::copy(&mut ready, &mut std::io::sink());
-            Err(e)
+            if let Ok(pidfd) = pidfd {
+                wait_exited(pidfd.as_fd())?;
+            }
+            Err(error)
         }
     }
 }

@@ -20,6 +20,10 @@ pub use client::{destroy_remains, launch, Executor, ExecutorConfig, Remains, FAI
 pub use error::ExecutorError;
 pub use fixture::build_busybox_root;
 pub use isolation::caps::DEFAULT_CAPS;
+pub use isolation::cgroup::parent::{
+    auto_parent, choose_parent, CgroupParent, CgroupTree, ParentChoice, Released, AGENT_LEAF,
+    EXECUTORS_LEAF,
+};
 pub use isolation::cgroup::task_cgroup_name;
 pub use isolation::device_filter;
 pub use protocol::{socket_path, spec_file_name, SPEC_FD};

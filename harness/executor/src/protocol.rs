@@ -23,7 +23,13 @@ const MAX_SOCKET_PATH: usize = 107;
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Ready {
     Started(ReattachInfo),
-    Failed(ExecutorError),
+    /// The executor exits right after this: `launch` waits for that by its
+    /// pid, so nothing of it (its place in the executors' cgroup included)
+    /// outlives the launch.
+    Failed {
+        executor_pid: i32,
+        error: ExecutorError,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]

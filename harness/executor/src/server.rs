@@ -2,6 +2,7 @@
 //! answer requests on its Unix socket until told to shut down.
 
 use crate::error::ExecutorError;
+use crate::isolation::cgroup::parent::{self, CgroupParent};
 use crate::isolation::cgroup::TaskCgroup;
 use crate::isolation::{spawn_task, TaskLaunch};
 use crate::logs::RotatingWriter;
@@ -27,7 +28,7 @@ use taskgate_faults::points;
 
 /// Entry point of `taskgate-executor`: the spec is on fd 3, readiness goes to fd 4.
 /// Returns only on a startup failure (after reporting it) or a broken socket.
-pub fn run(run_dir: &Path) -> Result<(), ExecutorError> {
+pub fn run(run_dir: &Path, cgroup_parent: &CgroupParent) -> Result<(), ExecutorError> {
     for fd in [SPEC_FD, READY_FD, LOCK_FD] {
         // Keeps fd 3 open for the process's life (the oracle reads it) but out of the task.
         fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(ExecutorError::io(format!(
@@ -43,7 +44,12 @@ pub fn run(run_dir: &Path) -> Result<(), ExecutorError> {
     // no other executor of the task can start meanwhile (see `task_lock`).
     let _lock = unsafe { File::from_raw_fd(LOCK_FD) };
     daemonize()?;
-    match Supervisor::start(run_dir, &spec_file) {
+    // Out of the agent's cgroup (a login session's, a unit's) into the
+    // parent's executors leaf: the executor outlives the agent, whoever
+    // started it.
+    let started = parent::join_executors(cgroup_parent)
+        .and_then(|()| Supervisor::start(run_dir, cgroup_parent, &spec_file));
+    match started {
         Ok((sup, listener)) => {
             if let Err(e) = protocol::send(&mut *ready, &Ready::Started(sup.info.clone())) {
                 tracing::warn!("the launching engine is gone, serving anyway: {e}");
@@ -52,7 +58,11 @@ pub fn run(run_dir: &Path) -> Result<(), ExecutorError> {
             sup.serve(listener)
         }
         Err(e) => {
-            let _ = protocol::send(&mut *ready, &Ready::Failed(e.clone()));
+            let failed = Ready::Failed {
+                executor_pid: std::process::id() as i32,
+                error: e.clone(),
+            };
+            let _ = protocol::send(&mut *ready, &failed);
             Err(e)
         }
     }
@@ -128,6 +138,7 @@ struct Supervisor {
 impl Supervisor {
     fn start(
         run_dir: &Path,
+        cgroup_parent: &CgroupParent,
         spec_file: &File,
     ) -> Result<(Arc<Supervisor>, UnixListener), ExecutorError> {
         let spec: TaskSpec = serde_json::from_reader(BufReader::new(spec_file))
@@ -144,7 +155,7 @@ impl Supervisor {
             socket: false,
             root: false,
         };
-        match Self::setup(&spec, creds, &mut made) {
+        match Self::setup(&spec, cgroup_parent, creds, &mut made) {
             Ok((task_pid, pidfd, listener, pumps)) => {
                 tracing::info!("task {} started as pid {task_pid}", spec.task_name);
                 let info = ReattachInfo {
@@ -180,10 +191,11 @@ impl Supervisor {
     #[allow(clippy::type_complexity)]
     fn setup(
         spec: &TaskSpec,
+        cgroup_parent: &CgroupParent,
         creds: Credentials,
         made: &mut Leftovers,
     ) -> Result<(Pid, OwnedFd, UnixListener, [JoinHandle<()>; 2]), ExecutorError> {
-        let cgroup = made.cgroup.insert(TaskCgroup::create(spec)?);
+        let cgroup = made.cgroup.insert(TaskCgroup::create(spec, cgroup_parent)?);
         taskgate_faults::fault_point!(points::EX_AFTER_CGROUP, spec.task_name.as_str(), |msg| Err(
             ExecutorError::Injected(msg)
         ));

@@ -34,7 +34,9 @@ pub(crate) fn run(
             .arg("--executor-bin")
             .arg(runner.lab.executor_bin())
             .arg("--restart-seed")
-            .arg(crate::run::RESTART_SEED.to_string());
+            .arg(crate::run::RESTART_SEED.to_string())
+            .arg("--cgroup-parent")
+            .arg(runner.lab.cgroup_parent().as_str());
         for (host, task) in runner.lab.chroot_env() {
             cmd.arg("--chroot-env")
                 .arg(format!("{}:{}", host.display(), task.display()));

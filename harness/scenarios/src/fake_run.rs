@@ -79,6 +79,8 @@ impl FakeRunner<'_> {
                 pids_max: 64,
                 clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
                 restart_seed: crate::run::RESTART_SEED,
+                cgroup_parent: taskgate_executor::CgroupParent::new("/taskgate-unused")
+                    .expect("a valid path"),
             },
             std::sync::Arc::new(driver.clone()),
         )

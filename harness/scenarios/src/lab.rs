@@ -73,6 +73,9 @@ struct Watch {
 pub struct Lab {
     chroot_env: BTreeMap<PathBuf, PathBuf>,
     executor_bin: PathBuf,
+    /// The lab's own cgroup parent, which each run's engine claims (and
+    /// gives back): never a real agent's, nor another lab's.
+    cgroup_parent: taskgate_executor::CgroupParent,
     watch: Arc<Mutex<Option<Watch>>>,
     gate: Option<ExecGate>,
     _marked: MarkedFs,
@@ -99,6 +102,13 @@ impl Lab {
         let chroot_env = taskgate_executor::build_busybox_root(&root)?;
         let bin = marked.path().join("taskgate-executor");
         std::fs::copy(executor_bin, &bin).map_err(io("copying the executor binary to", &bin))?;
+        let unique = work.path().file_name().map_or_else(String::new, |n| {
+            n.to_string_lossy()
+                .trim_start_matches("taskgate-lab.")
+                .to_string()
+        });
+        let cgroup_parent =
+            taskgate_executor::CgroupParent::new(&format!("/taskgate-lab-{unique}"))?;
         let watch: Arc<Mutex<Option<Watch>>> = Arc::new(Mutex::new(None));
         let judge_watch = watch.clone();
         let gate = ExecGate::start(
@@ -109,6 +119,7 @@ impl Lab {
             work: Some(work),
             chroot_env,
             executor_bin: bin,
+            cgroup_parent,
             watch,
             gate: Some(gate),
             _marked: marked,
@@ -130,6 +141,10 @@ impl Lab {
 
     pub fn chroot_env(&self) -> &BTreeMap<PathBuf, PathBuf> {
         &self.chroot_env
+    }
+
+    pub fn cgroup_parent(&self) -> &taskgate_executor::CgroupParent {
+        &self.cgroup_parent
     }
 
     /// The executor binary on the marked filesystem: its exec is gated too.

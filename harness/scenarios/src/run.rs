@@ -275,6 +275,7 @@ impl<'a> Runner<'a> {
             pids_max: 64,
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: RESTART_SEED,
+            cgroup_parent: self.lab.cgroup_parent().clone(),
         }
     }
 

@@ -16,7 +16,8 @@ use taskgate_engine::jobspec::{Group, Job, JobType, Task};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
 use taskgate_engine::{AllocHandle, ClientStatus, Engine, EngineConfig};
 use taskgate_executor::{
-    Executor, ExecutorConfig, LogConfig, ReattachInfo, Resources, Rlimits, TaskSpec,
+    CgroupParent, CgroupTree, Executor, ExecutorConfig, LogConfig, ReattachInfo, Resources,
+    Rlimits, TaskSpec,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -183,8 +184,26 @@ struct Bench {
     chroot_env: BTreeMap<PathBuf, PathBuf>,
     bundle: PathBuf,
     executor: ExecutorConfig,
+    /// The executors' cgroup parent, the bench's own; given back on drop.
+    cgroups: CgroupTree,
     alloc_dir: PathBuf,
     alloc_id: String,
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        if let Err(err) = self.cgroups.release() {
+            eprintln!("warning: giving back {}: {err}", self.cgroups.parent());
+        }
+    }
+}
+
+/// A cgroup parent of the bench's own: `/taskgate-bench-<pid>[-what]`.
+fn bench_cgroup_parent(what: &str) -> anyhow::Result<CgroupParent> {
+    Ok(CgroupParent::new(&format!(
+        "/taskgate-bench-{}{what}",
+        std::process::id()
+    ))?)
 }
 
 impl Bench {
@@ -201,6 +220,8 @@ impl Bench {
             bundle.join("config.json"),
             serde_json::to_vec_pretty(&config)?,
         )?;
+        let cgroup_parent = bench_cgroup_parent("")?;
+        let cgroups = CgroupTree::claim(&cgroup_parent)?;
         Ok(Bench {
             rootfs,
             unshare: on_path("unshare").context("no unshare on PATH: install util-linux")?,
@@ -210,7 +231,9 @@ impl Bench {
             executor: ExecutorConfig {
                 executor_bin: super::sibling_executor()?,
                 run_dir: scratch.dir.join("run"),
+                cgroup_parent,
             },
+            cgroups,
             alloc_dir,
             alloc_id: format!("bench{}", std::process::id()),
         })
@@ -343,6 +366,8 @@ impl Bench {
             pids_max: PIDS_MAX,
             clock: Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: 0,
+            // Its own: the engine gives its parent back when it is dropped.
+            cgroup_parent: bench_cgroup_parent("-engine")?,
         })?;
         let job = engine_job();
         let runtime = super::runtime()?;

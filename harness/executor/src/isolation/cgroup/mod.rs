@@ -1,12 +1,14 @@
-//! The task's cgroup, nested under the executor's own cgroup in every
-//! hierarchy: on v1 per controller (from /proc/self/cgroup), on v2 under the
-//! executor's unified path. The leaf is `taskgate.<alloc_id>.<task_name>`.
+//! The task's cgroup `taskgate.<alloc_id>.<task_name>`, a child of the
+//! cgroup parent the agent owns (see [`parent`]) in every hierarchy: on v2
+//! the unified one, on v1 each controller a task uses.
+
+pub mod parent;
 
 use super::device_filter;
 use crate::error::ExecutorError;
 use crate::spec::{Resources, TaskSpec};
 use crate::sys::{pidfd_open, wait_exited};
-use cgroups_rs::cgroup::{get_cgroups_relative_paths, UNIFIED_MOUNTPOINT};
+use cgroups_rs::cgroup::UNIFIED_MOUNTPOINT;
 use cgroups_rs::cpu::CpuController;
 use cgroups_rs::devices::DevicesController;
 use cgroups_rs::freezer::FreezerController;
@@ -15,28 +17,41 @@ use cgroups_rs::pid::PidController;
 use cgroups_rs::{hierarchies, Cgroup, CgroupPid, Controller, MaxValue};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use parent::{CgroupParent, Layout, V2_CONTROLLERS};
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
-
-/// Controllers the task needs on v2; enabling every available one would also
-/// drag in cpuset/io/hugetlb for nothing.
-const V2_CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
+use std::path::Path;
 
 pub(crate) struct TaskCgroup {
     cg: Cgroup,
 }
 
 impl TaskCgroup {
-    /// Creates the cgroup and applies the limits; on failure nothing is left.
-    pub fn create(spec: &TaskSpec) -> Result<TaskCgroup, ExecutorError> {
+    /// Creates the cgroup under `parent` and applies the limits; on failure
+    /// nothing is left.
+    pub fn create(spec: &TaskSpec, parent: &CgroupParent) -> Result<TaskCgroup, ExecutorError> {
+        let layout = Layout::detect()?;
+        let relative = parent.join(&task_cgroup_name(&spec.alloc_id, &spec.task_name));
         let tc = TaskCgroup {
-            cg: load(&spec.alloc_id, &spec.task_name)?,
+            cg: load(&layout, &relative),
         };
-        tc.cg
-            .create()
-            .map_err(cg_err(format!("create {}", tc.cg.path())))?;
+        let mut made = Vec::new();
+        for dir in layout.dirs(&relative) {
+            match std::fs::create_dir(&dir) {
+                Ok(()) => made.push(dir),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    for dir in made.iter().rev() {
+                        let _ = std::fs::remove_dir(dir);
+                    }
+                    return Err(ExecutorError::io(format!(
+                        "create {} (has an agent claimed cgroup parent {parent}?)",
+                        dir.display()
+                    ))(e));
+                }
+            }
+        }
         if let Err(e) = tc
-            .check_delegated()
+            .check_controllers()
             .and_then(|()| tc.apply(&spec.resources))
             .and_then(|()| tc.restrict_devices())
         {
@@ -47,9 +62,10 @@ impl TaskCgroup {
         Ok(tc)
     }
 
-    /// On v2 a parent cgroup that holds processes cannot enable controllers
-    /// for its children; say so instead of failing later on a missing file.
-    fn check_delegated(&self) -> Result<(), ExecutorError> {
+    /// On v2 a parent that did not enable the task controllers for its
+    /// children (one no agent claimed) leaves them out of the task cgroup;
+    /// say so instead of failing later on a missing file.
+    fn check_controllers(&self) -> Result<(), ExecutorError> {
         if !self.cg.v2() {
             return Ok(());
         }
@@ -66,7 +82,7 @@ impl TaskCgroup {
         }
         Err(ExecutorError::Cgroup(format!(
             "controllers {missing:?} are not enabled for {} \
-             (a cgroup v2 parent holding processes cannot delegate them)",
+             (no agent has claimed its parent)",
             dir.display()
         )))
     }
@@ -94,11 +110,12 @@ impl TaskCgroup {
             .try_for_each(|r| write("devices.allow", &r.v1_entry()))
     }
 
-    /// The task's cgroup if it exists: what a crashed executor left behind.
-    /// Only valid in a process that shares the executor's cgroups (its launcher).
-    pub fn existing(alloc_id: &str, task_name: &str) -> Option<TaskCgroup> {
-        load(alloc_id, task_name)
-            .ok()
+    /// The task's cgroup under `parent` if it exists: what a crashed
+    /// executor left behind.
+    pub fn existing(parent: &CgroupParent, alloc_id: &str, task_name: &str) -> Option<TaskCgroup> {
+        let layout = Layout::detect().ok()?;
+        let relative = parent.join(&task_cgroup_name(alloc_id, task_name));
+        Some(load(&layout, &relative))
             .filter(Cgroup::exists)
             .map(|cg| TaskCgroup { cg })
     }
@@ -216,32 +233,11 @@ pub fn task_cgroup_name(alloc_id: &str, task_name: &str) -> String {
     format!("taskgate.{alloc_id}.{task_name}")
 }
 
-/// A handle on the task's cgroup below this process's own cgroups.
-fn load(alloc_id: &str, task_name: &str) -> Result<Cgroup, ExecutorError> {
-    let hier = hierarchies::auto();
-    let leaf = task_cgroup_name(alloc_id, task_name);
-    if hier.v2() {
-        let path = own_v2_path()?.join(&leaf);
-        let controllers = V2_CONTROLLERS.iter().map(|c| c.to_string()).collect();
-        Ok(Cgroup::load_with_specified_controllers(
-            hier,
-            path,
-            controllers,
-        ))
-    } else {
-        let relative = get_cgroups_relative_paths().map_err(cg_err("read /proc/self/cgroup"))?;
-        Ok(Cgroup::load_with_relative_paths(hier, &leaf, relative))
-    }
-}
-
-/// The executor's own cgroup from the `0::<path>` line, relative to the unified root.
-fn own_v2_path() -> Result<PathBuf, ExecutorError> {
-    let text = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(ExecutorError::io("read /proc/self/cgroup"))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(|p| Path::new(p.trim_start_matches('/')).to_path_buf())
-        .ok_or_else(|| ExecutorError::Cgroup("no unified entry in /proc/self/cgroup".into()))
+/// A handle (cgroups-rs's) on the cgroup at `relative` in the hierarchies a
+/// task uses. Created by the caller: cgroups-rs's own create would enable
+/// controllers in every cgroup above, the root's included.
+fn load(layout: &Layout, relative: &str) -> Cgroup {
+    Cgroup::load_with_specified_controllers(hierarchies::auto(), relative, layout.controllers())
 }
 
 /// runc's mapping of cpu.shares [2, 262144] onto cpu.weight [1, 10000].

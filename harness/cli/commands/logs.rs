@@ -1,0 +1,195 @@
+//! `taskgate logs ALLOC [TASK] [-f] [--stderr]`: a task's stdout (or
+//! stderr), as Nomad's `alloc logs`: every rotated file from the oldest the
+//! executor kept, in order. With `-f` it waits for more, across rotations,
+//! on inotify events (never a timed poll), until the allocation finishes.
+
+use super::agent_config::ClientArgs;
+use super::status::{find_alloc, read_status};
+use anyhow::Context;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use taskgate_engine::agent::AllocEntry;
+use taskgate_engine::control::{self, ControlAnswer, ControlRequest};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The allocation's id, or a unique prefix of it.
+    pub alloc: String,
+    /// The task (may be left out when the allocation has one task).
+    pub task: Option<String>,
+    /// Keep printing what the task writes, until the allocation finishes.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// The task's stderr instead of its stdout.
+    #[arg(long)]
+    pub stderr: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let entries = read_status(&args.client)?;
+    let entry = find_alloc(&entries, &args.alloc, &args.client.data_dir)?;
+    let task = task_name(entry, args.task.as_deref())?;
+    let stream = if args.stderr { "stderr" } else { "stdout" };
+    let mut log = LogFiles::new(logs_dir(entry), format!("{task}.{stream}"));
+    let mut out = std::io::stdout().lock();
+    if !args.follow || entry.alloc.client.is_terminal() {
+        return Ok(log.copy_to(&mut out)?);
+    }
+    // Watched before the first read, so nothing written after it is missed.
+    let watch = LogWatch::new(log.dir())?;
+    // The agent says when the allocation ends. Without one nothing can end
+    // it: follow until interrupted, as `tail -f` does.
+    let follow = ControlRequest::Follow {
+        alloc: entry.alloc.alloc_id.clone(),
+    };
+    let mut end = control::send(&args.client.data_dir, &follow).ok();
+    log.copy_to(&mut out)?;
+    loop {
+        if watch.wait(end.as_ref().map(|r| r.socket()))? {
+            match end.as_mut().map(|r| r.next_answer()) {
+                // The executors drained their pipes before their tasks'
+                // exits were reported: what is on disk now is all there is.
+                Some(Ok(ControlAnswer::Finished(_))) => return Ok(log.copy_to(&mut out)?),
+                Some(Ok(_)) | None => {}
+                // The agent went away; a successor may go on.
+                Some(Err(_)) => end = None,
+            }
+        }
+        log.copy_to(&mut out)?;
+    }
+}
+
+/// The task the user named, or the alloc's only task.
+fn task_name(entry: &AllocEntry, given: Option<&str>) -> anyhow::Result<String> {
+    let tasks: Vec<String> = entry.alloc.tasks().into_iter().map(|t| t.name).collect();
+    match given {
+        Some(task) if tasks.iter().any(|t| t == task) => Ok(task.to_string()),
+        Some(task) => anyhow::bail!(
+            "allocation {} has no task {task:?} (its tasks: {})",
+            entry.alloc.alloc_id,
+            tasks.join(", ")
+        ),
+        None if tasks.len() == 1 => Ok(tasks[0].clone()),
+        None => anyhow::bail!(
+            "allocation {} has {} tasks: name one ({})",
+            entry.alloc.alloc_id,
+            tasks.len(),
+            tasks.join(", ")
+        ),
+    }
+}
+
+/// `<alloc dir>/alloc/logs`, where the executors write.
+pub fn logs_dir(entry: &AllocEntry) -> PathBuf {
+    entry.alloc.alloc_dir.join("alloc").join("logs")
+}
+
+/// One stream's rotated files, `<base>.0`, `<base>.1`, …: the executor
+/// writes the highest index and deletes the oldest beyond its limit.
+pub struct LogFiles {
+    dir: PathBuf,
+    base: String,
+    /// The file being read and its index; kept open, so a file rotated away
+    /// is still read to its end.
+    current: Option<(u64, File)>,
+}
+
+impl LogFiles {
+    pub fn new(dir: PathBuf, base: String) -> LogFiles {
+        LogFiles {
+            dir,
+            base,
+            current: None,
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Copies everything written since the last call.
+    pub fn copy_to(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        loop {
+            if self.current.is_none() {
+                let Some(first) = self.indexes()?.first().copied() else {
+                    return out.flush();
+                };
+                self.current = Some((first, self.open(first)?));
+            }
+            let (index, mut file) = self.current.take().expect("opened above");
+            std::io::copy(&mut file, out)?;
+            let Some(next) = self.indexes()?.into_iter().find(|i| *i > index) else {
+                self.current = Some((index, file));
+                return out.flush();
+            };
+            // The writer never writes a file again once it made the next:
+            // read this one to its end before moving on.
+            std::io::copy(&mut file, out)?;
+            self.current = Some((next, self.open(next)?));
+        }
+    }
+
+    fn open(&self, index: u64) -> std::io::Result<File> {
+        File::open(self.dir.join(format!("{}.{index}", self.base)))
+    }
+
+    /// Indexes of the files there now, ascending.
+    fn indexes(&self) -> std::io::Result<Vec<u64>> {
+        let prefix = format!("{}.", self.base);
+        let mut found: Vec<u64> = std::fs::read_dir(&self.dir)?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_prefix(&prefix)?.parse().ok())
+            .collect();
+        found.sort_unstable();
+        Ok(found)
+    }
+}
+
+/// Wakes on every change in the logs dir (a write, a new file).
+struct LogWatch {
+    inotify: Inotify,
+}
+
+impl LogWatch {
+    fn new(dir: &Path) -> anyhow::Result<LogWatch> {
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC).context("inotify_init")?;
+        let flags = AddWatchFlags::IN_MODIFY
+            | AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_CLOSE_WRITE;
+        inotify
+            .add_watch(dir, flags)
+            .with_context(|| format!("watching {}", dir.display()))?;
+        Ok(LogWatch { inotify })
+    }
+
+    /// Blocks until the logs changed (`false`) or `end` has something to
+    /// say (`true`).
+    fn wait(&self, end: Option<&std::os::unix::net::UnixStream>) -> anyhow::Result<bool> {
+        let mut fds = vec![PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
+        if let Some(socket) = end {
+            fds.push(PollFd::new(socket.as_fd(), PollFlags::POLLIN));
+        }
+        loop {
+            match poll(&mut fds, PollTimeout::NONE) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e).context("waiting for the logs"),
+                Ok(_) => break,
+            }
+        }
+        let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+        if ready(&fds[0]) {
+            // Only that something changed matters, not what.
+            self.inotify
+                .read_events()
+                .context("reading inotify events")?;
+        }
+        Ok(fds.get(1).is_some_and(ready))
+    }
+}

@@ -1,0 +1,34 @@
+//! `taskgate stop ALLOC [--detach]`: Nomad's `alloc stop`, sent to the
+//! agent serving the data dir. Without `--detach` it prints the
+//! allocation's events until it has finished.
+
+use super::agent_config::ClientArgs;
+use super::run::follow_remote;
+use taskgate_engine::control::{self, ControlRequest};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The allocation's id, or a unique prefix of it.
+    pub alloc: String,
+    /// Return once the stop is delivered, not once the allocation finished.
+    #[arg(long)]
+    pub detach: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let data_dir = &args.client.data_dir;
+    let stop = ControlRequest::Stop {
+        alloc: args.alloc.clone(),
+    };
+    super::expect_done(control::request(data_dir, &stop)?)?;
+    super::say!("==> stop sent to alloc {}", args.alloc);
+    if args.detach {
+        return Ok(());
+    }
+    let follow = ControlRequest::Follow { alloc: args.alloc };
+    let status = follow_remote(control::send(data_dir, &follow)?)?;
+    super::say!("==> alloc finished: {:?}", status.client);
+    Ok(())
+}

@@ -1,0 +1,334 @@
+//! The agent: one engine and every allocation it runs, by id. What
+//! `taskgate agent` serves on its control socket, what a foreground
+//! `taskgate run` is while it runs, and what the harness's killed agents
+//! restore: one place for placing, restoring, stopping, restarting,
+//! following and listing allocations.
+
+use crate::alloc::{AllocStatus, RestartRefused, RestartScope};
+use crate::alloc_runner::{AllocControl, AllocHandle};
+use crate::control::ControlError;
+use crate::engine::{Engine, EngineError, SkippedAlloc};
+use crate::jobspec::Job;
+use crate::state::{AllocRecord, StateError, TaskRecord};
+use crate::task_state::TaskEvent;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::{broadcast, watch};
+
+/// Events a follower may fall behind by before it is told it missed some.
+const FOLLOW_BACKLOG: usize = 4096;
+
+/// One allocation and its tasks, as the state database holds them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocEntry {
+    pub alloc: AllocRecord,
+    pub tasks: Vec<TaskRecord>,
+}
+
+/// An allocation this agent runs.
+#[derive(Clone)]
+struct Live {
+    control: AllocControl,
+    events: broadcast::Sender<TaskEvent>,
+    finished: watch::Receiver<Option<AllocStatus>>,
+}
+
+/// The events of one allocation from the moment of subscribing, and its end.
+pub struct Following {
+    pub alloc_id: String,
+    events: broadcast::Receiver<TaskEvent>,
+    finished: watch::Receiver<Option<AllocStatus>>,
+}
+
+/// What a follower gets next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Followed {
+    Event(TaskEvent),
+    /// The follower fell this many events behind and lost them.
+    Missed(u64),
+    /// Every task is dead: the allocation's final status.
+    Finished(AllocStatus),
+}
+
+impl Following {
+    /// The next event, or the end once every event before it was given.
+    pub async fn next(&mut self) -> Followed {
+        loop {
+            if let Some(status) = *self.finished.borrow() {
+                // Every event was sent before the end was published.
+                return match self.events.try_recv() {
+                    Ok(event) => Followed::Event(event),
+                    Err(broadcast::error::TryRecvError::Lagged(n)) => Followed::Missed(n),
+                    Err(_) => Followed::Finished(status),
+                };
+            }
+            tokio::select! {
+                event = self.events.recv() => match event {
+                    Ok(event) => return Followed::Event(event),
+                    Err(broadcast::error::RecvError::Lagged(n)) => return Followed::Missed(n),
+                    // The sender goes with the alloc's end, published first.
+                    Err(broadcast::error::RecvError::Closed) => {
+                        let _ = self.finished.changed().await;
+                    }
+                },
+                _ = self.finished.changed() => {}
+            }
+        }
+    }
+}
+
+pub struct Agent {
+    engine: Engine,
+    live: Mutex<BTreeMap<String, Live>>,
+    /// How many allocations are live: idle at zero.
+    count: watch::Sender<usize>,
+}
+
+impl Agent {
+    pub fn new(engine: Engine) -> Arc<Agent> {
+        Arc::new(Agent {
+            engine,
+            live: Mutex::default(),
+            count: watch::Sender::new(0),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Restores every allocation a previous agent left unfinished, by the
+    /// engine's restore rules, and follows each from its first event.
+    /// Call within a Tokio runtime.
+    pub fn restore(self: &Arc<Self>) -> Result<(Vec<Following>, Vec<SkippedAlloc>), EngineError> {
+        let restored = self.engine.restore()?;
+        let following = restored.allocs.into_iter().map(|h| self.adopt(h)).collect();
+        Ok((following, restored.skipped))
+    }
+
+    /// Places `job`'s first group (or the named one) and follows it from its
+    /// first event. Call within a Tokio runtime.
+    pub fn submit(
+        self: &Arc<Self>,
+        job: &Job,
+        group: Option<&str>,
+    ) -> Result<Following, EngineError> {
+        let handle = self.engine.submit(job, group)?;
+        Ok(self.adopt(handle))
+    }
+
+    /// Starts forwarding a running alloc's events to its followers; the
+    /// first follower subscribes before any event can be sent.
+    fn adopt(self: &Arc<Self>, handle: AllocHandle) -> Following {
+        let alloc_id = handle.alloc_id.clone();
+        let (events, first) = broadcast::channel(FOLLOW_BACKLOG);
+        let (done, finished) = watch::channel(None);
+        let live = Live {
+            control: handle.control(),
+            events: events.clone(),
+            finished: finished.clone(),
+        };
+        self.lock().insert(alloc_id.clone(), live);
+        self.count.send_modify(|n| *n += 1);
+        let agent = Arc::downgrade(self);
+        let id = alloc_id.clone();
+        let (mut stream, waiter) = handle.into_parts();
+        tokio::spawn(async move {
+            let mut wait = Box::pin(waiter.wait());
+            let summary = loop {
+                tokio::select! {
+                    summary = &mut wait => break summary,
+                    Some(event) = stream.recv() => { let _ = events.send(event); }
+                }
+            };
+            while let Ok(event) = stream.try_recv() {
+                let _ = events.send(event);
+            }
+            done.send_replace(Some(summary.status));
+            if let Some(agent) = agent.upgrade() {
+                agent.lock().remove(&id);
+                agent.count.send_modify(|n| *n -= 1);
+            }
+        });
+        Following {
+            alloc_id,
+            events: first,
+            finished,
+        }
+    }
+
+    /// How many allocations run now.
+    pub fn live_count(&self) -> usize {
+        *self.count.borrow()
+    }
+
+    /// Resolves once no allocation runs.
+    pub async fn idle(&self) {
+        let mut count = self.count.subscribe();
+        let _ = count.wait_for(|n| *n == 0).await;
+    }
+
+    /// The control of a running allocation, by id or unique prefix.
+    pub fn control(&self, alloc: &str) -> Result<(String, AllocControl), ControlError> {
+        let (id, live) = self.find_live(alloc)?;
+        Ok((id, live.control))
+    }
+
+    /// Sends a stop to a running allocation; returns its id.
+    pub fn stop(&self, alloc: &str) -> Result<String, ControlError> {
+        let (id, live) = self.find_live(alloc)?;
+        live.control.stop();
+        Ok(id)
+    }
+
+    /// Stops every running allocation (a drain); returns their ids.
+    pub fn stop_all(&self) -> Vec<String> {
+        let live = self.lock().clone();
+        for entry in live.values() {
+            entry.control.stop();
+        }
+        live.into_keys().collect()
+    }
+
+    /// Nomad's `alloc restart` of a running allocation.
+    pub async fn restart(&self, alloc: &str, scope: RestartScope) -> Result<(), ControlError> {
+        match self.find_live(alloc) {
+            Ok((_, live)) => Ok(live.control.restart(scope).await?),
+            Err(ControlError::Finished { .. }) => Err(RestartRefused::AllocFinished.into()),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Follows an allocation from now on: a running one's events and end,
+    /// or a finished one's end at once.
+    pub fn follow(&self, alloc: &str) -> Result<Following, ControlError> {
+        match self.find_live(alloc) {
+            Ok((alloc_id, live)) => Ok(Following {
+                alloc_id,
+                events: live.events.subscribe(),
+                finished: live.finished,
+            }),
+            Err(ControlError::Finished { alloc_id, status }) => {
+                let (_, events) = broadcast::channel(1);
+                Ok(Following {
+                    alloc_id,
+                    events,
+                    finished: watch::channel(Some(status)).1,
+                })
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Every allocation in the state database, with its tasks.
+    pub fn status(&self) -> Result<Vec<AllocEntry>, StateError> {
+        read_entries(&self.engine)
+    }
+
+    /// A running allocation by id or unique prefix; one that has finished
+    /// is named as such.
+    fn find_live(&self, name: &str) -> Result<(String, Live), ControlError> {
+        let found = {
+            let live = self.lock();
+            find_id(live.keys(), name).map(|id| (id.clone(), live[&id].clone()))
+        };
+        match found {
+            Err(ControlError::NoSuchAlloc(_)) => {
+                let record = self.find_recorded(name)?;
+                Err(ControlError::Finished {
+                    alloc_id: record.alloc_id,
+                    status: AllocStatus {
+                        desired: record.desired,
+                        client: record.client,
+                    },
+                })
+            }
+            found => found,
+        }
+    }
+
+    /// A finished allocation's record, by id or unique prefix.
+    fn find_recorded(&self, name: &str) -> Result<AllocRecord, ControlError> {
+        let records = self
+            .engine
+            .state()
+            .allocs()
+            .map_err(|e| ControlError::State(e.to_string()))?;
+        let ids: Vec<String> = records.iter().map(|r| r.alloc_id.clone()).collect();
+        let id = find_id(ids.iter(), name)?;
+        Ok(records
+            .into_iter()
+            .find(|r| r.alloc_id == id)
+            .expect("found among these records"))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Live>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Every allocation of `engine`'s state database, with its tasks.
+pub fn read_entries(engine: &Engine) -> Result<Vec<AllocEntry>, StateError> {
+    let state = engine.state();
+    state
+        .allocs()?
+        .into_iter()
+        .map(|alloc| {
+            let tasks = state.tasks(&alloc.alloc_id)?;
+            Ok(AllocEntry { alloc, tasks })
+        })
+        .collect()
+}
+
+/// The id `name` is, or else the one it is a unique prefix of, as Nomad
+/// allows.
+pub fn find_id<'a>(
+    ids: impl Iterator<Item = &'a String>,
+    name: &str,
+) -> Result<String, ControlError> {
+    let ids: Vec<&String> = ids.collect();
+    if let Some(id) = ids.iter().find(|id| **id == name) {
+        return Ok((*id).clone());
+    }
+    // An empty name is no one's prefix: it must not pick a lone alloc.
+    let matches: Vec<String> = (ids.into_iter())
+        .filter(|id| !name.is_empty() && id.starts_with(name))
+        .cloned()
+        .collect();
+    match matches.as_slice() {
+        [] => Err(ControlError::NoSuchAlloc(name.to_string())),
+        [id] => Ok(id.clone()),
+        _ => Err(ControlError::AmbiguousAlloc {
+            prefix: name.to_string(),
+            matches,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alloc_is_named_by_its_id_or_a_unique_prefix() {
+        let ids: Vec<String> = ["5f0c", "5f1d", "77"].map(String::from).to_vec();
+        assert_eq!(find_id(ids.iter(), "5f0c").unwrap(), "5f0c");
+        assert_eq!(find_id(ids.iter(), "7").unwrap(), "77");
+        assert_eq!(
+            find_id(ids.iter(), "5f"),
+            Err(ControlError::AmbiguousAlloc {
+                prefix: "5f".into(),
+                matches: vec!["5f0c".into(), "5f1d".into()]
+            })
+        );
+        assert_eq!(
+            find_id(ids.iter(), ""),
+            Err(ControlError::NoSuchAlloc(String::new()))
+        );
+        assert_eq!(
+            find_id(ids.iter(), "9"),
+            Err(ControlError::NoSuchAlloc("9".into()))
+        );
+    }
+}

@@ -1,0 +1,196 @@
+//! The agent's side of the control socket: each connection is answered on
+//! the Tokio runtime, concurrently with every other.
+
+use super::{
+    socket_path, BindError, ControlAnswer, ControlError, ControlReply, ControlRequest,
+    MAX_REQUEST_BYTES,
+};
+use crate::agent::{Agent, Followed, Following};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// The pause after a failed accept.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Serves the control socket until dropped; the drop removes the socket file.
+pub struct ControlServer {
+    path: PathBuf,
+    accepting: JoinHandle<()>,
+    drained: Arc<Notify>,
+}
+
+impl ControlServer {
+    /// Binds `<data_dir>/run/control.sock` (whose dir the engine made) and
+    /// serves `agent` on it. A socket file nobody answers on is a dead
+    /// agent's, and replaced. Call within a Tokio runtime.
+    pub fn bind(data_dir: &Path, agent: Arc<Agent>) -> Result<ControlServer, BindError> {
+        let path = socket_path(data_dir);
+        let io = |what| {
+            let path = path.clone();
+            move |source| BindError::Io { what, path, source }
+        };
+        if path.symlink_metadata().is_ok() {
+            if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+                return Err(BindError::AlreadyServed(path));
+            }
+            std::fs::remove_file(&path).map_err(io("removing the stale socket"))?;
+        }
+        let listener = tokio::net::UnixListener::bind(&path).map_err(io("binding"))?;
+        let drained = Arc::new(Notify::new());
+        let on_drain = drained.clone();
+        let accepting = tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        tokio::spawn(answer(stream, agent.clone(), on_drain.clone()));
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "accepting a control connection");
+                        // Out of fds, say: give some time to close rather
+                        // than spin on the same error.
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    }
+                }
+            }
+        });
+        Ok(ControlServer {
+            path,
+            accepting,
+            drained,
+        })
+    }
+
+    /// Resolves once a drain request was carried out: every allocation
+    /// stopped and finished. The agent exits then.
+    pub async fn drained(&self) {
+        self.drained.notified().await
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.accepting.abort();
+        if let Err(err) = std::fs::remove_file(&self.path) {
+            tracing::warn!(path = %self.path.display(), error = %err, "removing the control socket");
+        }
+    }
+}
+
+/// Reads one request, carries it out, writes the reply (or the stream of
+/// them) and hangs up.
+async fn answer(stream: tokio::net::UnixStream, agent: Arc<Agent>, drained: Arc<Notify>) {
+    let (read, mut write) = stream.into_split();
+    let request = match read_request(read).await {
+        Ok(request) => request,
+        Err(err) => return send(&mut write, &Err(err)).await.unwrap_or(()),
+    };
+    let following = match carry_out(request, &agent, &drained).await {
+        Ok(Reply::Line(answer)) => return send(&mut write, &Ok(answer)).await.unwrap_or(()),
+        Ok(Reply::Placed(following)) => {
+            let placed = ControlAnswer::Placed {
+                alloc_id: following.alloc_id.clone(),
+            };
+            if send(&mut write, &Ok(placed)).await.is_err() {
+                return;
+            }
+            following
+        }
+        Ok(Reply::Follow(following)) => following,
+        Err(err) => return send(&mut write, &Err(err)).await.unwrap_or(()),
+    };
+    stream_events(following, write).await
+}
+
+/// What a request is answered with.
+enum Reply {
+    Line(ControlAnswer),
+    /// Placed; its events follow.
+    Placed(Following),
+    Follow(Following),
+}
+
+async fn carry_out(
+    request: ControlRequest,
+    agent: &Arc<Agent>,
+    drained: &Notify,
+) -> Result<Reply, ControlError> {
+    match request {
+        ControlRequest::Restart { alloc, scope } => {
+            tracing::info!(alloc, %scope, "restart requested on the control socket");
+            agent.restart(&alloc, scope).await?;
+            Ok(Reply::Line(ControlAnswer::Done))
+        }
+        ControlRequest::Submit { job, group, follow } => {
+            let following = agent
+                .submit(&job, group.as_deref())
+                .map_err(|e| ControlError::NotPlaced(e.to_string()))?;
+            tracing::info!(alloc = following.alloc_id, job = job.name, "placed");
+            if follow {
+                Ok(Reply::Placed(following))
+            } else {
+                let alloc_id = following.alloc_id;
+                Ok(Reply::Line(ControlAnswer::Placed { alloc_id }))
+            }
+        }
+        ControlRequest::Stop { alloc } => {
+            let id = agent.stop(&alloc)?;
+            tracing::info!(alloc = id, "stop requested on the control socket");
+            Ok(Reply::Line(ControlAnswer::Done))
+        }
+        ControlRequest::Status => agent
+            .status()
+            .map(|entries| Reply::Line(ControlAnswer::Status(entries)))
+            .map_err(|e| ControlError::State(e.to_string())),
+        ControlRequest::Follow { alloc } => Ok(Reply::Follow(agent.follow(&alloc)?)),
+        ControlRequest::Drain => {
+            let stopped = agent.stop_all();
+            tracing::info!(allocs = stopped.len(), "drain: stopping every allocation");
+            agent.idle().await;
+            drained.notify_one();
+            Ok(Reply::Line(ControlAnswer::Done))
+        }
+    }
+}
+
+/// Writes each event of the allocation as it happens, then its end.
+async fn stream_events(mut following: Following, mut write: OwnedWriteHalf) {
+    loop {
+        let (answer, last) = match following.next().await {
+            Followed::Event(event) => (ControlAnswer::Event(event), false),
+            Followed::Missed(n) => (ControlAnswer::Missed(n), false),
+            Followed::Finished(status) => (ControlAnswer::Finished(status), true),
+        };
+        // A follower that hung up stops the stream, not the allocation.
+        if send(&mut write, &Ok(answer)).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+async fn send(write: &mut OwnedWriteHalf, reply: &ControlReply) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(reply).expect("a reply serialises");
+    line.push(b'\n');
+    write.write_all(&line).await.inspect_err(|err| {
+        tracing::debug!(error = %err, "the control client left before the reply");
+    })
+}
+
+async fn read_request(
+    read: impl tokio::io::AsyncRead + Unpin,
+) -> Result<ControlRequest, ControlError> {
+    let mut line = Vec::new();
+    tokio::io::BufReader::new(read.take(MAX_REQUEST_BYTES as u64 + 1))
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(|err| ControlError::BadRequest(format!("reading the request: {err}")))?;
+    if line.len() > MAX_REQUEST_BYTES {
+        return Err(ControlError::BadRequest(format!(
+            "the request is longer than {MAX_REQUEST_BYTES} bytes"
+        )));
+    }
+    serde_json::from_slice(&line).map_err(|err| ControlError::BadRequest(err.to_string()))
+}

@@ -1,0 +1,694 @@
+//! The one cgroup subtree an agent owns, and how it claims and gives it
+//! back. Every task cgroup is a child of the agent's parent, never of
+//! whatever cgroup a process happens to be in:
+//!
+//! ```text
+//! <parent>/                           cpu, memory, pids enabled for children (v2)
+//! <parent>/executors                  every executor: they outlive the agent
+//! <parent>/agent                      the agent, when it was started in the parent itself
+//! <parent>/taskgate.<alloc>.<task>    one per task
+//! ```
+//!
+//! On v1 the same relative paths exist in each controller a task uses. The
+//! agent touches no cgroup outside its parent: it creates the parent (and
+//! only the parent, never what is above it), marks what it made or changed
+//! with `trusted.taskgate.*` extended attributes on the parent, and
+//! [`CgroupTree::release`] undoes exactly that once no task lives there.
+
+use crate::error::ExecutorError;
+use cgroups_rs::hierarchies::{self, UNIFIED_MOUNTPOINT, V1};
+use cgroups_rs::Controllers;
+use serde::{Deserialize, Serialize};
+use std::ffi::CString;
+use std::io::ErrorKind;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// The leaf every executor moves into before it starts its task.
+pub const EXECUTORS_LEAF: &str = "executors";
+/// The leaf an agent started inside its parent moves into: on v2 a cgroup
+/// that gives controllers to its children may hold no process itself.
+pub const AGENT_LEAF: &str = "agent";
+/// The parent an agent creates when none is delegated or given (as Nomad's
+/// `nomad.slice`).
+pub const DEDICATED_V2: &str = "/taskgate.slice";
+pub const DEDICATED_V1: &str = "/taskgate";
+
+/// Controllers a task needs on v2; enabling every available one would also
+/// drag in cpuset/io/hugetlb for nothing.
+pub(crate) const V2_CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
+/// The v1 hierarchies a task cgroup lives in. Never cpuset (a new cpuset
+/// cgroup has no CPUs until someone copies them in) and never systemd's
+/// own `name=systemd`.
+pub(crate) const V1_CONTROLLERS: [&str; 5] = ["memory", "pids", "cpu", "devices", "freezer"];
+
+/// On a parent: "1" when taskgate created it (and removes it once empty).
+const CREATED_MARK: &str = "trusted.taskgate.created";
+/// On a v2 parent taskgate did not create: the controllers it enabled for
+/// the parent's children, disabled again on release.
+const ENABLED_MARK: &str = "trusted.taskgate.enabled";
+/// How systemd marks a cgroup it delegated (`Delegate=yes`).
+const DELEGATE_MARKS: [&str; 2] = ["trusted.delegate", "user.delegate"];
+
+/// A cgroup path from the hierarchy's root (`/taskgate.slice`), the same
+/// in every hierarchy. Never the root itself.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CgroupParent(String);
+
+impl CgroupParent {
+    pub fn new(path: &str) -> Result<CgroupParent, ExecutorError> {
+        let bad = |why: &str| {
+            Err(ExecutorError::Cgroup(format!(
+                "cgroup parent {path:?} {why}"
+            )))
+        };
+        if !path.starts_with('/') {
+            return bad("must be a path from the hierarchy's root, such as /taskgate.slice");
+        }
+        let trimmed = path.trim_matches('/');
+        if trimmed.is_empty() {
+            return bad("is the root cgroup, which no agent owns");
+        }
+        for part in trimmed.split('/') {
+            if part.is_empty() || part == "." || part == ".." {
+                return bad("must not hold empty, `.` or `..` components");
+            }
+            if part.starts_with("cgroup.") || part.contains(['\n', '\0']) {
+                return bad("holds a name the kernel keeps for itself");
+            }
+        }
+        Ok(CgroupParent(format!("/{trimmed}")))
+    }
+
+    /// The parent an agent creates for itself on this layout.
+    pub fn dedicated(v2: bool) -> CgroupParent {
+        CgroupParent(if v2 { DEDICATED_V2 } else { DEDICATED_V1 }.to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the parent's cgroup exists on this host (in every hierarchy
+    /// a task uses).
+    pub fn exists(&self) -> bool {
+        Layout::detect().is_ok_and(|layout| layout.dirs(self.relative()).iter().all(|d| d.is_dir()))
+    }
+
+    /// The path relative to each hierarchy's root.
+    pub(crate) fn relative(&self) -> &str {
+        self.0.trim_start_matches('/')
+    }
+
+    /// `leaf` under this parent, relative to each hierarchy's root.
+    pub(crate) fn join(&self, leaf: &str) -> String {
+        format!("{}/{leaf}", self.relative())
+    }
+}
+
+impl std::fmt::Display for CgroupParent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for CgroupParent {
+    type Err = ExecutorError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CgroupParent::new(s)
+    }
+}
+
+impl TryFrom<String> for CgroupParent {
+    type Error = ExecutorError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        CgroupParent::new(&s)
+    }
+}
+
+impl From<CgroupParent> for String {
+    fn from(p: CgroupParent) -> String {
+        p.0
+    }
+}
+
+/// The host's cgroup layout: the unified hierarchy, or the v1 controller
+/// mounts a task uses.
+#[derive(Debug, Clone)]
+pub(crate) enum Layout {
+    V2,
+    V1 { mounts: Vec<PathBuf> },
+}
+
+impl Layout {
+    pub fn detect() -> Result<Layout, ExecutorError> {
+        if hierarchies::is_cgroup2_unified_mode() {
+            return Ok(Layout::V2);
+        }
+        let v1 = V1::new();
+        let mut mounts = Vec::new();
+        for name in V1_CONTROLLERS {
+            let mount = v1.get_mount_point(v1_controller(name)).ok_or_else(|| {
+                ExecutorError::Cgroup(format!("the cgroup v1 {name} controller is not mounted"))
+            })?;
+            // cpu shares its mount with cpuacct on most hosts.
+            if !mounts.contains(&mount) {
+                mounts.push(mount);
+            }
+        }
+        Ok(Layout::V1 { mounts })
+    }
+
+    pub fn v2(&self) -> bool {
+        matches!(self, Layout::V2)
+    }
+
+    /// The directory of `relative` in every hierarchy taskgate uses.
+    pub fn dirs(&self, relative: &str) -> Vec<PathBuf> {
+        match self {
+            Layout::V2 => vec![Path::new(UNIFIED_MOUNTPOINT).join(relative)],
+            Layout::V1 { mounts } => mounts.iter().map(|m| m.join(relative)).collect(),
+        }
+    }
+
+    /// The controller names cgroups-rs is told to handle.
+    pub fn controllers(&self) -> Vec<String> {
+        let names: &[&str] = if self.v2() {
+            &V2_CONTROLLERS
+        } else {
+            &V1_CONTROLLERS
+        };
+        names.iter().map(|c| c.to_string()).collect()
+    }
+}
+
+fn v1_controller(name: &str) -> Controllers {
+    match name {
+        "memory" => Controllers::Mem,
+        "pids" => Controllers::Pids,
+        "cpu" => Controllers::Cpu,
+        "devices" => Controllers::Devices,
+        "freezer" => Controllers::Freezer,
+        other => unreachable!("{other} is not in V1_CONTROLLERS"),
+    }
+}
+
+/// How an agent's parent was chosen when none was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParentChoice {
+    /// systemd delegated this cgroup and started the agent in a leaf of
+    /// it (`Delegate=yes` with `DelegateSubgroup=`, systemd 254 and later).
+    Delegated(CgroupParent),
+    /// A parent of taskgate's own; `note` says why a delegated cgroup was
+    /// not used.
+    Dedicated {
+        parent: CgroupParent,
+        note: Option<String>,
+    },
+}
+
+impl ParentChoice {
+    pub fn parent(&self) -> &CgroupParent {
+        match self {
+            ParentChoice::Delegated(parent) | ParentChoice::Dedicated { parent, .. } => parent,
+        }
+    }
+}
+
+impl std::fmt::Display for ParentChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParentChoice::Delegated(p) => write!(f, "{p} (delegated by systemd)"),
+            ParentChoice::Dedicated { parent, note: None } => {
+                write!(f, "{parent} (taskgate's own)")
+            }
+            ParentChoice::Dedicated {
+                parent,
+                note: Some(note),
+            } => write!(f, "{parent} (taskgate's own: {note})"),
+        }
+    }
+}
+
+/// Chooses the parent for an agent in cgroup `own` (its v2 path; `None` on
+/// v1), given which cgroups systemd marks as delegated.
+pub fn choose_parent(own: Option<&str>, delegated: impl Fn(&str) -> bool) -> ParentChoice {
+    let Some(own) = own else {
+        return ParentChoice::Dedicated {
+            parent: CgroupParent::dedicated(false),
+            note: None,
+        };
+    };
+    let dedicated = |note: Option<String>| ParentChoice::Dedicated {
+        parent: CgroupParent::dedicated(true),
+        note,
+    };
+    let above = Path::new(own).parent().and_then(Path::to_str);
+    if let Some(above) = above.filter(|a| *a != "/" && delegated(a)) {
+        if let Ok(parent) = CgroupParent::new(above) {
+            return ParentChoice::Delegated(parent);
+        }
+    }
+    if own != "/" && delegated(own) {
+        // systemd starts the next agent at the top of this cgroup, and
+        // before 254 resets its controllers there: with task cgroups below
+        // holding processes, the unit could not start again.
+        return dedicated(Some(format!(
+            "{own} is delegated, but the agent runs at its top \
+             (no DelegateSubgroup=): tasks there would keep the unit from restarting"
+        )));
+    }
+    dedicated(None)
+}
+
+/// [`choose_parent`] for this process, from `/proc/self/cgroup` and
+/// systemd's marks.
+pub fn auto_parent() -> Result<ParentChoice, ExecutorError> {
+    if !Layout::detect()?.v2() {
+        return Ok(choose_parent(None, |_| false));
+    }
+    let own = own_v2_cgroup()?;
+    Ok(choose_parent(Some(&own), |path| {
+        let dir = Path::new(UNIFIED_MOUNTPOINT).join(path.trim_start_matches('/'));
+        DELEGATE_MARKS
+            .iter()
+            .any(|mark| get_xattr(&dir, mark).as_deref() == Some("1"))
+    }))
+}
+
+/// This process's cgroup from the `0::<path>` line of `/proc/self/cgroup`.
+fn own_v2_cgroup() -> Result<String, ExecutorError> {
+    let text = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(ExecutorError::io("read /proc/self/cgroup"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_string)
+        .ok_or_else(|| ExecutorError::Cgroup("no unified entry in /proc/self/cgroup".into()))
+}
+
+/// A parent claimed by an agent (or a test): it exists, gives the task
+/// controllers to its children, and holds the executors' leaf.
+#[derive(Debug)]
+pub struct CgroupTree {
+    parent: CgroupParent,
+    layout: Layout,
+}
+
+/// What [`CgroupTree::release`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// Nothing of a task was left: what taskgate made or changed is undone.
+    Undone,
+    /// An executor or a task cgroup lives on, for the next agent: all kept.
+    InUse,
+}
+
+impl CgroupTree {
+    /// Makes `parent` ready for task cgroups; does nothing that is done
+    /// already, so every agent of a data dir claims it again. Creates the
+    /// parent if it is missing (never what is above it), and on v2 enables
+    /// the task controllers for its children. An agent started inside the
+    /// parent itself moves into the `agent` leaf first; any other process
+    /// there is an error, since a v2 cgroup with processes cannot give
+    /// controllers to its children.
+    pub fn claim(parent: &CgroupParent) -> Result<CgroupTree, ExecutorError> {
+        let layout = Layout::detect()?;
+        let dirs = layout.dirs(parent.relative());
+        for dir in &dirs {
+            create_parent_dir(dir)?;
+        }
+        if layout.v2() {
+            enable_controllers(&dirs[0])?;
+        }
+        for dir in &dirs {
+            create_dir_once(&dir.join(EXECUTORS_LEAF))?;
+        }
+        Ok(CgroupTree {
+            parent: parent.clone(),
+            layout,
+        })
+    }
+
+    pub fn parent(&self) -> &CgroupParent {
+        &self.parent
+    }
+
+    /// Every directory of the parent (one per hierarchy).
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        self.layout.dirs(self.parent.relative())
+    }
+
+    /// Gives back what taskgate made or changed, once nothing of a task
+    /// lives under the parent: the executors' leaf, the controllers it
+    /// enabled, the agent's leaf, and the parent if taskgate created it.
+    /// While an executor or a task cgroup is left, it keeps everything for
+    /// the next agent. The kernel refuses to remove a cgroup that holds a
+    /// process or a child, so nothing alive is ever pulled out from under.
+    pub fn release(&self) -> Result<Released, ExecutorError> {
+        let dirs = self.dirs();
+        for dir in &dirs {
+            if !remove_cgroup(&dir.join(EXECUTORS_LEAF))? {
+                return Ok(Released::InUse);
+            }
+        }
+        for dir in &dirs {
+            let tasks_left = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|e| e.file_type().is_ok_and(|t| t.is_dir()) && e.file_name() != AGENT_LEAF);
+            if tasks_left {
+                return Ok(Released::InUse);
+            }
+        }
+        if self.layout.v2() {
+            let dir = &dirs[0];
+            disable_enabled_controllers(dir)?;
+            leave_agent_leaf(dir)?;
+        }
+        for dir in &dirs {
+            if get_xattr(dir, CREATED_MARK).is_some() && !remove_cgroup(dir)? {
+                return Ok(Released::InUse);
+            }
+        }
+        Ok(Released::Undone)
+    }
+}
+
+/// Moves this process into `<parent>/executors` in every hierarchy.
+pub(crate) fn join_executors(parent: &CgroupParent) -> Result<(), ExecutorError> {
+    let pid = std::process::id().to_string();
+    for dir in Layout::detect()?.dirs(&parent.join(EXECUTORS_LEAF)) {
+        let procs = dir.join("cgroup.procs");
+        std::fs::write(&procs, &pid).map_err(ExecutorError::io(format!(
+            "join {} (no agent has claimed cgroup parent {parent}?)",
+            dir.display()
+        )))?;
+    }
+    Ok(())
+}
+
+fn create_parent_dir(dir: &Path) -> Result<(), ExecutorError> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => set_xattr(dir, CREATED_MARK, "1").inspect_err(|_| {
+            let _ = std::fs::remove_dir(dir);
+        }),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Err(ExecutorError::Cgroup(format!(
+            "cannot create cgroup {}: {} does not exist (taskgate creates its parent, never what is above it)",
+            dir.display(),
+            dir.parent().unwrap_or(dir).display()
+        ))),
+        Err(e) => Err(ExecutorError::io(format!("create cgroup {}", dir.display()))(e)),
+    }
+}
+
+fn create_dir_once(dir: &Path) -> Result<(), ExecutorError> {
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() != ErrorKind::AlreadyExists => Err(ExecutorError::io(format!(
+            "create cgroup {}",
+            dir.display()
+        ))(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Removes an empty cgroup: `false` when it still holds a process or a child.
+fn remove_cgroup(dir: &Path) -> Result<bool, ExecutorError> {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(true),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOTEMPTY)) => Ok(false),
+        Err(e) => Err(ExecutorError::io(format!(
+            "remove cgroup {}",
+            dir.display()
+        ))(e)),
+    }
+}
+
+/// Enables the task controllers for the parent's children (v2). They must
+/// be available to the parent: taskgate never enables anything above it.
+fn enable_controllers(dir: &Path) -> Result<(), ExecutorError> {
+    let available = read_words(&dir.join("cgroup.controllers"))?;
+    let unavailable: Vec<&str> = V2_CONTROLLERS
+        .into_iter()
+        .filter(|c| !available.iter().any(|a| a == c))
+        .collect();
+    if !unavailable.is_empty() {
+        return Err(ExecutorError::Cgroup(format!(
+            "controllers {unavailable:?} are not available in {}: the cgroup above it does not \
+             enable them, and taskgate never changes a cgroup outside its own",
+            dir.display()
+        )));
+    }
+    let enabled = read_words(&dir.join("cgroup.subtree_control"))?;
+    let missing: Vec<&str> = V2_CONTROLLERS
+        .into_iter()
+        .filter(|c| !enabled.iter().any(|e| e == c))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    make_room(dir)?;
+    if get_xattr(dir, CREATED_MARK).is_none() {
+        let mut recorded = get_xattr(dir, ENABLED_MARK).unwrap_or_default();
+        for c in &missing {
+            if !recorded.split_whitespace().any(|r| r == *c) {
+                recorded = format!("{recorded} {c}").trim().to_string();
+            }
+        }
+        set_xattr(dir, ENABLED_MARK, &recorded)?;
+    }
+    let change: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
+    write_subtree_control(dir, &change.join(" "))
+}
+
+/// A v2 cgroup gives controllers to its children only while it holds no
+/// process: an agent started in the parent moves into its own leaf; any
+/// other process there is the caller's to move.
+fn make_room(dir: &Path) -> Result<(), ExecutorError> {
+    let me = std::process::id().to_string();
+    let procs = read_words(&dir.join("cgroup.procs"))?;
+    let others: Vec<&String> = procs.iter().filter(|p| **p != me).collect();
+    if !others.is_empty() {
+        return Err(ExecutorError::Cgroup(format!(
+            "cgroup {} holds processes {others:?}: a cgroup v2 parent with processes cannot give \
+             controllers to task cgroups; give --cgroup-parent a cgroup of its own",
+            dir.display()
+        )));
+    }
+    if procs.is_empty() {
+        return Ok(());
+    }
+    let leaf = dir.join(AGENT_LEAF);
+    if create_dir_once_marked(&leaf)? {
+        tracing::info!("moved the agent into {}", leaf.display());
+    }
+    std::fs::write(leaf.join("cgroup.procs"), &me).map_err(ExecutorError::io(format!(
+        "move the agent into {}",
+        leaf.display()
+    )))
+}
+
+/// Creates `dir` marked as taskgate's; `false` if it existed.
+fn create_dir_once_marked(dir: &Path) -> Result<bool, ExecutorError> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => set_xattr(dir, CREATED_MARK, "1").map(|()| true),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(ExecutorError::io(format!(
+            "create cgroup {}",
+            dir.display()
+        ))(e)),
+    }
+}
+
+fn disable_enabled_controllers(dir: &Path) -> Result<(), ExecutorError> {
+    let Some(recorded) = get_xattr(dir, ENABLED_MARK) else {
+        return Ok(());
+    };
+    let change: Vec<String> = recorded
+        .split_whitespace()
+        .map(|c| format!("-{c}"))
+        .collect();
+    if !change.is_empty() {
+        write_subtree_control(dir, &change.join(" "))?;
+    }
+    remove_xattr(dir, ENABLED_MARK)
+}
+
+/// An agent that moved itself into the `agent` leaf goes back, and the
+/// leaf goes, once the parent gives no controller to its children (only
+/// then may the parent hold a process again).
+fn leave_agent_leaf(dir: &Path) -> Result<(), ExecutorError> {
+    let leaf = dir.join(AGENT_LEAF);
+    if get_xattr(&leaf, CREATED_MARK).is_none()
+        || !read_words(&dir.join("cgroup.subtree_control"))?.is_empty()
+    {
+        return Ok(());
+    }
+    let me = std::process::id().to_string();
+    if read_words(&leaf.join("cgroup.procs"))?.contains(&me) {
+        std::fs::write(dir.join("cgroup.procs"), &me).map_err(ExecutorError::io(format!(
+            "move the agent back to {}",
+            dir.display()
+        )))?;
+    }
+    remove_cgroup(&leaf).map(drop)
+}
+
+fn write_subtree_control(dir: &Path, change: &str) -> Result<(), ExecutorError> {
+    let file = dir.join("cgroup.subtree_control");
+    std::fs::write(&file, change).map_err(ExecutorError::io(format!(
+        "write {change:?} to {}",
+        file.display()
+    )))
+}
+
+fn read_words(file: &Path) -> Result<Vec<String>, ExecutorError> {
+    std::fs::read_to_string(file)
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .map_err(ExecutorError::io(format!("read {}", file.display())))
+}
+
+fn c_path(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).expect("cgroup paths hold no NUL")
+}
+
+fn get_xattr(path: &Path, name: &str) -> Option<String> {
+    let (cpath, cname) = (c_path(path), CString::new(name).ok()?);
+    let mut buf = [0u8; 256];
+    // SAFETY: valid C strings and a buffer of the length given.
+    let n = unsafe {
+        libc::getxattr(
+            cpath.as_ptr(),
+            cname.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    (n >= 0).then(|| String::from_utf8_lossy(&buf[..n as usize]).into_owned())
+}
+
+fn set_xattr(path: &Path, name: &str, value: &str) -> Result<(), ExecutorError> {
+    let (cpath, cname) = (c_path(path), CString::new(name).expect("no NUL"));
+    // SAFETY: valid C strings and a value of the length given.
+    let rc = unsafe {
+        libc::setxattr(
+            cpath.as_ptr(),
+            cname.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc < 0 {
+        return Err(ExecutorError::io(format!(
+            "mark {} with {name}",
+            path.display()
+        ))(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn remove_xattr(path: &Path, name: &str) -> Result<(), ExecutorError> {
+    let (cpath, cname) = (c_path(path), CString::new(name).expect("no NUL"));
+    // SAFETY: valid C strings.
+    let rc = unsafe { libc::removexattr(cpath.as_ptr(), cname.as_ptr()) };
+    let err = std::io::Error::last_os_error();
+    if rc < 0 && err.raw_os_error() != Some(libc::ENODATA) {
+        return Err(ExecutorError::io(format!(
+            "unmark {} ({name})",
+            path.display()
+        ))(err));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parent_is_a_plain_path_below_the_root() {
+        for (given, taken) in [
+            ("/taskgate.slice", "/taskgate.slice"),
+            (
+                "/system.slice/taskgate.service/",
+                "/system.slice/taskgate.service",
+            ),
+            ("//a//", "/a"),
+        ] {
+            let parent = CgroupParent::new(given).unwrap();
+            assert_eq!(parent.as_str(), taken);
+        }
+        assert_eq!(CgroupParent::new("/a/b").unwrap().join("x"), "a/b/x");
+        for bad in [
+            "taskgate.slice",
+            "/",
+            "",
+            "/a/../b",
+            "/a//b",
+            "/./a",
+            "/a/cgroup.procs",
+        ] {
+            assert!(CgroupParent::new(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn a_parent_survives_the_wire_and_refuses_garbage() {
+        let parent = CgroupParent::new("/taskgate.slice").unwrap();
+        let json = serde_json::to_string(&parent).unwrap();
+        assert_eq!(json, "\"/taskgate.slice\"");
+        assert_eq!(serde_json::from_str::<CgroupParent>(&json).unwrap(), parent);
+        assert!(serde_json::from_str::<CgroupParent>("\"/\"").is_err());
+    }
+
+    fn marked<'a>(paths: &'a [&'a str]) -> impl Fn(&str) -> bool + 'a {
+        move |p| paths.contains(&p)
+    }
+
+    #[test]
+    fn a_delegated_cgroup_is_used_only_from_a_leaf_below_it() {
+        const UNIT: &str = "/system.slice/taskgate.service";
+        let unit = UNIT;
+        // DelegateSubgroup=agent: systemd starts the agent in a leaf.
+        assert_eq!(
+            choose_parent(Some(&format!("{unit}/agent")), marked(&[UNIT])),
+            ParentChoice::Delegated(CgroupParent::new(unit).unwrap())
+        );
+        // Delegate=yes alone: the agent sits at the top, where the next
+        // one starts too; taskgate's own parent it is, and the log says why.
+        match choose_parent(Some(unit), marked(&[UNIT])) {
+            ParentChoice::Dedicated {
+                parent,
+                note: Some(note),
+            } => {
+                assert_eq!(parent.as_str(), DEDICATED_V2);
+                assert!(note.contains("DelegateSubgroup"), "{note}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A login session: nothing delegated.
+        assert_eq!(
+            choose_parent(
+                Some("/user.slice/user-0.slice/session-1.scope"),
+                marked(&[])
+            ),
+            ParentChoice::Dedicated {
+                parent: CgroupParent::dedicated(true),
+                note: None
+            }
+        );
+        // The root cgroup, and v1.
+        assert_eq!(
+            choose_parent(Some("/"), marked(&["/"])).parent().as_str(),
+            DEDICATED_V2
+        );
+        assert_eq!(
+            choose_parent(None, marked(&[])).parent().as_str(),
+            DEDICATED_V1
+        );
+    }
+}
