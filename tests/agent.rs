@@ -1,15 +1,20 @@
-//! The agent as its users run it, through the command line: `taskgate run`
-//! in the foreground, and `taskgate status` beside it. Run as root:
-//! `cargo test --features privileged --test agent -- --test-threads=1`.
+//! The agent as its users run it, through the command line: `taskgate
+//! agent` killed (SIGTERM, SIGKILL) under running tasks and started again;
+//! `taskgate run` submitting to it or running in the foreground; `stop`,
+//! `status`, `logs -f` and `drain` beside it. Every test checks that the
+//! agent touched no cgroup outside its own parent and left nothing. Run as
+//! root: `cargo test --features privileged --test agent -- --test-threads=1`.
 
 mod common;
 
 use common::EngineHome;
+use nix::sys::signal::Signal;
+use rstest::rstest;
 use serial_test::serial;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 /// Hang safety net for one step (a line printed, a process exit), scaled
@@ -35,30 +40,80 @@ job "hold" {
 }
 "#;
 
-/// A `taskgate` process that keeps running (a foreground `run`), its
-/// stdout read line by line.
+/// Two service tasks: `echo` prints `got LINE` for each line written to
+/// its FIFO `local/in`, `idle` only waits; both run until stopped.
+const ECHO_JOB: &str = r#"
+job "echo" {
+  type = "service"
+  group "g" {
+    task "echo" {
+      driver = "exec"
+      user   = "root"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "trap 'exit 0' INT TERM; mkfifo /local/in; echo ready; while true; do read line < /local/in && echo \"got $line\"; done"]
+      }
+    }
+    task "idle" {
+      driver = "exec"
+      user   = "root"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "trap 'exit 0' INT TERM; echo idle up; sleep 3600 & wait"]
+      }
+    }
+  }
+}
+"#;
+
+/// A batch job that completes on its own.
+const BATCH_JOB: &str = r#"
+job "once" {
+  type = "batch"
+  group "g" {
+    task "hello" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo hello from the agent"]
+      }
+    }
+  }
+}
+"#;
+
+/// A `taskgate` process that keeps running (an agent, a foreground `run`,
+/// a `logs -f`), its stdout and stderr read line by line.
 struct Running {
     child: Child,
     lines: Receiver<String>,
     seen: Vec<String>,
 }
 
+fn read_lines(pipe: impl Read + Send + 'static, send: Sender<String>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                return;
+            }
+        }
+    });
+}
+
 impl Running {
     fn start(home: &EngineHome, args: &[&str]) -> Running {
-        let mut child = taskgate(home, args)
+        Running::spawn(taskgate(home, args))
+    }
+
+    fn spawn(mut cmd: Command) -> Running {
+        let mut child = cmd
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn taskgate");
-        let stdout = child.stdout.take().expect("piped");
         let (send, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        read_lines(child.stdout.take().expect("piped"), send.clone());
+        read_lines(child.stderr.take().expect("piped"), send);
         Running {
             child,
             lines,
@@ -66,55 +121,78 @@ impl Running {
         }
     }
 
+    /// An agent serving `home`, once it says so.
+    fn agent(home: &EngineHome) -> Running {
+        let mut args = vec!["agent"];
+        let agent_args = home.agent_args();
+        args.extend(agent_args.iter().map(String::as_str));
+        let mut agent = Running::start(home, &args);
+        agent.expect_line(&["agent serving"]);
+        agent
+    }
+
+    fn printed(&self) -> String {
+        self.seen.join("\n")
+    }
+
+    /// The next line printed; `waiting_for` says what for, should none come.
+    fn next_line(&mut self, waiting_for: &dyn std::fmt::Debug) -> String {
+        match self.lines.recv_timeout(idle()) {
+            Ok(line) => {
+                self.seen.push(line.clone());
+                line
+            }
+            Err(RecvTimeoutError::Timeout) => panic!(
+                "no line with {waiting_for:?} for {:?}; printed:\n{}",
+                idle(),
+                self.printed()
+            ),
+            Err(RecvTimeoutError::Disconnected) => panic!(
+                "taskgate exited ({:?}) before printing {waiting_for:?}; printed:\n{}",
+                self.child.wait(),
+                self.printed()
+            ),
+        }
+    }
+
     /// Reads lines until one contains every word of `words`; returns it.
     fn expect_line(&mut self, words: &[&str]) -> String {
         loop {
-            match self.lines.recv_timeout(idle()) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if words.iter().all(|w| line.contains(w)) {
-                        return line;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    let _ = self.child.kill();
-                    panic!(
-                        "no line with {words:?} for {:?}; printed:\n{}",
-                        idle(),
-                        self.seen.join("\n")
-                    )
-                }
-                Err(RecvTimeoutError::Disconnected) => panic!(
-                    "taskgate exited ({:?}) before printing {words:?}; printed:\n{}",
-                    self.child.wait(),
-                    self.seen.join("\n")
-                ),
+            let line = self.next_line(&words);
+            if words.iter().all(|w| line.contains(w)) {
+                return line;
             }
         }
     }
 
-    /// Sends `signal` and waits for the process to exit (with the safety net).
-    fn signal_and_wait(mut self, signal: nix::sys::signal::Signal) -> Vec<String> {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, signal).expect("signal taskgate");
-        // Every line up to the end of its output: the exit follows at once.
+    /// Reads lines until each of `wanted` (a line's words) came, in any order.
+    fn expect_lines(&mut self, wanted: &[&[&str]]) {
+        let mut missing = wanted.to_vec();
+        while !missing.is_empty() {
+            let line = self.next_line(&missing);
+            missing.retain(|words| !words.iter().all(|w| line.contains(w)));
+        }
+    }
+
+    /// Reads every line up to the end of its output, then its exit status.
+    fn wait_for_exit(&mut self) -> std::process::ExitStatus {
         loop {
             match self.lines.recv_timeout(idle()) {
                 Ok(line) => self.seen.push(line),
                 Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {
-                    let _ = self.child.kill();
-                    panic!("taskgate hung after {signal}:\n{}", self.seen.join("\n"))
+                    panic!("taskgate did not exit; printed:\n{}", self.printed())
                 }
             }
         }
-        let status = self.child.wait().expect("wait for taskgate");
-        assert!(
-            status.success(),
-            "taskgate exited with {status} after {signal}:\n{}",
-            self.seen.join("\n")
-        );
-        std::mem::take(&mut self.seen)
+        self.child.wait().expect("wait for taskgate")
+    }
+
+    /// Sends `signal` and waits for the process to exit.
+    fn signal_and_wait(&mut self, signal: Signal) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("signal taskgate");
+        self.wait_for_exit()
     }
 }
 
@@ -128,13 +206,14 @@ impl Drop for Running {
     }
 }
 
-/// `taskgate ARGS --data-dir <home>`, with the home's busybox root.
+/// `taskgate ARGS --data-dir <home>`.
 fn taskgate(home: &EngineHome, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_taskgate"));
     cmd.args(args)
         .arg("--data-dir")
         .arg(home.data_dir())
         .env("RUST_BACKTRACE", "0")
+        .env_remove("TASKGATE_LOG")
         .env_remove(taskgate_faults::FAULTS_ENV)
         .env_remove(taskgate_faults::FAULT_LOG_ENV)
         .env_remove(taskgate_executor::FAILPOINTS_ENV)
@@ -142,33 +221,103 @@ fn taskgate(home: &EngineHome, args: &[&str]) -> Command {
     cmd
 }
 
-/// Runs a short `taskgate` command to its end.
+/// Runs a short `taskgate` command to its end (with the safety net).
 fn taskgate_output(home: &EngineHome, args: &[&str]) -> Output {
-    taskgate(home, args).output().expect("run taskgate")
+    let child = taskgate(home, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run taskgate");
+    let pid = child.id();
+    let (send, done) = channel();
+    std::thread::spawn(move || send.send(child.wait_with_output()));
+    match done.recv_timeout(idle()) {
+        Ok(out) => out.expect("taskgate's output"),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
+            panic!("taskgate {args:?} hung")
+        }
+    }
 }
 
-fn write_job(home: &EngineHome, text: &str) -> PathBuf {
-    let path = home.path().join("job.hcl");
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A command that must succeed; its stdout.
+fn ok(home: &EngineHome, args: &[&str]) -> String {
+    let out = taskgate_output(home, args);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "taskgate {args:?}: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    stdout
+}
+
+/// A command that must fail; its stderr.
+fn refused(home: &EngineHome, args: &[&str]) -> String {
+    let out = taskgate_output(home, args);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        !out.status.success(),
+        "taskgate {args:?} succeeded:\n{stdout}"
+    );
+    stderr
+}
+
+fn write_job(home: &EngineHome, name: &str, text: &str) -> PathBuf {
+    let path = home.path().join(name);
     std::fs::write(&path, text).unwrap();
     path
 }
 
 /// The alloc id from `==> alloc <id> of job ...`.
-fn placed_alloc(line: &str) -> String {
-    line.split_whitespace()
-        .nth(2)
-        .unwrap_or_else(|| panic!("no alloc id in {line:?}"))
-        .to_string()
+fn placed_alloc(printed: &str) -> String {
+    let line = printed
+        .lines()
+        .find(|l| l.starts_with("==> alloc ") && l.ends_with(" placed"))
+        .unwrap_or_else(|| panic!("no alloc placed in:\n{printed}"));
+    line.split_whitespace().nth(2).unwrap().to_string()
 }
 
-fn chroot_args(home: &EngineHome) -> Vec<String> {
-    home.agent_args()
-}
-
-fn run_args<'a>(job: &'a Path, chroot: &'a [String]) -> Vec<&'a str> {
+/// `taskgate run JOB` with the home's task root and cgroup parent.
+fn run_args<'a>(job: &'a Path, agent_args: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["run", job.to_str().unwrap()];
-    args.extend(chroot.iter().map(String::as_str));
+    args.extend(extra);
+    args.extend(agent_args.iter().map(String::as_str));
     args
+}
+
+/// `taskgate status --json`, parsed: the alloc `alloc_id`.
+fn alloc_status(home: &EngineHome, alloc_id: &str) -> serde_json::Value {
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(home, &["status", "--json"])).expect("status --json");
+    json.as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == alloc_id)
+        .unwrap_or_else(|| panic!("no alloc {alloc_id} in {json:#}"))
+        .clone()
+}
+
+fn task_json<'a>(alloc: &'a serde_json::Value, task: &str) -> &'a serde_json::Value {
+    alloc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == task)
+        .unwrap_or_else(|| panic!("no task {task} in {alloc:#}"))
+}
+
+/// How many of the task's recorded events are of `kind`.
+fn events_of(task: &serde_json::Value, kind: &str) -> usize {
+    let events = task["events"].as_array().unwrap();
+    events.iter().filter(|e| e["kind"] == kind).count()
 }
 
 /// `taskgate status` reads while a foreground `taskgate run` holds the
@@ -177,27 +326,330 @@ fn run_args<'a>(job: &'a Path, chroot: &'a [String]) -> Vec<&'a str> {
 #[serial]
 fn status_reads_while_an_agent_runs() {
     let home = EngineHome::new();
-    let job = write_job(&home, HOLD_JOB);
-    let chroot = chroot_args(&home);
-    let mut run = Running::start(&home, &run_args(&job, &chroot));
+    let job = write_job(&home, "job.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
     let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
     run.expect_line(&["web", "Started"]);
 
     // Issue 22 item 4: status opened the state database itself, which
     // redb's lock refused ("Database already open") while the agent held it.
-    let status = taskgate_output(&home, &["status"]);
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&status.stdout),
-        String::from_utf8_lossy(&status.stderr),
-    );
-    assert!(status.status.success(), "status failed:\n{stderr}");
+    let stdout = ok(&home, &["status"]);
     assert!(
         stdout.contains(&format!("ID            = {alloc}")),
         "{stdout}"
     );
-    assert!(stdout.contains("Client Status = running"), "{stdout}");
+    // The task's record is written before its event is streamed; the
+    // alloc's client status follows a moment later, so it is not asked.
     assert!(stdout.contains("web            running"), "{stdout}");
 
-    run.signal_and_wait(nix::sys::signal::Signal::SIGINT);
+    assert!(
+        run.signal_and_wait(Signal::SIGINT).success(),
+        "{}",
+        run.printed()
+    );
     home.finish(&[alloc]);
+}
+
+/// The agent dies under two running tasks (SIGTERM: it leaves them, as
+/// Nomad's client does; SIGKILL: it could not say goodbye). The tasks run
+/// on and their logs keep flowing with no agent at all; a new agent
+/// reattaches to both, starts neither again (the same processes are in
+/// their cgroups), and stops them on request; `logs -f` follows throughout
+/// and ends with the allocation. Nothing outside the agent's cgroup parent
+/// changed, and nothing is left.
+#[rstest]
+#[case::sigterm(Signal::SIGTERM)]
+#[case::sigkill(Signal::SIGKILL)]
+#[serial]
+fn a_new_agent_reattaches_to_every_task_of_a_killed_one(#[case] signal: Signal) {
+    let home = EngineHome::new();
+    let cgroups_before = common::cgroup_snapshot();
+    let job = write_job(&home, "job.hcl", ECHO_JOB);
+    let agent_args = home.agent_args();
+    let parent = home.cgroup_parent.clone();
+    let mut agent = Running::agent(&home);
+    // Submitted and followed until both tasks started (an event is streamed
+    // once it is persisted), then detached with a SIGTERM: the alloc is the
+    // agent's.
+    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
+    let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_lines(&[&["echo", "Started"], &["idle", "Started"]]);
+    assert!(
+        run.signal_and_wait(Signal::SIGTERM).success(),
+        "{}",
+        run.printed()
+    );
+    assert!(run.printed().contains("detached"), "{}", run.printed());
+
+    let mut echo = Running::start(&home, &["logs", "-f", &alloc, "echo"]);
+    let mut idle_task = Running::start(&home, &["logs", "-f", &alloc, "idle"]);
+    echo.expect_line(&["ready"]);
+    idle_task.expect_line(&["idle up"]);
+    let fifo = home
+        .data_dir()
+        .join("allocs")
+        .join(&alloc)
+        .join("echo/local/in");
+    common::write_fifo(&fifo, "before\n");
+    echo.expect_line(&["got before"]);
+    let procs = |task| common::task_cgroup_procs(&parent, &alloc, task);
+    let (echo_procs, idle_procs) = (procs("echo"), procs("idle"));
+
+    let status = agent.signal_and_wait(signal);
+    match signal {
+        Signal::SIGTERM => assert!(status.success(), "{status}: {}", agent.printed()),
+        _ => assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        ),
+    }
+    // No agent: the executors keep the tasks and their logs going, and
+    // status reads the database itself.
+    common::write_fifo(&fifo, "without an agent\n");
+    echo.expect_line(&["got without an agent"]);
+    let orphaned = alloc_status(&home, &alloc);
+    for task in ["echo", "idle"] {
+        assert_eq!(
+            task_json(&orphaned, task)["state"],
+            "running",
+            "{orphaned:#}"
+        );
+    }
+
+    let mut agent = Running::agent(&home);
+    common::write_fifo(&fifo, "after\n");
+    echo.expect_line(&["got after"]);
+    assert_eq!(procs("echo"), echo_procs, "echo's processes changed");
+    assert_eq!(procs("idle"), idle_procs, "idle's processes changed");
+
+    let stopped = ok(&home, &["stop", &alloc]);
+    assert!(
+        stopped.contains("==> alloc finished: Complete"),
+        "{stopped}"
+    );
+    for follower in [&mut echo, &mut idle_task] {
+        assert!(follower.wait_for_exit().success(), "{}", follower.printed());
+    }
+    let finished = alloc_status(&home, &alloc);
+    assert_eq!(finished["client_status"], "complete", "{finished:#}");
+    // Reattached, never started again: one start, one restore, each task.
+    for task in ["echo", "idle"] {
+        let t = task_json(&finished, task);
+        assert_eq!(t["restarts"], 0, "{finished:#}");
+        assert_eq!(
+            events_of(t, "Started"),
+            1,
+            "{task} started again: {finished:#}"
+        );
+        assert_eq!(
+            events_of(t, "Restored"),
+            1,
+            "{task} not reattached: {finished:#}"
+        );
+    }
+    let readies = echo.seen.iter().filter(|l| *l == "ready").count();
+    assert_eq!(readies, 1, "echo ran again: {}", echo.printed());
+    assert!(
+        agent.signal_and_wait(Signal::SIGTERM).success(),
+        "{}",
+        agent.printed()
+    );
+    home.finish(std::slice::from_ref(&alloc));
+    common::assert_only_its_subtree_was_touched(
+        &cgroups_before,
+        &common::cgroup_snapshot(),
+        &parent,
+        &[alloc],
+    );
+}
+
+/// With an agent running, `taskgate run` submits to it and follows the
+/// allocation to its end and its logs; stop, logs and restart name what
+/// they cannot find; a drain ends the agent, which gives its cgroup parent
+/// back.
+#[test]
+#[serial]
+fn run_submits_to_a_running_agent_and_a_drain_ends_it() {
+    let home = EngineHome::new();
+    let cgroups_before = common::cgroup_snapshot();
+    let batch = write_job(&home, "batch.hcl", BATCH_JOB);
+    let hold = write_job(&home, "hold.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let parent = home.cgroup_parent.clone();
+    let mut agent = Running::agent(&home);
+
+    let printed = ok(&home, &run_args(&batch, &agent_args, &[]));
+    let once = placed_alloc(&printed);
+    assert!(printed.contains("hello      Started"), "{printed}");
+    assert!(
+        printed.contains(&format!("==> alloc {once} finished: Complete")),
+        "{printed}"
+    );
+    assert!(printed.contains("hello from the agent"), "{printed}");
+    assert_eq!(
+        ok(&home, &["logs", &once[..8], "hello"]),
+        "hello from the agent\n"
+    );
+    assert_eq!(ok(&home, &["logs", &once, "hello", "--stderr"]), "");
+    // Logs of a task that ran once end with it.
+    assert_eq!(ok(&home, &["logs", "-f", &once]), "hello from the agent\n");
+
+    let held = placed_alloc(&ok(&home, &run_args(&hold, &agent_args, &["--detach"])));
+    for (args, says) in [
+        (
+            vec!["logs", "no-such-alloc", "web"],
+            "no allocation \"no-such-alloc\"",
+        ),
+        (
+            vec!["logs", &held, "db"],
+            "has no task \"db\" (its tasks: web)",
+        ),
+        (
+            vec!["stop", "no-such-alloc"],
+            "no allocation \"no-such-alloc\"",
+        ),
+        (vec!["stop", &once], "has already finished (complete)"),
+        (vec!["restart", &once], "the allocation finished"),
+    ] {
+        let stderr = refused(&home, &args);
+        assert!(stderr.contains(says), "taskgate {args:?}: {stderr}");
+    }
+
+    let drained = ok(&home, &["drain"]);
+    assert!(
+        drained.contains("every allocation has finished"),
+        "{drained}"
+    );
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    let held_status = alloc_status(&home, &held);
+    assert_eq!(held_status["desired_status"], "stop", "{held_status:#}");
+    assert_eq!(held_status["client_status"], "complete", "{held_status:#}");
+    assert!(
+        refused(&home, &["drain"]).contains("no agent is running"),
+        "a drained agent is gone"
+    );
+    home.finish(&[once.clone(), held.clone()]);
+    common::assert_only_its_subtree_was_touched(
+        &cgroups_before,
+        &common::cgroup_snapshot(),
+        &parent,
+        &[once, held],
+    );
+}
+
+/// Where an agent that is given no parent puts its tasks. On v2, in the
+/// cgroup systemd delegated to it when it runs in a leaf below that cgroup
+/// (`Delegate=yes` with `DelegateSubgroup=`): this test plays systemd,
+/// marking a cgroup `trusted.delegate` and starting the agent in its
+/// `agent` leaf. The agent enables the controllers there, puts executors
+/// and task cgroups below it, and on leaving undoes exactly that: the
+/// delegated cgroup and its leaf, which are systemd's, stay. On v1 there is
+/// no delegation: the parent is taskgate's own /taskgate.
+#[test]
+#[serial]
+fn an_agent_uses_the_cgroup_systemd_delegated_to_it() {
+    let home = EngineHome::new();
+    if !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        let choice = taskgate_executor::auto_parent().expect("auto parent");
+        assert_eq!(choice.parent().as_str(), taskgate_executor::DEDICATED_V1);
+        return;
+    }
+    let unit = PathBuf::from("/sys/fs/cgroup").join(format!(
+        "taskgate-test-{}.service",
+        home.path().file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::create_dir(&unit).unwrap();
+    set_xattr(&unit, "trusted.delegate", "1");
+    std::fs::create_dir(unit.join("agent")).unwrap();
+    let cgroups_before = common::cgroup_snapshot();
+    let delegated = taskgate_executor::CgroupParent::new(&format!(
+        "/{}",
+        unit.file_name().unwrap().to_string_lossy()
+    ))
+    .unwrap();
+
+    // As systemd starts a unit's process in its cgroup: before it runs.
+    let procs = std::fs::OpenOptions::new()
+        .write(true)
+        .open(unit.join("agent/cgroup.procs"))
+        .unwrap();
+    let chroot = home.chroot_args();
+    let mut args = vec!["agent"];
+    args.extend(chroot.iter().map(String::as_str));
+    let mut cmd = taskgate(&home, &args);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&procs);
+    // SAFETY: only write(2), which is async-signal-safe, runs after fork.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut agent = Running::spawn(cmd);
+    drop(procs);
+    agent.expect_line(&["agent serving"]);
+    let printed = agent.printed();
+    assert!(printed.contains("delegated by systemd"), "{printed}");
+
+    let hold = write_job(&home, "hold.hcl", HOLD_JOB);
+    let alloc = placed_alloc(&ok(&home, &["run", hold.to_str().unwrap(), "--detach"]));
+    let mut web = Running::start(&home, &["logs", "-f", &alloc, "web"]);
+    web.expect_line(&["web up"]);
+    let tasks = common::task_cgroup_procs(&delegated, &alloc, "web");
+    assert!(!tasks.is_empty(), "no task in {delegated}");
+    let executors = std::fs::read_to_string(unit.join("executors/cgroup.procs")).unwrap();
+    assert!(
+        !executors.trim().is_empty(),
+        "no executor in {}",
+        unit.display()
+    );
+    let enabled = std::fs::read_to_string(unit.join("cgroup.subtree_control")).unwrap();
+    for c in ["cpu", "memory", "pids"] {
+        assert!(enabled.split_whitespace().any(|e| e == c), "{enabled}");
+    }
+
+    assert!(ok(&home, &["drain"]).contains("every allocation has finished"));
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    assert!(web.wait_for_exit().success(), "{}", web.printed());
+    assert!(
+        !unit.join("executors").exists(),
+        "the executors' leaf stayed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(unit.join("cgroup.subtree_control"))
+            .unwrap()
+            .trim(),
+        "",
+        "the controllers it enabled stayed"
+    );
+    // Everything else is as before the agent: the unit's cgroup and leaf
+    // are the (pretend) systemd's.
+    common::assert_only_its_subtree_was_touched(
+        &cgroups_before,
+        &common::cgroup_snapshot(),
+        &home.cgroup_parent,
+        std::slice::from_ref(&alloc),
+    );
+    std::fs::remove_dir(unit.join("agent")).unwrap();
+    std::fs::remove_dir(&unit).unwrap();
+    home.finish(&[alloc]);
+}
+
+fn set_xattr(path: &Path, name: &str, value: &str) {
+    let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let cname = std::ffi::CString::new(name).unwrap();
+    // SAFETY: valid C strings and a value of the length given.
+    let rc = unsafe {
+        libc::setxattr(
+            cpath.as_ptr(),
+            cname.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "setxattr {name} on {}", path.display());
 }

@@ -330,9 +330,8 @@ impl EngineHome {
         taskgate_engine::Engine::open(self.config()).expect("open engine")
     }
 
-    /// An agent process's `--chroot-env HOST:TASK` arguments and its
-    /// `--cgroup-parent`: this home's.
-    pub fn agent_args(&self) -> Vec<String> {
+    /// An agent process's `--chroot-env HOST:TASK` arguments.
+    pub fn chroot_args(&self) -> Vec<String> {
         self.chroot_env
             .iter()
             .flat_map(|(host, task)| {
@@ -341,11 +340,16 @@ impl EngineHome {
                     format!("{}:{}", host.display(), task.display()),
                 ]
             })
-            .chain([
-                "--cgroup-parent".to_string(),
-                self.cgroup_parent.as_str().to_string(),
-            ])
             .collect()
+    }
+
+    /// An agent process's `--chroot-env` arguments and its `--cgroup-parent`:
+    /// this home's.
+    pub fn agent_args(&self) -> Vec<String> {
+        let mut args = self.chroot_args();
+        args.push("--cgroup-parent".into());
+        args.push(self.cgroup_parent.as_str().into());
+        args
     }
 
     /// Asserts the allocs `alloc_ids` left nothing behind (see
@@ -420,4 +424,116 @@ pub fn all_task_cgroups() -> std::collections::BTreeSet<PathBuf> {
 /// Live processes mentioning any of `needles` (public face of the check above).
 pub fn live_processes_mentioning(needles: &[&str]) -> Vec<String> {
     processes_mentioning(needles)
+}
+
+// ---------------------------------------------------------------------------
+// The rule: an agent owns one cgroup subtree and touches nothing outside it.
+
+/// What an agent could change in a cgroup: whether it hands controllers to
+/// its children, and its limits.
+const CGROUP_SETTINGS: [&str; 10] = [
+    "cgroup.subtree_control",
+    "memory.max",
+    "memory.swap.max",
+    "memory.limit_in_bytes",
+    "memory.memsw.limit_in_bytes",
+    "pids.max",
+    "cpu.weight",
+    "cpu.max",
+    "cpu.shares",
+    "devices.list",
+];
+
+/// Every cgroup directory on this host, in every hierarchy, with the
+/// settings above that it has.
+pub type CgroupSnapshot = BTreeMap<PathBuf, BTreeMap<&'static str, String>>;
+
+pub fn cgroup_snapshot() -> CgroupSnapshot {
+    let mut snapshot = BTreeMap::new();
+    let mut stack = cgroup_mounts();
+    while let Some(dir) = stack.pop() {
+        let settings = CGROUP_SETTINGS
+            .iter()
+            .filter_map(|s| Some((*s, std::fs::read_to_string(dir.join(s)).ok()?)))
+            .collect();
+        snapshot.insert(dir.clone(), settings);
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+    }
+    snapshot
+}
+
+/// Between `before` and `after` (an agent's whole life, tasks and all):
+/// no cgroup outside `parent` changed a setting, none was made outside it
+/// that carries the parent's or an alloc's name, the cgroups this test
+/// process sits in are still there, and nothing is left inside `parent`.
+/// Other processes on the host may make and remove cgroups of their own
+/// meanwhile; those are not the agent's.
+pub fn assert_only_its_subtree_was_touched(
+    before: &CgroupSnapshot,
+    after: &CgroupSnapshot,
+    parent: &CgroupParent,
+    alloc_ids: &[String],
+) {
+    let inside = |dir: &Path| {
+        dir.components()
+            .any(|c| c.as_os_str() == parent.as_str().rsplit('/').next().unwrap())
+    };
+    let changed: Vec<&PathBuf> = before
+        .iter()
+        .filter(|(dir, settings)| {
+            !inside(dir) && after.get(*dir).is_some_and(|now| now != *settings)
+        })
+        .map(|(dir, _)| dir)
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "cgroups outside {parent} changed: {changed:?}"
+    );
+    let left_inside: Vec<&PathBuf> = after.keys().filter(|d| inside(d)).collect();
+    assert!(
+        left_inside.is_empty(),
+        "cgroups left inside {parent}: {left_inside:?}"
+    );
+    let made_outside: Vec<&PathBuf> = after
+        .keys()
+        .filter(|d| !before.contains_key(*d))
+        .filter(|d| {
+            let name = d.to_string_lossy();
+            alloc_ids.iter().any(|id| name.contains(id.as_str()))
+        })
+        .collect();
+    assert!(
+        made_outside.is_empty(),
+        "cgroups made outside {parent}: {made_outside:?}"
+    );
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    for line in own.lines() {
+        let path = line.splitn(3, ':').nth(2).unwrap().trim_start_matches('/');
+        let kept = cgroup_mounts().iter().any(|m| m.join(path).is_dir());
+        assert!(kept, "this test's own cgroup {path} is gone");
+    }
+}
+
+/// The processes of a task's cgroup, read from the kernel (the first
+/// hierarchy that has it).
+pub fn task_cgroup_procs(parent: &CgroupParent, alloc_id: &str, task: &str) -> Vec<i32> {
+    let leaf = format!(
+        "{}/{}",
+        parent.as_str().trim_start_matches('/'),
+        taskgate_executor::task_cgroup_name(alloc_id, task)
+    );
+    let procs = cgroup_mounts()
+        .into_iter()
+        .find_map(|m| std::fs::read_to_string(m.join(&leaf).join("cgroup.procs")).ok())
+        .unwrap_or_else(|| panic!("no cgroup {leaf}"));
+    let mut pids: Vec<i32> = procs
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    pids.sort_unstable();
+    pids
 }

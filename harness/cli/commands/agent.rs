@@ -24,18 +24,28 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     #[cfg(feature = "failpoints")]
     let harness = args.harness.prepare(&args.agent)?;
+    let data_dir = args.agent.data_dir();
+    anyhow::ensure!(
+        !control::agent_serves(data_dir),
+        "another agent already serves {} (its socket: {})",
+        data_dir.display(),
+        control::socket_path(data_dir).display()
+    );
     let agent = Agent::new(args.agent.open_engine()?);
     let runtime = super::runtime()?;
     let served = runtime.block_on(async {
-        let server = ControlServer::bind(args.agent.data_dir(), agent.clone())?;
+        // Bound first: a second agent of this data dir fails here, having
+        // restored nothing; served once all is restored.
+        let socket = ControlServer::bind(data_dir)?;
         let (restored, skipped) = agent.restore()?;
+        let server = socket.serve(agent.clone());
         // The others run on; each one left behind is said, with why.
         for skipped in &skipped {
             eprintln!("error: {skipped}");
         }
         tracing::info!(
             restored = restored.len(),
-            socket = %control::socket_path(args.agent.data_dir()).display(),
+            socket = %control::socket_path(data_dir).display(),
             "agent serving"
         );
         #[cfg(feature = "failpoints")]
@@ -55,8 +65,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "exiting; their tasks run on for the next agent"
         );
     }
-    // The engine's cgroup parent is given back here, unless tasks live on.
-    drop(agent);
+    // The cgroup parent is given back, unless tasks live on for the next
+    // agent; nothing launches any more.
+    agent.engine().give_back_cgroups();
     served
 }
 

@@ -130,6 +130,7 @@ impl Harness {
                 }
                 Followed::Missed(n) => anyhow::bail!("the harness missed {n} events"),
                 Followed::Finished(status) => break status,
+                Followed::Gone => anyhow::bail!("the engine shut down under the allocation"),
             }
         };
         super::say!("alloc {alloc_id} finished: {:?}", status.client);

@@ -7,7 +7,7 @@ use super::agent_config::ClientArgs;
 use super::status::{find_alloc, read_status};
 use anyhow::Context;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsFd;
@@ -42,24 +42,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(log.copy_to(&mut out)?);
     }
     // Watched before the first read, so nothing written after it is missed.
-    let watch = LogWatch::new(log.dir())?;
-    // The agent says when the allocation ends. Without one nothing can end
-    // it: follow until interrupted, as `tail -f` does.
-    let follow = ControlRequest::Follow {
-        alloc: entry.alloc.alloc_id.clone(),
+    let run_dir = args.client.data_dir.join("run");
+    let watch = LogWatch::new(log.dir(), &run_dir)?;
+    // The agent says when the allocation ends; without one nothing can end
+    // it, and the logs are followed until a new agent comes (its control
+    // socket appears in the run dir) or the user interrupts.
+    let alloc_id = entry.alloc.alloc_id.clone();
+    let follow = || {
+        let req = ControlRequest::Follow {
+            alloc: alloc_id.clone(),
+        };
+        control::send(&args.client.data_dir, &req).ok()
     };
-    let mut end = control::send(&args.client.data_dir, &follow).ok();
+    let mut end = follow();
     log.copy_to(&mut out)?;
     loop {
-        if watch.wait(end.as_ref().map(|r| r.socket()))? {
-            match end.as_mut().map(|r| r.next_answer()) {
+        match watch.wait(end.as_ref().map(|r| r.socket()))? {
+            Woke::Agent => match end.as_mut().map(|r| r.next_answer()) {
                 // The executors drained their pipes before their tasks'
                 // exits were reported: what is on disk now is all there is.
                 Some(Ok(ControlAnswer::Finished(_))) => return Ok(log.copy_to(&mut out)?),
                 Some(Ok(_)) | None => {}
-                // The agent went away; a successor may go on.
                 Some(Err(_)) => end = None,
-            }
+            },
+            Woke::RunDir if end.is_none() => end = follow(),
+            Woke::RunDir | Woke::Logs => {}
         }
         log.copy_to(&mut out)?;
     }
@@ -151,29 +158,46 @@ impl LogFiles {
     }
 }
 
-/// Wakes on every change in the logs dir (a write, a new file).
+/// What woke a follower.
+enum Woke {
+    /// A write or a new file in the logs dir.
+    Logs,
+    /// Something new in the run dir, such as an agent's control socket.
+    RunDir,
+    /// The agent sent a line (or hung up).
+    Agent,
+}
+
+/// Wakes on every change in the logs dir, on new files in the run dir, and
+/// on the agent's word.
 struct LogWatch {
     inotify: Inotify,
+    run_dir: WatchDescriptor,
 }
 
 impl LogWatch {
-    fn new(dir: &Path) -> anyhow::Result<LogWatch> {
+    fn new(logs: &Path, run_dir: &Path) -> anyhow::Result<LogWatch> {
         let inotify = Inotify::init(InitFlags::IN_CLOEXEC).context("inotify_init")?;
-        let flags = AddWatchFlags::IN_MODIFY
+        let changed = AddWatchFlags::IN_MODIFY
             | AddWatchFlags::IN_CREATE
             | AddWatchFlags::IN_MOVED_TO
             | AddWatchFlags::IN_CLOSE_WRITE;
         inotify
-            .add_watch(dir, flags)
-            .with_context(|| format!("watching {}", dir.display()))?;
-        Ok(LogWatch { inotify })
+            .add_watch(logs, changed)
+            .with_context(|| format!("watching {}", logs.display()))?;
+        let run_dir = inotify
+            .add_watch(
+                run_dir,
+                AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO,
+            )
+            .with_context(|| format!("watching {}", run_dir.display()))?;
+        Ok(LogWatch { inotify, run_dir })
     }
 
-    /// Blocks until the logs changed (`false`) or `end` has something to
-    /// say (`true`).
-    fn wait(&self, end: Option<&std::os::unix::net::UnixStream>) -> anyhow::Result<bool> {
+    /// Blocks until something happens; the agent's word comes first.
+    fn wait(&self, agent: Option<&std::os::unix::net::UnixStream>) -> anyhow::Result<Woke> {
         let mut fds = vec![PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
-        if let Some(socket) = end {
+        if let Some(socket) = agent {
             fds.push(PollFd::new(socket.as_fd(), PollFlags::POLLIN));
         }
         loop {
@@ -184,12 +208,74 @@ impl LogWatch {
             }
         }
         let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-        if ready(&fds[0]) {
-            // Only that something changed matters, not what.
-            self.inotify
-                .read_events()
-                .context("reading inotify events")?;
+        if fds.get(1).is_some_and(ready) {
+            return Ok(Woke::Agent);
         }
-        Ok(fds.get(1).is_some_and(ready))
+        let events = self
+            .inotify
+            .read_events()
+            .context("reading inotify events")?;
+        Ok(if events.iter().any(|e| e.wd == self.run_dir) {
+            Woke::RunDir
+        } else {
+            Woke::Logs
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn append(dir: &Path, name: &str, text: &str) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(name))
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    fn read(log: &mut LogFiles) -> String {
+        let mut out = Vec::new();
+        log.copy_to(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// As the executor's writer rotates: a follower reads every byte once,
+    /// in order, across new files and a file deleted while it was read.
+    #[test]
+    fn a_follower_reads_across_rotations_and_deletions() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogFiles::new(dir.path().to_path_buf(), "web.stdout".into());
+        assert_eq!(read(&mut log), "", "nothing written yet");
+        append(dir.path(), "web.stdout.0", "a");
+        assert_eq!(read(&mut log), "a");
+        append(dir.path(), "web.stdout.0", "b");
+        // The writer fills .0, opens .1 and writes there, before we read.
+        append(dir.path(), "web.stdout.1", "c");
+        assert_eq!(read(&mut log), "bc");
+        append(dir.path(), "web.stdout.1", "d");
+        append(dir.path(), "web.stdout.2", "e");
+        // The oldest goes, the one being read among them: what it held is
+        // still read through the open file.
+        std::fs::remove_file(dir.path().join("web.stdout.0")).unwrap();
+        std::fs::remove_file(dir.path().join("web.stdout.1")).unwrap();
+        assert_eq!(read(&mut log), "de");
+        assert_eq!(read(&mut log), "");
+        // Another stream's files are not this one's.
+        append(dir.path(), "web.stderr.3", "x");
+        append(dir.path(), "web.stdout.10", "f");
+        assert_eq!(read(&mut log), "f");
+    }
+
+    /// A reader that comes late starts at the oldest file kept.
+    #[test]
+    fn a_late_reader_starts_at_the_oldest_file_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        append(dir.path(), "web.stdout.2", "old ");
+        append(dir.path(), "web.stdout.3", "new");
+        let mut log = LogFiles::new(dir.path().to_path_buf(), "web.stdout".into());
+        assert_eq!(read(&mut log), "old new");
     }
 }

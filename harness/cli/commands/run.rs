@@ -137,10 +137,12 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
         let mut interrupt = signal(SignalKind::interrupt())?;
         let mut terminate = signal(SignalKind::terminate())?;
         let mut hangup = signal(SignalKind::hangup())?;
-        // Bound before anything is placed, so a second agent places
-        // nothing; the socket goes when this block ends, however it ends.
-        let _control_socket = ControlServer::bind(data_dir, agent.clone())?;
+        // Bound before anything is restored or placed, so a second agent
+        // does neither; served once all is restored. The socket goes when
+        // this block ends, however it ends.
+        let socket = ControlServer::bind(data_dir)?;
         let (restored, skipped) = agent.restore()?;
+        let _control_socket = socket.serve(agent.clone());
         for skipped in &skipped {
             eprintln!("error: {skipped}");
         }
@@ -162,6 +164,7 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                     Followed::Finished(status) => {
                         return anyhow::Ok(Ended::Finished { alloc_id, status })
                     }
+                    Followed::Gone => anyhow::bail!("the engine shut down under the allocation"),
                 },
                 _ = interrupt.recv(), if !stopping => {
                     stopping = true;
@@ -177,8 +180,9 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
     // executors and their tasks outlive this process.
     runtime.shutdown_background();
     let entries = taskgate_engine::agent::read_entries(agent.engine());
-    // The engine's cgroup parent is given back here, unless tasks live on.
-    drop(agent);
+    // The cgroup parent is given back, unless tasks live on for the next
+    // agent; nothing launches any more.
+    agent.engine().give_back_cgroups();
     match ended? {
         Ended::Left(signal) => {
             super::say!(

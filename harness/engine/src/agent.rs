@@ -49,6 +49,8 @@ pub enum Followed {
     Missed(u64),
     /// Every task is dead: the allocation's final status.
     Finished(AllocStatus),
+    /// The agent is going away (its runtime shuts down): no end will come.
+    Gone,
 }
 
 impl Following {
@@ -63,16 +65,18 @@ impl Following {
                     Err(_) => Followed::Finished(status),
                 };
             }
-            tokio::select! {
+            // The end's sender goes only after publishing the end, or with
+            // the agent's runtime.
+            let gone = tokio::select! {
                 event = self.events.recv() => match event {
                     Ok(event) => return Followed::Event(event),
                     Err(broadcast::error::RecvError::Lagged(n)) => return Followed::Missed(n),
-                    // The sender goes with the alloc's end, published first.
-                    Err(broadcast::error::RecvError::Closed) => {
-                        let _ = self.finished.changed().await;
-                    }
+                    Err(broadcast::error::RecvError::Closed) => self.finished.changed().await.is_err(),
                 },
-                _ = self.finished.changed() => {}
+                changed = self.finished.changed() => changed.is_err(),
+            };
+            if gone && self.finished.borrow().is_none() {
+                return Followed::Gone;
             }
         }
     }
@@ -236,6 +240,9 @@ impl Agent {
         match found {
             Err(ControlError::NoSuchAlloc(_)) => {
                 let record = self.find_recorded(name)?;
+                if !record.client.is_terminal() {
+                    return Err(ControlError::NotRestored(record.alloc_id));
+                }
                 Err(ControlError::Finished {
                     alloc_id: record.alloc_id,
                     status: AllocStatus {

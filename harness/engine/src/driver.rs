@@ -25,8 +25,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_executor::{
-    CgroupTree, Executor, ExecutorConfig, ExecutorError, ExitResult, KillSignal, ReattachInfo,
-    Released, Remains, StopOutcome, TaskSpec,
+    Executor, ExecutorConfig, ExecutorError, ExitResult, KillSignal, ReattachInfo, Remains,
+    StopOutcome, TaskSpec,
 };
 
 pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ExecutorError>> + Send + 'a>>;
@@ -47,13 +47,9 @@ pub trait TaskHandle: Send + Sync {
     fn shutdown(&self) -> Result<(), ExecutorError>;
 }
 
-/// The real driver: one `taskgate-executor` process per task, in the
-/// cgroup subtree the driver holds; dropping the driver gives the subtree
-/// back (see [`CgroupTree::release`]), or keeps it for the next agent while
-/// a task lives.
+/// The real driver: one `taskgate-executor` process per task.
 pub struct ExecDriver {
     config: Arc<ExecutorConfig>,
-    cgroups: CgroupTree,
 }
 
 /// A task started by an executor process.
@@ -62,24 +58,10 @@ struct ExecTask {
 }
 
 impl ExecDriver {
-    /// `cgroups` is the claimed tree of `config.cgroup_parent`.
-    pub fn new(config: ExecutorConfig, cgroups: CgroupTree) -> Self {
+    /// `config.cgroup_parent` must be claimed ([`taskgate_executor::CgroupTree::claim`]).
+    pub fn new(config: ExecutorConfig) -> Self {
         ExecDriver {
             config: Arc::new(config),
-            cgroups,
-        }
-    }
-}
-
-impl Drop for ExecDriver {
-    fn drop(&mut self) {
-        let parent = self.cgroups.parent();
-        match self.cgroups.release() {
-            Ok(Released::Undone) => tracing::debug!(%parent, "cgroup parent given back"),
-            Ok(Released::InUse) => {
-                tracing::info!(%parent, "tasks live on in cgroup parent, kept for the next agent")
-            }
-            Err(err) => tracing::warn!(%parent, error = %err, "giving back the cgroup parent"),
         }
     }
 }

@@ -15,7 +15,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use taskgate_executor::{CgroupParent, CgroupTree, ExecutorConfig, ExecutorError};
+use taskgate_executor::{CgroupParent, CgroupTree, ExecutorConfig, ExecutorError, Released};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -85,34 +85,57 @@ pub struct Engine {
     hooks: Arc<HookSet>,
     driver: Arc<dyn Driver>,
     defaults: Arc<SpecDefaults>,
+    /// The claimed cgroup subtree (real driver only), given back when the
+    /// engine is dropped or [`Engine::give_back_cgroups`] is called.
+    cgroups: Option<CgroupTree>,
 }
 
 impl Engine {
     /// Opens the engine with the real driver: an executor process per task,
-    /// in the cgroup parent it claims (and gives back, once no task lives
-    /// there, when the last task runner lets go of the driver).
+    /// in the cgroup parent it claims (and gives back once no task lives
+    /// there: see [`Engine::give_back_cgroups`]).
     pub fn open(config: EngineConfig) -> Result<Engine, EngineError> {
         let state = open_state(&config)?;
         record_cgroup_parent(&config, &state)?;
         let tree = CgroupTree::claim(&config.cgroup_parent)?;
-        let driver = Arc::new(ExecDriver::new(
-            ExecutorConfig {
-                executor_bin: config.executor_bin.clone(),
-                run_dir: run_dir(&config.data_dir),
-                cgroup_parent: config.cgroup_parent.clone(),
-            },
-            tree,
-        ));
-        Ok(Engine::assemble(config, state, driver))
+        let driver = Arc::new(ExecDriver::new(ExecutorConfig {
+            executor_bin: config.executor_bin.clone(),
+            run_dir: run_dir(&config.data_dir),
+            cgroup_parent: config.cgroup_parent.clone(),
+        }));
+        Ok(Engine::assemble(config, state, driver, Some(tree)))
     }
 
     /// Opens the engine with `driver` (the fake one in tests).
     pub fn open_with(config: EngineConfig, driver: Arc<dyn Driver>) -> Result<Engine, EngineError> {
         let state = open_state(&config)?;
-        Ok(Engine::assemble(config, state, driver))
+        Ok(Engine::assemble(config, state, driver, None))
     }
 
-    fn assemble(config: EngineConfig, state: Arc<StateDb>, driver: Arc<dyn Driver>) -> Engine {
+    /// Gives back the cgroup subtree (what taskgate made or changed in it)
+    /// if no executor or task lives there; keeps it for the next agent if
+    /// one does. Call once nothing launches any more (the agent's runtime is
+    /// shut down); dropping the engine does it too.
+    pub fn give_back_cgroups(&self) {
+        let Some(tree) = &self.cgroups else {
+            return;
+        };
+        let parent = tree.parent();
+        match tree.release() {
+            Ok(Released::Undone) => tracing::debug!(%parent, "cgroup parent given back"),
+            Ok(Released::InUse) => {
+                tracing::info!(%parent, "tasks live on in the cgroup parent: kept for the next agent")
+            }
+            Err(err) => tracing::warn!(%parent, error = %err, "giving back the cgroup parent"),
+        }
+    }
+
+    fn assemble(
+        config: EngineConfig,
+        state: Arc<StateDb>,
+        driver: Arc<dyn Driver>,
+        cgroups: Option<CgroupTree>,
+    ) -> Engine {
         let defaults = Arc::new(SpecDefaults {
             chroot_env: config.chroot_env.clone(),
             default_user: config.default_user.clone(),
@@ -125,6 +148,7 @@ impl Engine {
             hooks,
             driver,
             defaults,
+            cgroups,
         }
     }
 
@@ -208,6 +232,12 @@ impl Engine {
                 events,
             }
         })
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.give_back_cgroups();
     }
 }
 

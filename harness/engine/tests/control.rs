@@ -75,7 +75,7 @@ impl Home {
 
     fn serve(&self) -> Result<ControlServer, BindError> {
         let _rt = self.rt.enter();
-        ControlServer::bind(&self.data_dir(), self.agent.clone())
+        Ok(ControlServer::bind(&self.data_dir())?.serve(self.agent.clone()))
     }
 
     /// Places a batch alloc of one main task, `web`, which runs until

@@ -22,7 +22,7 @@ pub use fixture::build_busybox_root;
 pub use isolation::caps::DEFAULT_CAPS;
 pub use isolation::cgroup::parent::{
     auto_parent, choose_parent, CgroupParent, CgroupTree, ParentChoice, Released, AGENT_LEAF,
-    EXECUTORS_LEAF,
+    DEDICATED_V1, DEDICATED_V2, EXECUTORS_LEAF,
 };
 pub use isolation::cgroup::task_cgroup_name;
 pub use isolation::device_filter;

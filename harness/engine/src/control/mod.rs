@@ -7,7 +7,7 @@
 
 mod server;
 
-pub use server::ControlServer;
+pub use server::{BoundSocket, ControlServer};
 
 use crate::agent::AllocEntry;
 use crate::alloc::{AllocStatus, RestartRefused, RestartScope};
@@ -82,6 +82,10 @@ pub enum ControlError {
         alloc_id: String,
         status: AllocStatus,
     },
+    #[error(
+        "allocation {0} is not run by this agent: its record could not be restored (see the agent's log)"
+    )]
+    NotRestored(String),
     /// Why is its source, which error chains print after this.
     #[error("restart refused")]
     Refused(#[from] RestartRefused),

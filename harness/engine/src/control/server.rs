@@ -16,6 +16,17 @@ use tokio::task::JoinHandle;
 /// The pause after a failed accept.
 const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// The control socket, bound and not served yet: an agent binds it before
+/// it restores anything (a second agent of the data dir fails here and
+/// restores nothing), and serves it once it has restored (a client never
+/// finds a restored alloc missing). Connections wait in the kernel's
+/// backlog meanwhile. The drop removes the socket file.
+pub struct BoundSocket {
+    path: PathBuf,
+    /// Taken when served: the server removes the file from then on.
+    listener: Option<tokio::net::UnixListener>,
+}
+
 /// Serves the control socket until dropped; the drop removes the socket file.
 pub struct ControlServer {
     path: PathBuf,
@@ -24,10 +35,10 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
-    /// Binds `<data_dir>/run/control.sock` (whose dir the engine made) and
-    /// serves `agent` on it. A socket file nobody answers on is a dead
-    /// agent's, and replaced. Call within a Tokio runtime.
-    pub fn bind(data_dir: &Path, agent: Arc<Agent>) -> Result<ControlServer, BindError> {
+    /// Binds `<data_dir>/run/control.sock` (whose dir the engine made). A
+    /// socket file nobody answers on is a dead agent's, and replaced. Call
+    /// within a Tokio runtime.
+    pub fn bind(data_dir: &Path) -> Result<BoundSocket, BindError> {
         let path = socket_path(data_dir);
         let io = |what| {
             let path = path.clone();
@@ -39,7 +50,33 @@ impl ControlServer {
             }
             std::fs::remove_file(&path).map_err(io("removing the stale socket"))?;
         }
-        let listener = tokio::net::UnixListener::bind(&path).map_err(io("binding"))?;
+        // Bound (and listening) under a name of its own, then renamed into
+        // place: whoever sees control.sock appear can connect at once.
+        let fresh = path.with_file_name(format!(".control.sock.{}", std::process::id()));
+        let _ = std::fs::remove_file(&fresh);
+        let listener = tokio::net::UnixListener::bind(&fresh).map_err(io("binding"))?;
+        if let Err(source) = std::fs::rename(&fresh, &path) {
+            let _ = std::fs::remove_file(&fresh);
+            return Err(io("renaming the socket into place")(source));
+        }
+        Ok(BoundSocket {
+            path,
+            listener: Some(listener),
+        })
+    }
+
+    /// Resolves once a drain request was carried out: every allocation
+    /// stopped and finished. The agent exits then.
+    pub async fn drained(&self) {
+        self.drained.notified().await
+    }
+}
+
+impl BoundSocket {
+    /// Serves `agent` on the socket, each connection concurrently.
+    pub fn serve(mut self, agent: Arc<Agent>) -> ControlServer {
+        let listener = self.listener.take().expect("served once");
+        let path = self.path.clone();
         let drained = Arc::new(Notify::new());
         let on_drain = drained.clone();
         let accepting = tokio::spawn(async move {
@@ -57,26 +94,32 @@ impl ControlServer {
                 }
             }
         });
-        Ok(ControlServer {
+        ControlServer {
             path,
             accepting,
             drained,
-        })
+        }
     }
+}
 
-    /// Resolves once a drain request was carried out: every allocation
-    /// stopped and finished. The agent exits then.
-    pub async fn drained(&self) {
-        self.drained.notified().await
+impl Drop for BoundSocket {
+    fn drop(&mut self) {
+        if self.listener.is_some() {
+            remove_socket(&self.path);
+        }
     }
 }
 
 impl Drop for ControlServer {
     fn drop(&mut self) {
         self.accepting.abort();
-        if let Err(err) = std::fs::remove_file(&self.path) {
-            tracing::warn!(path = %self.path.display(), error = %err, "removing the control socket");
-        }
+        remove_socket(&self.path);
+    }
+}
+
+fn remove_socket(path: &Path) {
+    if let Err(err) = std::fs::remove_file(path) {
+        tracing::warn!(path = %path.display(), error = %err, "removing the control socket");
     }
 }
 
@@ -88,8 +131,13 @@ async fn answer(stream: tokio::net::UnixStream, agent: Arc<Agent>, drained: Arc<
         Ok(request) => request,
         Err(err) => return send(&mut write, &Err(err)).await.unwrap_or(()),
     };
-    let following = match carry_out(request, &agent, &drained).await {
+    let following = match carry_out(request, &agent).await {
         Ok(Reply::Line(answer)) => return send(&mut write, &Ok(answer)).await.unwrap_or(()),
+        Ok(Reply::Drained) => {
+            // Answered first: the agent exits once told.
+            let _ = send(&mut write, &Ok(ControlAnswer::Done)).await;
+            return drained.notify_one();
+        }
         Ok(Reply::Placed(following)) => {
             let placed = ControlAnswer::Placed {
                 alloc_id: following.alloc_id.clone(),
@@ -108,16 +156,14 @@ async fn answer(stream: tokio::net::UnixStream, agent: Arc<Agent>, drained: Arc<
 /// What a request is answered with.
 enum Reply {
     Line(ControlAnswer),
+    /// Done, and the agent may exit.
+    Drained,
     /// Placed; its events follow.
     Placed(Following),
     Follow(Following),
 }
 
-async fn carry_out(
-    request: ControlRequest,
-    agent: &Arc<Agent>,
-    drained: &Notify,
-) -> Result<Reply, ControlError> {
+async fn carry_out(request: ControlRequest, agent: &Arc<Agent>) -> Result<Reply, ControlError> {
     match request {
         ControlRequest::Restart { alloc, scope } => {
             tracing::info!(alloc, %scope, "restart requested on the control socket");
@@ -150,8 +196,7 @@ async fn carry_out(
             let stopped = agent.stop_all();
             tracing::info!(allocs = stopped.len(), "drain: stopping every allocation");
             agent.idle().await;
-            drained.notify_one();
-            Ok(Reply::Line(ControlAnswer::Done))
+            Ok(Reply::Drained)
         }
     }
 }
@@ -163,6 +208,8 @@ async fn stream_events(mut following: Following, mut write: OwnedWriteHalf) {
             Followed::Event(event) => (ControlAnswer::Event(event), false),
             Followed::Missed(n) => (ControlAnswer::Missed(n), false),
             Followed::Finished(status) => (ControlAnswer::Finished(status), true),
+            // The client is told by the connection's end.
+            Followed::Gone => return,
         };
         // A follower that hung up stops the stream, not the allocation.
         if send(&mut write, &Ok(answer)).await.is_err() || last {
