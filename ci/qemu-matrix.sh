@@ -13,6 +13,9 @@
 #   --cargo-args ARGS   extra cargo arguments, word-split
 #                       (default: "--features failpoints,privileged", the same build as ci/test.sh)
 #   --self-test         run only the guest's built-in layout checks (no binaries)
+#   --default-alloc     first run README command 1 in the guest, `taskgate run`
+#                       (the built-in default job, the default data dir and
+#                       cgroup parent), which must end Complete (exit 4 if not)
 #   --include PATH      also copy PATH (file or directory) into the guest at the
 #                       same absolute path; ELF files get their shared libs;
 #                       repeatable
@@ -42,8 +45,13 @@
 # After the binaries, ci/leftovers.sh runs inside the guest too: a taskgate
 # cgroup, mount or process left there fails the mode (exit 3).
 #
+# In the v2 guest everything runs from a login session's cgroup that holds
+# another process (/user.slice/user-0.slice/session-1.scope), as a user's
+# shell on a systemd host does; the v1 guest runs from the root cgroups.
+#
 # Exit status: 0 if every binary passed in every mode; otherwise the first
-# failing binary's exit status (3 = leftovers in the guest, 124 = the guest
+# failing binary's exit status (3 = leftovers in the guest, 4 = the default
+# alloc did not end Complete, 124 = the guest
 # timed out, 125 = the guest ended without printing a result or failed its
 # layout checks, 2 = bad usage or missing host tools).
 #
@@ -63,6 +71,7 @@ modules=()
 envs=()
 test_args=()
 self_test=0
+default_alloc=0
 timeout_s=${QEMU_MATRIX_TIMEOUT:-600}
 kernel=${QEMU_MATRIX_KERNEL:-}
 memory=2G
@@ -90,6 +99,7 @@ while [ $# -gt 0 ]; do
         --cargo-test) [ $# -ge 2 ] || die "$1 needs an argument"; cargo_tests+=("$2"); shift 2 ;;
         --cargo-args) [ $# -ge 2 ] || die "$1 needs an argument"; read -r -a cargo_args <<<"$2"; shift 2 ;;
         --self-test) self_test=1; shift ;;
+        --default-alloc) default_alloc=1; shift ;;
         --include) [ $# -ge 2 ] || die "$1 needs an argument"; includes+=("$2"); shift 2 ;;
         --module) [ $# -ge 2 ] || die "$1 needs an argument"; modules+=("$2"); shift 2 ;;
         --env)
@@ -115,8 +125,9 @@ while [ $# -gt 0 ]; do
 done
 
 [[ $timeout_s =~ ^[0-9]+$ ]] || die "--timeout wants whole seconds (got '$timeout_s')"
-if [ "$self_test" = 0 ] && [ ${#binaries[@]} -eq 0 ] && [ ${#cargo_tests[@]} -eq 0 ]; then
-    die "nothing to run: give test binaries, --cargo-test NAME or --self-test (see --help)"
+if [ "$self_test" = 0 ] && [ "$default_alloc" = 0 ] && [ ${#binaries[@]} -eq 0 ] &&
+    [ ${#cargo_tests[@]} -eq 0 ]; then
+    die "nothing to run: give test binaries, --cargo-test NAME, --default-alloc or --self-test (see --help)"
 fi
 
 for tool in qemu-system-x86_64 busybox cpio gzip ldd timeout; do
@@ -163,10 +174,13 @@ done
 # The tests find the taskgate binaries through compile-time absolute paths.
 target_dir=${CARGO_TARGET_DIR:-$REPO/target}
 case $target_dir in /*) ;; *) target_dir=$REPO/$target_dir ;; esac
-if [ ${#binaries[@]} -gt 0 ]; then
+if [ ${#binaries[@]} -gt 0 ] || [ "$default_alloc" = 1 ]; then
     for bin in taskgate taskgate-executor; do
         [ -x "$target_dir/debug/$bin" ] && includes+=("$target_dir/debug/$bin")
     done
+fi
+if [ "$default_alloc" = 1 ] && [ ! -x "$target_dir/debug/taskgate-executor" ]; then
+    die "--default-alloc: build $target_dir/debug/taskgate and taskgate-executor first (cargo build)"
 fi
 [ -d "$REPO/tests" ] && includes+=("$REPO/tests")
 [ -d "$REPO/examples" ] && includes+=("$REPO/examples")  # jobspecs some tests parse
@@ -314,6 +328,7 @@ shq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
 {
     echo "REPO=$(shq "$REPO")"
     echo "cd \"\$REPO\" || finish 125 \"(no \$REPO)\""
+    [ "$default_alloc" = 1 ] && echo "run_default_alloc $(shq "$target_dir/debug/taskgate")"
     for b in "${binaries[@]}"; do
         printf 'run_test %s' "$(shq "$b")"
         for a in "${test_args[@]}"; do printf ' %s' "$(shq "$a")"; done

@@ -26,10 +26,13 @@
 #   stress     ci/stress.sh: the same verdicts when the harness is starved of
 #              CPU (20% of one core, beside a busy load): replay tokens 100 of
 #              100 times, the explore's set of failing schedules
-#   lint       ci/lint.sh: the GitHub workflow (actionlint), the Vagrantfile
-#   qemu-v2    the executor, engine and harness tests in a qemu guest with
-#   qemu-v1    pure cgroup v2 / pure cgroup v1 (run side by side when both
-#              are asked for: each guest is mostly one busy core)
+#   lint       ci/lint.sh: the GitHub workflow (actionlint), the Vagrantfile,
+#              the systemd unit (systemd-analyze verify)
+#   qemu-v2    README command 1 (the default alloc to Complete), then the
+#   qemu-v1    executor, escape, engine, harness and agent tests, in a qemu
+#              guest with pure cgroup v2 (from a login session's cgroup
+#              holding another process) / pure cgroup v1 (run side by side
+#              when both are asked for: each guest is mostly one busy core)
 #   leftovers  this run left no taskgate cgroup, mount or process on this
 #              host (ci/leftovers.sh; what was there before is only listed)
 # Ends with the line "N passed, N failed" (stages) and exits non-zero if any
@@ -89,11 +92,12 @@ STRESS_CMD=(ci/stress.sh target/debug/taskgate "$LEGACY_DIR/taskgate" "${STRESS_
 LINT_CMD=(ci/lint.sh)
 # Integration tests (tests/NAME.rs) that also run in the qemu cgroup v2 / v1
 # guests, with the same features, and the arguments given to their binaries.
-# The guests are there for what depends on the cgroup version (the
-# executor's cgroups, the engine on them, the oracle's identity by cgroup):
-# the schedule search itself does not, and runs on the host (gate, stress).
+# The guests are there for what depends on the cgroup version and layout
+# (the executor's cgroups, the agent's subtree, the engine on them, the
+# oracle's identity by cgroup): the schedule search itself does not, and
+# runs on the host (gate, stress).
 QEMU_CARGO_ARGS="--features failpoints,privileged"
-QEMU_TESTS=(executor escapes engine harness)
+QEMU_TESTS=(executor escapes engine harness agent)
 QEMU_TEST_ARGS=(--test-threads=1 --skip explore_sidecar_stop_finds_no_failing_schedule)
 # ==========================================================================
 
@@ -152,7 +156,7 @@ build_all() {
 
 qemu_cmd() { # qemu_cmd MODE: the ci/qemu-matrix.sh invocation for one guest
     local t
-    qemu=(ci/qemu-matrix.sh --mode "$1" --cargo-args "$QEMU_CARGO_ARGS")
+    qemu=(ci/qemu-matrix.sh --mode "$1" --default-alloc --cargo-args "$QEMU_CARGO_ARGS")
     for t in "${QEMU_TESTS[@]}"; do qemu+=(--cargo-test "$t"); done
     qemu+=(-- "${QEMU_TEST_ARGS[@]}")
 }

@@ -87,7 +87,7 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
     let status = follow_remote(replies)?;
     let entries = super::status::read_status(&args.agent.client)?;
     let entry = super::status::find_alloc(&entries, &alloc_id, data_dir)?;
-    finish(entry, status)
+    finish(data_dir, entry, status)
 }
 
 /// Takes the blocked signals: Ctrl-C stops the allocation; SIGTERM or
@@ -194,7 +194,7 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
         Ended::Finished { alloc_id, status } => {
             let entries = entries?;
             let placed = super::status::find_alloc(&entries, &alloc_id, data_dir)?;
-            finish(placed, status)
+            finish(data_dir, placed, status)
         }
     }
 }
@@ -205,13 +205,13 @@ fn print_placed(data_dir: &Path, alloc_id: &str, job: &str) {
 }
 
 /// The end of a run: the status, each task's logs, and a failure's exit code.
-fn finish(entry: &AllocEntry, status: AllocStatus) -> anyhow::Result<()> {
+fn finish(data_dir: &Path, entry: &AllocEntry, status: AllocStatus) -> anyhow::Result<()> {
     super::say!(
         "==> alloc {} finished: {:?}",
         entry.alloc.alloc_id,
         status.client
     );
-    print_logs(entry);
+    print_logs(data_dir, entry);
     if status.client == ClientStatus::Failed {
         anyhow::bail!("allocation failed");
     }
@@ -219,7 +219,7 @@ fn finish(entry: &AllocEntry, status: AllocStatus) -> anyhow::Result<()> {
 }
 
 /// Every task's stdout and stderr, all of their rotated files.
-fn print_logs(entry: &AllocEntry) {
+fn print_logs(data_dir: &Path, entry: &AllocEntry) {
     for task in entry.alloc.tasks() {
         for stream in ["stdout", "stderr"] {
             let mut text = Vec::new();
@@ -228,8 +228,9 @@ fn print_logs(entry: &AllocEntry) {
                 continue;
             }
             super::say!(
-                "--- {} {stream} (taskgate logs{} {} {}) ---\n{}",
+                "--- {} {stream} (taskgate logs{}{} {} {}) ---\n{}",
                 task.name,
+                data_dir_arg(data_dir),
                 if stream == "stderr" { " --stderr" } else { "" },
                 entry.alloc.alloc_id,
                 task.name,
@@ -239,14 +240,19 @@ fn print_logs(entry: &AllocEntry) {
     }
 }
 
-/// How to restart `alloc_id`'s tasks; `--data-dir` only when not the default.
+/// How to restart `alloc_id`'s tasks.
 fn restart_command(data_dir: &Path, alloc_id: &str) -> String {
-    let data_dir = if data_dir == Path::new(DEFAULT_DATA_DIR) {
+    let data_dir = data_dir_arg(data_dir);
+    format!("taskgate restart{data_dir} {alloc_id} [TASK] [--all-tasks]")
+}
+
+/// ` --data-dir DIR` for a command line, when not the default.
+fn data_dir_arg(data_dir: &Path) -> String {
+    if data_dir == Path::new(DEFAULT_DATA_DIR) {
         String::new()
     } else {
         format!(" --data-dir {}", data_dir.display())
-    };
-    format!("taskgate restart{data_dir} {alloc_id} [TASK] [--all-tasks]")
+    }
 }
 
 pub fn print_event(event: &TaskEvent) {
