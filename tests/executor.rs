@@ -157,6 +157,63 @@ fn limits_apply_to_a_task_cgroup_under_the_agents_parent() {
     sb.assert_no_leftovers();
 }
 
+/// A parent is made only where tasks need it, and given back whole. On v1:
+/// in the memory, pids, cpu, devices and freezer hierarchies, never in
+/// cpuset (a new cpuset cgroup has no CPUs) or systemd's own. On v2, under
+/// a cgroup that hands down memory and pids but not cpu (the agent never
+/// changes the cgroup above its parent): tasks still run, without a CPU
+/// weight.
+#[test]
+#[serial]
+fn a_parent_is_made_only_where_tasks_need_it() {
+    let sb = Sandbox::new();
+    let cg = Path::new("/sys/fs/cgroup");
+    if !cg.join("cgroup.controllers").exists() {
+        let parent = sb.cgroups.parent().as_str().trim_start_matches('/');
+        for ctrl in ["memory", "pids", "cpu", "devices", "freezer"] {
+            assert!(cg.join(ctrl).join(parent).is_dir(), "no {ctrl} cgroup");
+        }
+        for ctrl in ["cpuset", "blkio", "systemd"] {
+            assert!(!cg.join(ctrl).join(parent).exists(), "a {ctrl} cgroup");
+        }
+        sb.assert_no_leftovers();
+        return;
+    }
+    let above = cg.join(format!("taskgate-test-nocpu-{}", sb.alloc_id));
+    std::fs::create_dir(&above).unwrap();
+    std::fs::write(above.join("cgroup.subtree_control"), "+memory +pids").unwrap();
+    let parent = taskgate_executor::CgroupParent::new(&format!(
+        "/{}/tasks",
+        above.file_name().unwrap().to_string_lossy()
+    ))
+    .unwrap();
+    let tree = taskgate_executor::CgroupTree::claim(&parent).expect("claim without cpu");
+    let enabled = std::fs::read_to_string(above.join("tasks/cgroup.subtree_control")).unwrap();
+    assert_eq!(enabled.trim(), "memory pids");
+    let config = taskgate_executor::ExecutorConfig {
+        cgroup_parent: parent,
+        ..sb.config()
+    };
+    let spec = sb.spec("web", "read x < /local/go");
+    let go = fifo(&sb, "web", "go");
+    let exec = taskgate_executor::launch(&config, &spec).expect("launch without cpu");
+    let leaf = above.join(format!("tasks/taskgate.{}.web", sb.alloc_id));
+    assert_eq!(
+        std::fs::read_to_string(leaf.join("memory.max"))
+            .unwrap()
+            .trim(),
+        (64u64 << 20).to_string()
+    );
+    assert!(!leaf.join("cpu.weight").exists());
+    common::write_fifo(&go, "go\n");
+    assert!(exec.wait().expect("wait").successful());
+    exec.shutdown().expect("shutdown");
+    assert_eq!(tree.release().unwrap(), taskgate_executor::Released::Undone);
+    assert!(!above.join("tasks").exists());
+    std::fs::remove_dir(&above).unwrap();
+    sb.assert_no_leftovers();
+}
+
 #[test]
 #[serial]
 fn host_processes_and_mounts_are_invisible() {

@@ -119,7 +119,14 @@ fn stop_on_interrupt(signals: SigSet, data_dir: &Path, alloc_id: &str) {
 /// Prints each event the agent streams until the allocation's end.
 pub fn follow_remote(mut replies: Replies) -> anyhow::Result<AllocStatus> {
     loop {
-        match replies.next_answer()? {
+        let answer = match replies.next_answer() {
+            Err(control::RequestError::NoReply(_)) => anyhow::bail!(
+                "the agent exited before the allocation finished: its tasks run on, \
+                 and the next agent restores them"
+            ),
+            answer => answer?,
+        };
+        match answer {
             ControlAnswer::Event(event) => print_event(&event),
             ControlAnswer::Missed(n) => print_missed(n),
             ControlAnswer::Finished(status) => return Ok(status),

@@ -17,7 +17,7 @@ use cgroups_rs::pid::PidController;
 use cgroups_rs::{hierarchies, Cgroup, CgroupPid, Controller, MaxValue};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use parent::{CgroupParent, Layout, V2_CONTROLLERS};
+use parent::{CgroupParent, Layout, V2_REQUIRED};
 use std::os::fd::AsFd;
 use std::path::Path;
 
@@ -73,7 +73,7 @@ impl TaskCgroup {
         let enabled = std::fs::read_to_string(dir.join("cgroup.controllers")).map_err(
             ExecutorError::io(format!("read {}/cgroup.controllers", dir.display())),
         )?;
-        let missing: Vec<&str> = V2_CONTROLLERS
+        let missing: Vec<&str> = V2_REQUIRED
             .into_iter()
             .filter(|c| !enabled.split_whitespace().any(|e| e == *c))
             .collect();
@@ -139,12 +139,17 @@ impl TaskCgroup {
         pids.set_pid_max(MaxValue::Value(res.pids_max as i64))
             .map_err(cg_err("set pids.max"))?;
         let cpu: &CpuController = self.controller("cpu")?;
-        let shares = if self.cg.v2() {
-            shares_to_weight(res.cpu_shares)
-        } else {
-            res.cpu_shares.max(2)
-        };
-        cpu.set_shares(shares).map_err(cg_err("set cpu shares"))
+        if self.cg.v2() {
+            // Without the cpu controller (the agent warned when it claimed
+            // the parent) the task has no weight to set.
+            if !cpu.path().join("cpu.weight").exists() {
+                return Ok(());
+            }
+            return (cpu.set_shares(shares_to_weight(res.cpu_shares)))
+                .map_err(cg_err("set cpu weight"));
+        }
+        cpu.set_shares(res.cpu_shares.max(2))
+            .map_err(cg_err("set cpu shares"))
     }
 
     fn controller<'a, T>(&'a self, name: &str) -> Result<&'a T, ExecutorError>

@@ -34,9 +34,14 @@ pub const AGENT_LEAF: &str = "agent";
 pub const DEDICATED_V2: &str = "/taskgate.slice";
 pub const DEDICATED_V1: &str = "/taskgate";
 
-/// Controllers a task needs on v2; enabling every available one would also
+/// Controllers a task uses on v2; enabling every available one would also
 /// drag in cpuset/io/hugetlb for nothing.
 pub(crate) const V2_CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
+/// Those a task cannot run without: its memory and process limits. Without
+/// cpu a task only loses its CPU weight, a relative share, and the agent
+/// says so (systemd enables cpu at the root for a unit with `Delegate=yes`
+/// or `CPUAccounting=yes`, such as the shipped one).
+pub(crate) const V2_REQUIRED: [&str; 2] = ["memory", "pids"];
 /// The v1 hierarchies a task cgroup lives in. Never cpuset (a new cpuset
 /// cgroup has no CPUs until someone copies them in) and never systemd's
 /// own `name=systemd`.
@@ -431,21 +436,27 @@ fn remove_cgroup(dir: &Path) -> Result<bool, ExecutorError> {
 /// be available to the parent: taskgate never enables anything above it.
 fn enable_controllers(dir: &Path) -> Result<(), ExecutorError> {
     let available = read_words(&dir.join("cgroup.controllers"))?;
-    let unavailable: Vec<&str> = V2_CONTROLLERS
-        .into_iter()
-        .filter(|c| !available.iter().any(|a| a == c))
-        .collect();
+    let has = |c: &str| available.iter().any(|a| a == c);
+    let unavailable: Vec<&str> = V2_REQUIRED.into_iter().filter(|c| !has(c)).collect();
     if !unavailable.is_empty() {
         return Err(ExecutorError::Cgroup(format!(
             "controllers {unavailable:?} are not available in {}: the cgroup above it does not \
-             enable them, and taskgate never changes a cgroup outside its own",
+             enable them, and taskgate never changes a cgroup outside its own (on a systemd \
+             host, run the agent from its unit: Delegate=yes makes systemd enable them)",
             dir.display()
         )));
+    }
+    if !has("cpu") {
+        tracing::warn!(
+            "the cpu controller is not available in {}: tasks get no CPU weight \
+             (on a systemd host, run the agent from its unit: Delegate=yes makes systemd enable it)",
+            dir.display()
+        );
     }
     let enabled = read_words(&dir.join("cgroup.subtree_control"))?;
     let missing: Vec<&str> = V2_CONTROLLERS
         .into_iter()
-        .filter(|c| !enabled.iter().any(|e| e == c))
+        .filter(|c| has(c) && !enabled.iter().any(|e| e == c))
         .collect();
     if missing.is_empty() {
         return Ok(());
