@@ -29,7 +29,7 @@
 #   lint       ci/lint.sh: the GitHub workflow (actionlint), the Vagrantfile,
 #              the systemd unit (systemd-analyze verify)
 #   qemu-v2    README command 1 (the default alloc to Complete), then the
-#   qemu-v1    executor, escape, engine, harness and agent tests, in a qemu
+#   qemu-v1    executor, escape, cgroup, engine, harness and agent tests, in a qemu
 #              guest with pure cgroup v2 (from a login session's cgroup
 #              holding another process) / pure cgroup v1 (run side by side
 #              when both are asked for: each guest is mostly one busy core)
@@ -97,7 +97,7 @@ LINT_CMD=(ci/lint.sh)
 # oracle's identity by cgroup): the schedule search itself does not, and
 # runs on the host (gate, stress).
 QEMU_CARGO_ARGS="--features failpoints,privileged"
-QEMU_TESTS=(executor escapes engine harness agent)
+QEMU_TESTS=(executor escapes cgroups engine harness agent)
 QEMU_TEST_ARGS=(--test-threads=1 --skip explore_sidecar_stop_finds_no_failing_schedule)
 # ==========================================================================
 

@@ -96,6 +96,15 @@ impl Sandbox {
         self.path().join("alloc").join(task)
     }
 
+    /// A FIFO in the task's `local/` (seen as `/local/<name>` inside) through
+    /// which a task tells the test it reached a point, or waits for the test.
+    pub fn fifo(&self, task: &str, name: &str) -> PathBuf {
+        let path = self.task_dir(task).join("local").join(name);
+        let mode = nix::sys::stat::Mode::from_bits_truncate(0o666);
+        nix::unistd::mkfifo(&path, mode).expect("mkfifo");
+        path
+    }
+
     pub fn shared_alloc_dir(&self) -> PathBuf {
         self.path().join("alloc/alloc")
     }
@@ -212,6 +221,19 @@ pub fn cgroup_mounts() -> Vec<PathBuf> {
         .collect()
 }
 
+/// `/proc/<pid>/cgroup` as controller -> path (v2's unified entry under "").
+pub fn cgroups_of(pid: &str) -> std::collections::BTreeMap<String, PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let mut map = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
+        for c in ctrls.split(',') {
+            map.insert(c.to_string(), PathBuf::from(path.trim_start_matches('/')));
+        }
+    }
+    map
+}
 /// Cgroup directories named `<prefix>*` anywhere under `root`.
 fn taskgate_cgroups(root: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut found = vec![];

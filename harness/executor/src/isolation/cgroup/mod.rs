@@ -3,6 +3,7 @@
 //! the unified one, on v1 each controller a task uses.
 
 pub mod parent;
+mod xattr;
 
 use super::device_filter;
 use crate::error::ExecutorError;

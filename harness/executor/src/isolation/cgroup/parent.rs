@@ -15,13 +15,12 @@
 //! with `trusted.taskgate.*` extended attributes on the parent, and
 //! [`CgroupTree::release`] undoes exactly that once no task lives there.
 
+use super::xattr::{get_xattr, remove_xattr, set_xattr};
 use crate::error::ExecutorError;
 use cgroups_rs::hierarchies::{self, UNIFIED_MOUNTPOINT, V1};
 use cgroups_rs::Controllers;
 use serde::{Deserialize, Serialize};
-use std::ffi::CString;
 use std::io::ErrorKind;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The leaf every executor moves into before it starts its task.
@@ -560,60 +559,6 @@ fn read_words(file: &Path) -> Result<Vec<String>, ExecutorError> {
     std::fs::read_to_string(file)
         .map(|s| s.split_whitespace().map(str::to_string).collect())
         .map_err(ExecutorError::io(format!("read {}", file.display())))
-}
-
-fn c_path(path: &Path) -> CString {
-    CString::new(path.as_os_str().as_bytes()).expect("cgroup paths hold no NUL")
-}
-
-fn get_xattr(path: &Path, name: &str) -> Option<String> {
-    let (cpath, cname) = (c_path(path), CString::new(name).ok()?);
-    let mut buf = [0u8; 256];
-    // SAFETY: valid C strings and a buffer of the length given.
-    let n = unsafe {
-        libc::getxattr(
-            cpath.as_ptr(),
-            cname.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    (n >= 0).then(|| String::from_utf8_lossy(&buf[..n as usize]).into_owned())
-}
-
-fn set_xattr(path: &Path, name: &str, value: &str) -> Result<(), ExecutorError> {
-    let (cpath, cname) = (c_path(path), CString::new(name).expect("no NUL"));
-    // SAFETY: valid C strings and a value of the length given.
-    let rc = unsafe {
-        libc::setxattr(
-            cpath.as_ptr(),
-            cname.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    if rc < 0 {
-        return Err(ExecutorError::io(format!(
-            "mark {} with {name}",
-            path.display()
-        ))(std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
-fn remove_xattr(path: &Path, name: &str) -> Result<(), ExecutorError> {
-    let (cpath, cname) = (c_path(path), CString::new(name).expect("no NUL"));
-    // SAFETY: valid C strings.
-    let rc = unsafe { libc::removexattr(cpath.as_ptr(), cname.as_ptr()) };
-    let err = std::io::Error::last_os_error();
-    if rc < 0 && err.raw_os_error() != Some(libc::ENODATA) {
-        return Err(ExecutorError::io(format!(
-            "unmark {} ({name})",
-            path.display()
-        ))(err));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
