@@ -87,6 +87,8 @@ pub struct Agent {
     live: Mutex<BTreeMap<String, Live>>,
     /// How many allocations are live: idle at zero.
     count: watch::Sender<usize>,
+    /// Set by a drain: nothing is placed any more.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Agent {
@@ -95,6 +97,7 @@ impl Agent {
             engine,
             live: Mutex::default(),
             count: watch::Sender::new(0),
+            draining: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -112,13 +115,19 @@ impl Agent {
     }
 
     /// Places `job`'s first group (or the named one) and follows it from its
-    /// first event. Call within a Tokio runtime.
+    /// first event; refused once a drain began. Call within a Tokio runtime.
     pub fn submit(
         self: &Arc<Self>,
         job: &Job,
         group: Option<&str>,
-    ) -> Result<Following, EngineError> {
-        let handle = self.engine.submit(job, group)?;
+    ) -> Result<Following, ControlError> {
+        if self.draining() {
+            return Err(ControlError::NotPlaced(
+                "the agent is draining: it stops every allocation and exits".into(),
+            ));
+        }
+        let handle =
+            (self.engine.submit(job, group)).map_err(|e| ControlError::NotPlaced(e.to_string()))?;
         Ok(self.adopt(handle))
     }
 
@@ -133,7 +142,14 @@ impl Agent {
             events: events.clone(),
             finished: finished.clone(),
         };
-        self.lock().insert(alloc_id.clone(), live);
+        {
+            let mut allocs = self.lock();
+            // Placed as a drain began: it is stopped with the others.
+            if self.draining() {
+                live.control.stop();
+            }
+            allocs.insert(alloc_id.clone(), live);
+        }
         self.count.send_modify(|n| *n += 1);
         let agent = Arc::downgrade(self);
         let id = alloc_id.clone();
@@ -186,9 +202,19 @@ impl Agent {
         Ok(id)
     }
 
-    /// Stops every running allocation (a drain); returns their ids.
-    pub fn stop_all(&self) -> Vec<String> {
-        let live = self.lock().clone();
+    /// Whether a drain began: the agent places nothing any more.
+    pub fn draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A drain: places nothing from now on and stops every running
+    /// allocation; returns their ids.
+    pub fn drain(&self) -> Vec<String> {
+        // Under the lock an allocation is adopted with: none slips past.
+        let live = self.lock();
+        self.draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let live = live.clone();
         for entry in live.values() {
             entry.control.stop();
         }

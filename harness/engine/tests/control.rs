@@ -467,4 +467,14 @@ fn a_drain_stops_every_alloc() {
     for mut following in [first, second] {
         assert_eq!(home.finish(&mut following), ClientStatus::Complete);
     }
+    // A drained agent places nothing more.
+    let refused = refusal(home.request(ControlRequest::Submit {
+        job: web_job(),
+        group: None,
+        follow: false,
+    }));
+    assert!(
+        matches!(&refused, ControlError::NotPlaced(why) if why.contains("draining")),
+        "{refused:?}"
+    );
 }

@@ -171,9 +171,7 @@ async fn carry_out(request: ControlRequest, agent: &Arc<Agent>) -> Result<Reply,
             Ok(Reply::Line(ControlAnswer::Done))
         }
         ControlRequest::Submit { job, group, follow } => {
-            let following = agent
-                .submit(&job, group.as_deref())
-                .map_err(|e| ControlError::NotPlaced(e.to_string()))?;
+            let following = agent.submit(&job, group.as_deref())?;
             tracing::info!(alloc = following.alloc_id, job = job.name, "placed");
             if follow {
                 Ok(Reply::Placed(following))
@@ -193,7 +191,7 @@ async fn carry_out(request: ControlRequest, agent: &Arc<Agent>) -> Result<Reply,
             .map_err(|e| ControlError::State(e.to_string())),
         ControlRequest::Follow { alloc } => Ok(Reply::Follow(agent.follow(&alloc)?)),
         ControlRequest::Drain => {
-            let stopped = agent.stop_all();
+            let stopped = agent.drain();
             tracing::info!(allocs = stopped.len(), "drain: stopping every allocation");
             agent.idle().await;
             Ok(Reply::Drained)
