@@ -230,25 +230,33 @@ fn spawn_executor(
         .map_err(ExecutorError::io("wait for the executor to daemonize"))?;
     taskgate_faults::fault_point!(taskgate_faults::points::EX_SPAWNED, spec.task_name.as_str());
     let mut ready = BufReader::new(File::from(ready_r));
-    let report =
-        protocol::recv_or_eof(&mut ready, "executor")?.ok_or_else(|| ExecutorError::Vanished {
-            log: spec.task_dir.join("executor.out"),
-            first_exit: status.to_string(),
-        })?;
-    match report {
-        Ready::Started(info) => Ok(Executor { info }),
-        Ready::Failed {
-            executor_pid,
-            error,
-        } => {
-            // Opened while it still runs (it exits only after this report),
-            // so the wait is on this executor, never on a reused pid.
-            let pidfd = pidfd_open(executor_pid);
+    let vanished = || ExecutorError::Vanished {
+        log: spec.task_dir.join("executor.out"),
+        first_exit: status.to_string(),
+    };
+    let daemon = match protocol::recv_or_eof(&mut ready, "executor")? {
+        Some(Ready::Daemon(pid)) => pid,
+        Some(other) => return Err(ExecutorError::Protocol(format!("{other:?} before the pid"))),
+        None => return Err(vanished()),
+    };
+    // Opened while the daemon can only just have exited (it reports before
+    // anything can fail), so any wait below is on it, never on a reused pid.
+    let daemon = pidfd_open(daemon).ok();
+    let wait_for_daemon = || match &daemon {
+        Some(pidfd) => wait_exited(pidfd.as_fd()),
+        None => Ok(()),
+    };
+    match protocol::recv_or_eof(&mut ready, "executor")? {
+        Some(Ready::Started(info)) => Ok(Executor { info }),
+        Some(Ready::Failed(error)) => {
             let _ = std::io::copy(&mut ready, &mut std::io::sink());
-            if let Ok(pidfd) = pidfd {
-                wait_exited(pidfd.as_fd())?;
-            }
+            wait_for_daemon()?;
             Err(error)
+        }
+        Some(Ready::Daemon(pid)) => Err(ExecutorError::Protocol(format!("a second pid {pid}"))),
+        None => {
+            wait_for_daemon()?;
+            Err(vanished())
         }
     }
 }

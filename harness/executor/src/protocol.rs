@@ -22,14 +22,13 @@ const MAX_SOCKET_PATH: usize = 107;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Ready {
+    /// First, from the daemon: its pid. Should it fail or die, `launch`
+    /// waits for its exit by it, so nothing of it (its place in the
+    /// executors' cgroup included) outlives the launch.
+    Daemon(i32),
     Started(ReattachInfo),
-    /// The executor exits right after this: `launch` waits for that by its
-    /// pid, so nothing of it (its place in the executors' cgroup included)
-    /// outlives the launch.
-    Failed {
-        executor_pid: i32,
-        error: ExecutorError,
-    },
+    /// The executor exits right after this.
+    Failed(ExecutorError),
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -44,6 +44,10 @@ pub fn run(run_dir: &Path, cgroup_parent: &CgroupParent) -> Result<(), ExecutorE
     // no other executor of the task can start meanwhile (see `task_lock`).
     let _lock = unsafe { File::from_raw_fd(LOCK_FD) };
     daemonize()?;
+    let me = Ready::Daemon(std::process::id() as i32);
+    if let Err(e) = protocol::send(&mut *ready, &me) {
+        tracing::warn!("the launching engine is gone: {e}");
+    }
     // Out of the agent's cgroup (a login session's, a unit's) into the
     // parent's executors leaf: the executor outlives the agent, whoever
     // started it.
@@ -58,11 +62,7 @@ pub fn run(run_dir: &Path, cgroup_parent: &CgroupParent) -> Result<(), ExecutorE
             sup.serve(listener)
         }
         Err(e) => {
-            let failed = Ready::Failed {
-                executor_pid: std::process::id() as i32,
-                error: e.clone(),
-            };
-            let _ = protocol::send(&mut *ready, &failed);
+            let _ = protocol::send(&mut *ready, &Ready::Failed(e.clone()));
             Err(e)
         }
     }
