@@ -356,7 +356,7 @@ mod tests {
             pids_max: 8,
             clock: Arc::new(SystemClock::default()),
             restart_seed: 0,
-            cgroup_parent: CgroupParent::new("/taskgate-unused").unwrap(),
+            cgroup_parent: crate::fake_driver::FakeDriver::cgroup_parent(),
         };
         let driver = Arc::new(crate::fake_driver::FakeDriver::new(run_dir(
             &config.data_dir,

@@ -83,6 +83,12 @@ struct FakeTask {
 }
 
 impl FakeDriver {
+    /// The fake driver makes no cgroup: an engine config for it names this
+    /// parent, which nothing claims ([`crate::Engine::open_with`] does not).
+    pub fn cgroup_parent() -> taskgate_executor::CgroupParent {
+        taskgate_executor::CgroupParent::new("/taskgate-fake-driver").expect("a valid path")
+    }
+
     /// A driver whose tasks answer at the socket paths real executors in
     /// `run_dir` would have (the engine's `<data dir>/run`), so the engine's
     /// own fallback to the deterministic path works as it does for real.

@@ -48,8 +48,7 @@ impl Home {
             pids_max: 8,
             clock: Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: 0,
-            cgroup_parent: taskgate_executor::CgroupParent::new("/taskgate-unused")
-                .expect("a valid path"),
+            cgroup_parent: FakeDriver::cgroup_parent(),
         };
         let engine = Engine::open_with(config, Arc::new(driver.clone())).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()

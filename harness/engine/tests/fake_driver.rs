@@ -70,8 +70,7 @@ impl Home {
             pids_max: 8,
             clock,
             restart_seed: 0,
-            cgroup_parent: taskgate_executor::CgroupParent::new("/taskgate-unused")
-                .expect("a valid path"),
+            cgroup_parent: FakeDriver::cgroup_parent(),
         };
         Engine::open_with(config, Arc::new(self.driver.clone())).unwrap()
     }

@@ -79,8 +79,7 @@ impl FakeRunner<'_> {
                 pids_max: 64,
                 clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
                 restart_seed: crate::run::RESTART_SEED,
-                cgroup_parent: taskgate_executor::CgroupParent::new("/taskgate-unused")
-                    .expect("a valid path"),
+                cgroup_parent: FakeDriver::cgroup_parent(),
             },
             std::sync::Arc::new(driver.clone()),
         )
