@@ -20,6 +20,9 @@ pub use task_dir::TaskDirHook;
 pub use task_env::{TaskEnvHook, META_PREFIX};
 pub use validate::ValidateHook;
 
+#[cfg(test)]
+mod tests;
+
 use crate::alloc_dir::AllocDir;
 use crate::driver::RunningTask;
 use crate::jobspec::Task;
