@@ -101,26 +101,14 @@ fn chatty_spec(sb: &Sandbox, task: &str, lines: u32) -> taskgate_executor::TaskS
 /// is refused with the path named, or runs with that log's output dropped
 /// and the refusal in `executor.out`; the host file never changes, and no
 /// FIFO reader ever gets a byte.
-///
-/// KNOWN HOLE (issue 20, item 1), marked per case until it is closed: the
-/// executor opens its logs with the host's path resolution, so it follows
-/// a symlink into the host, writes into a FIFO or device node, and its
-/// rotation creates through a link. Each marked case must still escape.
 #[rstest]
-#[should_panic(expected = "ESCAPED")]
 #[case::symlink_at_log(Planted::Symlink, Place::CurrentLog)]
-#[should_panic(expected = "ESCAPED")]
 #[case::symlink_at_next_generation(Planted::Symlink, Place::NextGeneration)]
-#[should_panic(expected = "ESCAPED")]
 #[case::symlink_as_logs_dir(Planted::Symlink, Place::LogsDir)]
-#[should_panic(expected = "ESCAPED")]
 #[case::fifo_at_log(Planted::Fifo, Place::CurrentLog)]
-#[should_panic(expected = "ESCAPED")]
 #[case::fifo_at_next_generation(Planted::Fifo, Place::NextGeneration)]
 #[case::fifo_as_logs_dir(Planted::Fifo, Place::LogsDir)]
-#[should_panic(expected = "ESCAPED")]
 #[case::device_at_log(Planted::Device, Place::CurrentLog)]
-#[should_panic(expected = "ESCAPED")]
 #[case::device_at_next_generation(Planted::Device, Place::NextGeneration)]
 #[case::device_as_logs_dir(Planted::Device, Place::LogsDir)]
 #[serial]
@@ -188,12 +176,8 @@ fn the_executor_never_follows_what_a_task_planted(#[case] planted: Planted, #[ca
 /// The attack end to end: a root task swaps its own stderr log for a
 /// symlink to a host file, then its next attempt writes to stderr; and a
 /// root prestart task plants the main task's stdout log before it starts.
-///
-/// KNOWN HOLE (issue 20, item 1): both still escape.
 #[rstest]
-#[should_panic(expected = "ESCAPED")]
 #[case::across_a_restart(false)]
-#[should_panic(expected = "ESCAPED")]
 #[case::from_a_sibling_prestart_task(true)]
 #[serial]
 fn a_root_task_cannot_redirect_logs_into_a_host_file(#[case] sibling: bool) {

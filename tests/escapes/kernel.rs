@@ -214,11 +214,8 @@ fn cgroup_procs_of(pid: i32) -> Vec<String> {
 
 /// The task has a cgroup namespace of its own, rooted at its cgroup: its
 /// /proc/self/cgroup names no host cgroup path, on v1 and v2.
-///
-/// KNOWN HOLE (issue 20, item 4) until the task gets a cgroup namespace.
 #[rstest]
 #[serial]
-#[should_panic(expected = "ESCAPED")]
 fn the_task_sees_no_host_cgroup_path(#[values("root", "nobody")] user: &str) {
     let out = attempt(user, "cat /proc/self/cgroup");
     let lines: Vec<&str> = out.lines().collect();
@@ -235,11 +232,8 @@ fn the_task_sees_no_host_cgroup_path(#[values("root", "nobody")] user: &str) {
 /// A submount inside a `chroot_env` source is as read-only, nosuid and
 /// nodev in the task as the bind above it: the whole tree is, not only its
 /// top. The submount is a tmpfs of the test's own, unmounted at the end.
-///
-/// KNOWN HOLE (issue 20, item 5) until binds are made read-only recursively.
 #[rstest]
 #[serial]
-#[should_panic(expected = "ESCAPED")]
 fn chroot_env_submounts_are_read_only(#[values("root", "nobody")] user: &str) {
     let sb = Sandbox::new();
     let env = sb.path().join("env");

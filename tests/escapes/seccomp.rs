@@ -81,13 +81,8 @@ const PROBE_ENV: &str = "TASKGATE_ESCAPE_PROBE";
 /// call, the i386 ABI (`int 0x80`) and the x32 ABI. Natively a denied call
 /// fails with EPERM (clone3 with ENOSYS), so a program can fall back; the
 /// two other ABIs are refused whole, the caller killed with SIGSYS.
-///
-/// KNOWN HOLE (issue 20, item 3) until the filter learns them: io_uring
-/// and the unsafe personality flags are allowed, and the x32 ABI is left
-/// to the kernel (which may have it enabled).
 #[rstest]
 #[serial]
-#[should_panic(expected = "ESCAPED")]
 fn the_filter_refuses_each_denied_call(#[values("root", "nobody")] user: &str) {
     let me = std::env::current_exe().expect("the test binary");
     let sb = Sandbox::new();

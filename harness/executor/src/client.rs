@@ -224,7 +224,7 @@ fn spawn_executor(
     let mut ready = BufReader::new(File::from(ready_r));
     let report =
         protocol::recv_or_eof(&mut ready, "executor")?.ok_or_else(|| ExecutorError::Vanished {
-            log: spec.task_dir.join("executor.out"),
+            log: spec.task_dir.join(crate::validate::EXECUTOR_LOG),
             first_exit: status.to_string(),
         })?;
     match report {
