@@ -212,3 +212,30 @@ fn a_root_task_cannot_redirect_logs_into_a_host_file(#[case] sibling: bool) {
     victim.assert_unchanged();
     sb.assert_no_leftovers();
 }
+
+/// A task named after the alloc's shared dir would get `<alloc dir>/alloc`
+/// as its task dir: its `local/` inside every sibling's `/alloc`, where a
+/// sibling could swap it for a link the executor then binds. The name is
+/// refused, by the executor and the jobspec alike.
+///
+/// KNOWN HOLE (found in review for issue 20) until the name is reserved.
+#[test]
+#[serial]
+#[should_panic(expected = "ESCAPED")]
+fn a_task_cannot_take_the_shared_dirs_name() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("alloc", "true");
+    match sb.launch(&spec) {
+        Err(taskgate_executor::ExecutorError::InvalidTaskName { name, .. }) => {
+            assert_eq!(name, "alloc")
+        }
+        other => {
+            if let Ok(exec) = other {
+                let _ = exec.wait();
+                let _ = exec.shutdown();
+            }
+            panic!("ESCAPED: a task named alloc was launched");
+        }
+    }
+    sb.assert_no_leftovers();
+}
