@@ -217,11 +217,8 @@ fn a_root_task_cannot_redirect_logs_into_a_host_file(#[case] sibling: bool) {
 /// as its task dir: its `local/` inside every sibling's `/alloc`, where a
 /// sibling could swap it for a link the executor then binds. The name is
 /// refused, by the executor and the jobspec alike.
-///
-/// KNOWN HOLE (found in review for issue 20) until the name is reserved.
 #[test]
 #[serial]
-#[should_panic(expected = "ESCAPED")]
 fn a_task_cannot_take_the_shared_dirs_name() {
     let sb = Sandbox::new();
     let spec = sb.spec("alloc", "true");
@@ -237,5 +234,28 @@ fn a_task_cannot_take_the_shared_dirs_name() {
             panic!("ESCAPED: a task named alloc was launched");
         }
     }
+    sb.assert_no_leftovers();
+}
+
+/// A task dir's `local/` or `tmp/` that is a link (to a host dir) is
+/// refused before anything is bound, so the task never gets the host dir
+/// read-write.
+#[rstest]
+#[case::local("local")]
+#[case::tmp("tmp")]
+#[serial]
+fn a_task_subdir_that_is_a_link_is_refused(#[case] sub: &str) {
+    let sb = Sandbox::new();
+    let victim = Victim::new(&sb, true);
+    let spec = sb.spec("t", "touch /local/x /tmp/x");
+    let at = spec.task_dir.join(sub);
+    std::fs::remove_dir(&at).unwrap();
+    plant(&at, Planted::Symlink, &victim);
+    let err = sb
+        .launch(&spec)
+        .err()
+        .expect("ESCAPED: launched on a linked subdir");
+    assert!(err.to_string().contains(&at.display().to_string()), "{err}");
+    victim.assert_unchanged();
     sb.assert_no_leftovers();
 }

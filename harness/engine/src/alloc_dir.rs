@@ -15,10 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use taskgate_executor::confined::{ConfinedDir, ConfinedError};
-use taskgate_executor::LOGS_DIR;
-
-/// The dir every task of the alloc shares, under the alloc dir.
-const SHARED_DIR: &str = "alloc";
+use taskgate_executor::{LOGS_DIR, SHARED_ALLOC_DIR as SHARED_DIR};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllocDir {

@@ -27,4 +27,6 @@ pub use logs::{log_file_name, LogStream, LOGS_DIR};
 pub use protocol::{socket_path, spec_file_name, SPEC_FD};
 pub use signal::KillSignal;
 pub use spec::*;
-pub use validate::{component_problem, EXECUTOR_LOG, SECRETS_DIR, TASK_SUBDIRS};
+pub use validate::{
+    component_problem, task_name_problem, EXECUTOR_LOG, SECRETS_DIR, SHARED_ALLOC_DIR, TASK_SUBDIRS,
+};

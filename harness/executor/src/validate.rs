@@ -19,13 +19,17 @@ pub(crate) struct Credentials {
 /// task root: `local/` and `tmp/` as binds, `secrets/` as a tmpfs of its own.
 pub const TASK_SUBDIRS: [&str; 3] = ["local", SECRETS_DIR, "tmp"];
 pub const SECRETS_DIR: &str = "secrets";
+/// The dir every task of an alloc shares, beside the task dirs in the
+/// alloc dir (`<alloc dir>/alloc`, each task's `/alloc`): no task may be
+/// named so, or its task dir would be inside every sibling's reach.
+pub const SHARED_ALLOC_DIR: &str = "alloc";
 /// The executor's own log, in the task dir (which no task can write).
 pub const EXECUTOR_LOG: &str = "executor.out";
 
 const DEFAULT_USER: &str = "nobody";
 
 pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
-    if let Some(reason) = component_problem(&spec.task_name) {
+    if let Some(reason) = task_name_problem(&spec.task_name) {
         return Err(ExecutorError::InvalidTaskName {
             name: spec.task_name.clone(),
             reason,
@@ -111,7 +115,7 @@ pub(crate) fn check_task_dir(spec: &TaskSpec) -> Result<(), ExecutorError> {
 }
 
 /// Why `name` cannot be one path component of the executor's file names, if
-/// it can't: the one rule for task names, which the jobspec applies too.
+/// it can't.
 pub fn component_problem(name: &str) -> Option<String> {
     if name.is_empty() {
         Some("must not be empty".into())
@@ -122,6 +126,15 @@ pub fn component_problem(name: &str) -> Option<String> {
     } else {
         None
     }
+}
+
+/// Why `name` cannot name a task, if it can't: one path component, and
+/// not the alloc's shared dir. The one rule, which the jobspec applies too.
+pub fn task_name_problem(name: &str) -> Option<String> {
+    component_problem(name).or_else(|| {
+        (name == SHARED_ALLOC_DIR)
+            .then(|| format!("is the alloc's shared dir ({SHARED_ALLOC_DIR}/), not a task's"))
+    })
 }
 
 fn absolute(what: &str, path: &Path) -> Result<(), ExecutorError> {
@@ -188,5 +201,12 @@ mod tests {
         for good in ["web", "web-1", "a.b", "db_2"] {
             assert_eq!(component_problem(good), None, "{good:?}");
         }
+    }
+
+    #[test]
+    fn a_task_may_not_take_the_shared_dirs_name() {
+        assert!(task_name_problem(SHARED_ALLOC_DIR).is_some());
+        assert!(task_name_problem("..").is_some());
+        assert_eq!(task_name_problem("allocator"), None);
     }
 }
