@@ -253,8 +253,7 @@ fn a_task_subdir_that_is_a_link_is_refused(#[case] sub: &str) {
     plant(&at, Planted::Symlink, &victim);
     let err = sb
         .launch(&spec)
-        .err()
-        .expect("ESCAPED: launched on a linked subdir");
+        .expect_err("ESCAPED: launched on a linked subdir");
     assert!(err.to_string().contains(&at.display().to_string()), "{err}");
     victim.assert_unchanged();
     sb.assert_no_leftovers();
