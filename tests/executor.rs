@@ -62,10 +62,7 @@ fn cap_field(status: &str, field: &str) -> u64 {
 fn task_is_pid_one_with_its_own_hostname_and_rlimits() {
     let sb = Sandbox::new();
     let mut spec = sb.spec("web", "echo $$; hostname; ulimit -n; ulimit -c");
-    spec.rlimits = taskgate_executor::Rlimits {
-        nofile: 77,
-        core: 0,
-    };
+    spec.rlimits.nofile = taskgate_executor::Limit::both(77);
     let out = stdout_of(&sb, "web", spec);
     assert_eq!(out, "1\nweb\n77\n0\n");
     sb.assert_no_leftovers();

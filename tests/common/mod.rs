@@ -138,6 +138,7 @@ impl Sandbox {
             kill_signal: taskgate_executor::KillSignal::SIGTERM,
             kill_timeout: Duration::from_secs(5),
             rlimits: Rlimits::default(),
+            oom_score_adj: taskgate_executor::DEFAULT_OOM_SCORE_ADJ,
         }
     }
 

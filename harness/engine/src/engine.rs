@@ -48,6 +48,8 @@ pub enum EngineError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("building the alloc dir: {0}")]
+    AllocDir(#[from] taskgate_executor::confined::ConfinedError),
     #[error("job {job:?} has no group {group:?}")]
     NoSuchGroup { job: String, group: String },
     #[error(transparent)]
@@ -176,12 +178,7 @@ impl Engine {
             desired: DesiredStatus::Run,
             client: ClientStatus::Pending,
         };
-        let dir = AllocDir::new(record.alloc_dir.clone());
-        dir.build_shared().map_err(|source| EngineError::Io {
-            what: "building alloc dir",
-            path: dir.root().to_path_buf(),
-            source,
-        })?;
+        AllocDir::new(record.alloc_dir.clone()).build_shared()?;
         self.state.put_alloc(&record)?;
         Ok(self.spawn(record, Vec::new()))
     }

@@ -231,7 +231,7 @@ fn spawn_executor(
     taskgate_faults::fault_point!(taskgate_faults::points::EX_SPAWNED, spec.task_name.as_str());
     let mut ready = BufReader::new(File::from(ready_r));
     let vanished = || ExecutorError::Vanished {
-        log: spec.task_dir.join("executor.out"),
+        log: spec.task_dir.join(crate::validate::EXECUTOR_LOG),
         first_exit: status.to_string(),
     };
     let daemon = match protocol::recv_or_eof(&mut ready, "executor")? {

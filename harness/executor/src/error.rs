@@ -45,6 +45,9 @@ pub enum ExecutorError {
     Exec { command: String, message: String },
     #[error("{context}: {message}")]
     Io { context: String, message: String },
+    /// Something a task may have planted where the host side opens a file.
+    #[error(transparent)]
+    Refused(#[from] crate::confined::Refusal),
     #[error(
         "the executor died before reporting readiness (its first process: {first_exit}); see {log}"
     )]
@@ -64,6 +67,19 @@ impl ExecutorError {
         move |e| ExecutorError::Io {
             context,
             message: e.to_string(),
+        }
+    }
+}
+
+impl From<crate::confined::ConfinedError> for ExecutorError {
+    fn from(e: crate::confined::ConfinedError) -> Self {
+        use crate::confined::ConfinedError;
+        match e {
+            ConfinedError::Refused(refusal) => ExecutorError::Refused(refusal),
+            ConfinedError::Io { what, path, source } => ExecutorError::Io {
+                context: format!("{what} {}", path.display()),
+                message: source.to_string(),
+            },
         }
     }
 }

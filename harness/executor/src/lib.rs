@@ -4,6 +4,7 @@
 //! daemonizes, builds the task's cgroup and root, execs the task and then
 //! serves [`Executor`] requests on a Unix socket until shut down ([`server::run`]).
 mod client;
+pub mod confined;
 mod error;
 mod fixture;
 mod isolation;
@@ -26,7 +27,10 @@ pub use isolation::cgroup::parent::{
 };
 pub use isolation::cgroup::task_cgroup_name;
 pub use isolation::device_filter;
+pub use logs::{log_file_name, LogStream, LOGS_DIR};
 pub use protocol::{socket_path, spec_file_name, SPEC_FD};
 pub use signal::KillSignal;
 pub use spec::*;
-pub use validate::{component_problem, TASK_SUBDIRS};
+pub use validate::{
+    component_problem, task_name_problem, EXECUTOR_LOG, SECRETS_DIR, SHARED_ALLOC_DIR, TASK_SUBDIRS,
+};

@@ -2,14 +2,43 @@
 //! like Nomad's logmon: `<task>.stdout.0`, `.1`, … with the highest index the
 //! current file and the oldest deleted once more than `max_files` exist.
 
+use crate::confined::ConfinedDir;
 use crate::error::ExecutorError;
 use crate::spec::LogConfig;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
 
+/// The logs' directory in the alloc's shared dir (the task's `/alloc/logs`).
+pub const LOGS_DIR: &str = "logs";
+
+/// A task's two output streams, each logged to files of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogStream {
+    Stdout,
+    Stderr,
+}
+
+impl LogStream {
+    pub const BOTH: [LogStream; 2] = [LogStream::Stdout, LogStream::Stderr];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogStream::Stdout => "stdout",
+            LogStream::Stderr => "stderr",
+        }
+    }
+}
+
+/// `<task>.<stream>.<index>`: one generation of a task's log.
+pub fn log_file_name(task: &str, stream: LogStream, index: u64) -> String {
+    format!("{task}.{}.{index}", stream.as_str())
+}
+
+/// The logs live in the task-writable `/alloc/logs`: every file there is
+/// opened, created and removed beneath the dir's fd, never through a link
+/// (see `confined`).
 pub(crate) struct RotatingWriter {
-    dir: PathBuf,
+    dir: std::sync::Arc<ConfinedDir>,
     /// `<task>.stdout` or `<task>.stderr`.
     base: String,
     cfg: LogConfig,
@@ -21,20 +50,15 @@ pub(crate) struct RotatingWriter {
 impl RotatingWriter {
     /// Continues the newest existing file, so a restarted task appends to its logs.
     pub fn open(
-        dir: &Path,
+        dir: std::sync::Arc<ConfinedDir>,
         base: String,
         cfg: &LogConfig,
     ) -> Result<RotatingWriter, ExecutorError> {
-        let index = existing_indexes(dir, &base)?.last().copied().unwrap_or(0);
-        let path = dir.join(format!("{base}.{index}"));
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(ExecutorError::io(format!("open log {}", path.display())))?;
+        let index = existing_indexes(&dir, &base)?.last().copied().unwrap_or(0);
+        let file = dir.open_append(&format!("{base}.{index}"))?;
         let written = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(RotatingWriter {
-            dir: dir.to_path_buf(),
+            dir,
             base,
             cfg: cfg.clone(),
             index,
@@ -64,16 +88,14 @@ impl RotatingWriter {
 
     fn rotate(&mut self) -> Result<(), ExecutorError> {
         self.index += 1;
-        let path = self.dir.join(format!("{}.{}", self.base, self.index));
-        self.file = File::create(&path)
-            .map_err(ExecutorError::io(format!("open log {}", path.display())))?;
+        self.file = self
+            .dir
+            .create_truncate(&format!("{}.{}", self.base, self.index))?;
         self.written = 0;
         let indexes = existing_indexes(&self.dir, &self.base)?;
         let excess = indexes.len().saturating_sub(self.cfg.max_files as usize);
         for old in &indexes[..excess] {
-            let path = self.dir.join(format!("{}.{old}", self.base));
-            std::fs::remove_file(&path)
-                .map_err(ExecutorError::io(format!("remove log {}", path.display())))?;
+            self.dir.remove_file(&format!("{}.{old}", self.base))?;
         }
         Ok(())
     }
@@ -106,13 +128,12 @@ impl RotatingWriter {
 }
 
 /// Indexes of `<base>.<n>` files in `dir`, ascending.
-fn existing_indexes(dir: &Path, base: &str) -> Result<Vec<u64>, ExecutorError> {
+fn existing_indexes(dir: &ConfinedDir, base: &str) -> Result<Vec<u64>, ExecutorError> {
     let prefix = format!("{base}.");
-    let entries =
-        std::fs::read_dir(dir).map_err(ExecutorError::io(format!("list {}", dir.display())))?;
-    let mut indexes: Vec<u64> = entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix(&prefix)?.parse().ok())
+    let mut indexes: Vec<u64> = dir
+        .names()?
+        .iter()
+        .filter_map(|name| name.to_str()?.strip_prefix(&prefix)?.parse().ok())
         .collect();
     indexes.sort_unstable();
     Ok(indexes)
@@ -121,6 +142,7 @@ fn existing_indexes(dir: &Path, base: &str) -> Result<Vec<u64>, ExecutorError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn cfg(max_files: u32, max_file_size_bytes: u64) -> LogConfig {
         LogConfig {
@@ -133,13 +155,18 @@ mod tests {
         std::fs::read_to_string(dir.join(format!("t.stdout.{i}"))).unwrap()
     }
 
+    fn confined(dir: &Path) -> std::sync::Arc<ConfinedDir> {
+        std::sync::Arc::new(ConfinedDir::open(dir).unwrap())
+    }
+
     #[test]
     fn rotates_at_the_size_and_keeps_the_newest_files() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = RotatingWriter::open(dir.path(), "t.stdout".into(), &cfg(2, 4)).unwrap();
+        let mut w =
+            RotatingWriter::open(confined(dir.path()), "t.stdout".into(), &cfg(2, 4)).unwrap();
         w.write_all(b"abcdefghij").unwrap();
         assert_eq!(
-            existing_indexes(dir.path(), "t.stdout").unwrap(),
+            existing_indexes(&confined(dir.path()), "t.stdout").unwrap(),
             vec![1, 2]
         );
         assert_eq!(
@@ -151,10 +178,12 @@ mod tests {
     #[test]
     fn a_restarted_writer_appends_to_the_newest_file() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = RotatingWriter::open(dir.path(), "t.stdout".into(), &cfg(5, 4)).unwrap();
+        let mut w =
+            RotatingWriter::open(confined(dir.path()), "t.stdout".into(), &cfg(5, 4)).unwrap();
         w.write_all(b"abcdef").unwrap();
         drop(w);
-        let mut w = RotatingWriter::open(dir.path(), "t.stdout".into(), &cfg(5, 4)).unwrap();
+        let mut w =
+            RotatingWriter::open(confined(dir.path()), "t.stdout".into(), &cfg(5, 4)).unwrap();
         w.write_all(b"gh").unwrap();
         assert_eq!(
             (read(dir.path(), 0), read(dir.path(), 1)),

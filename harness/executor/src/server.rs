@@ -1,20 +1,21 @@
 //! The executor process: daemonize, start the task, then supervise it and
 //! answer requests on its Unix socket until told to shut down.
 
+use crate::confined::ConfinedDir;
 use crate::error::ExecutorError;
 use crate::isolation::cgroup::parent::{self, CgroupParent};
 use crate::isolation::cgroup::TaskCgroup;
 use crate::isolation::{spawn_task, TaskLaunch};
-use crate::logs::RotatingWriter;
+use crate::logs::{LogStream, RotatingWriter, LOGS_DIR};
 use crate::protocol::{self, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
 use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
 use crate::sys::{now_ms, pidfd_send_signal};
-use crate::validate::{check_task_dir, validate, Credentials};
+use crate::validate::{check_task_dir, validate, Credentials, EXECUTOR_LOG};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{ForkResult, Pid};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::BufReader;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -200,14 +201,14 @@ impl Supervisor {
             ExecutorError::Injected(msg)
         ));
 
-        let logs_dir = spec.shared_alloc_dir.join("logs");
-        std::fs::create_dir_all(&logs_dir)
-            .map_err(ExecutorError::io(format!("create {}", logs_dir.display())))?;
+        let logs_dir = std::sync::Arc::new(
+            ConfinedDir::open(&spec.shared_alloc_dir)?.create_dir(LOGS_DIR, 0o755)?,
+        );
         let mut pipes = Vec::new();
-        for stream in ["stdout", "stderr"] {
+        for stream in LogStream::BOTH {
             let writer = RotatingWriter::open(
-                &logs_dir,
-                format!("{}.{stream}", spec.task_name),
+                logs_dir.clone(),
+                format!("{}.{}", spec.task_name, stream.as_str()),
                 &spec.logs,
             )?;
             let (r, w) =
@@ -433,12 +434,7 @@ impl Supervisor {
 
 /// The executor's own log is `executor.out` in the task dir; stderr goes there.
 fn log_to_task_dir(task_dir: &Path) -> Result<(), ExecutorError> {
-    let path = task_dir.join("executor.out");
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(ExecutorError::io(format!("open {}", path.display())))?;
+    let file = ConfinedDir::open(task_dir)?.open_append(EXECUTOR_LOG)?;
     nix::unistd::dup2(file.as_raw_fd(), libc::STDERR_FILENO)
         .map(drop)
         .map_err(ExecutorError::io("redirect stderr to executor.out"))

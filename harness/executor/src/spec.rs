@@ -2,6 +2,7 @@
 //! how it ended. Serialized as JSON over the executor's Unix socket and into
 //! the engine's state database, so every field is plain data.
 
+use nix::sys::resource::Resource;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -40,6 +41,8 @@ pub struct TaskSpec {
     #[serde(with = "duration_ms")]
     pub kill_timeout: Duration,
     pub rlimits: Rlimits,
+    /// Written to the task's `/proc/self/oom_score_adj` (-1000..=1000).
+    pub oom_score_adj: i32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -56,20 +59,121 @@ pub struct LogConfig {
     pub max_file_size_bytes: u64,
 }
 
+/// One resource limit: what the task may use (soft), and how far it may
+/// raise that (hard). `u64::MAX` is unlimited.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Limit {
+    pub soft: u64,
+    pub hard: u64,
+}
+
+impl Limit {
+    pub const UNLIMITED: Limit = Limit::both(u64::MAX);
+
+    pub const fn both(value: u64) -> Limit {
+        Limit {
+            soft: value,
+            hard: value,
+        }
+    }
+}
+
+/// Every resource limit a task has, each set when it starts: none is
+/// inherited from the agent (whose own limits a unit's `Limit*=` may have
+/// raised or cut). The defaults are what a task gets unless its spec says
+/// otherwise; the executor lowers one to its own hard limit when it lacks
+/// the privilege (CAP_SYS_RESOURCE) to go above it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Rlimits {
-    pub nofile: u64,
-    pub core: u64,
+    /// RLIMIT_AS: unlimited; the memory cgroup is the task's memory limit.
+    pub address_space: Limit,
+    /// RLIMIT_CORE: 0, no core dumps (they would land in the task's root).
+    pub core: Limit,
+    /// RLIMIT_CPU: unlimited.
+    pub cpu: Limit,
+    /// RLIMIT_DATA: unlimited.
+    pub data: Limit,
+    /// RLIMIT_FSIZE: unlimited.
+    pub file_size: Limit,
+    /// RLIMIT_LOCKS: unlimited.
+    pub locks: Limit,
+    /// RLIMIT_MEMLOCK: 8 MiB, the kernel's default.
+    pub memlock: Limit,
+    /// RLIMIT_MSGQUEUE: 800 KiB, the kernel's default.
+    pub msgqueue: Limit,
+    /// RLIMIT_NICE: 0, no priority above the default.
+    pub nice: Limit,
+    /// RLIMIT_NOFILE: 1024, as runc's default spec has it.
+    pub nofile: Limit,
+    /// RLIMIT_NPROC: unlimited; it counts every process of the user on the
+    /// host, and the pids cgroup limits the task's own.
+    pub nproc: Limit,
+    /// RLIMIT_RSS: unlimited (the kernel ignores it).
+    pub rss: Limit,
+    /// RLIMIT_RTPRIO: 0, no real-time scheduling.
+    pub rtprio: Limit,
+    /// RLIMIT_RTTIME: unlimited.
+    pub rttime: Limit,
+    /// RLIMIT_SIGPENDING: 16384 queued signals.
+    pub sigpending: Limit,
+    /// RLIMIT_STACK: 8 MiB, raisable.
+    pub stack: Limit,
 }
 
 impl Default for Rlimits {
     fn default() -> Self {
         Rlimits {
-            nofile: 1024,
-            core: 0,
+            address_space: Limit::UNLIMITED,
+            core: Limit::both(0),
+            cpu: Limit::UNLIMITED,
+            data: Limit::UNLIMITED,
+            file_size: Limit::UNLIMITED,
+            locks: Limit::UNLIMITED,
+            memlock: Limit::both(8 << 20),
+            msgqueue: Limit::both(819_200),
+            nice: Limit::both(0),
+            nofile: Limit::both(1024),
+            nproc: Limit::UNLIMITED,
+            rss: Limit::UNLIMITED,
+            rtprio: Limit::both(0),
+            rttime: Limit::UNLIMITED,
+            sigpending: Limit::both(16_384),
+            stack: Limit {
+                soft: 8 << 20,
+                hard: u64::MAX,
+            },
         }
     }
 }
+
+impl Rlimits {
+    /// Every limit with its resource (whose `Debug` is the name `setrlimit`
+    /// and the OCI runtime spec give it, e.g. `RLIMIT_NOFILE`).
+    pub fn each(&self) -> [(Resource, Limit); 16] {
+        [
+            (Resource::RLIMIT_AS, self.address_space),
+            (Resource::RLIMIT_CORE, self.core),
+            (Resource::RLIMIT_CPU, self.cpu),
+            (Resource::RLIMIT_DATA, self.data),
+            (Resource::RLIMIT_FSIZE, self.file_size),
+            (Resource::RLIMIT_LOCKS, self.locks),
+            (Resource::RLIMIT_MEMLOCK, self.memlock),
+            (Resource::RLIMIT_MSGQUEUE, self.msgqueue),
+            (Resource::RLIMIT_NICE, self.nice),
+            (Resource::RLIMIT_NOFILE, self.nofile),
+            (Resource::RLIMIT_NPROC, self.nproc),
+            (Resource::RLIMIT_RSS, self.rss),
+            (Resource::RLIMIT_RTPRIO, self.rtprio),
+            (Resource::RLIMIT_RTTIME, self.rttime),
+            (Resource::RLIMIT_SIGPENDING, self.sigpending),
+            (Resource::RLIMIT_STACK, self.stack),
+        ]
+    }
+}
+
+/// The task's `oom_score_adj` unless its spec says otherwise: neutral,
+/// whatever the agent's own (a unit's `OOMScoreAdjust=`).
+pub const DEFAULT_OOM_SCORE_ADJ: i32 = 0;
 
 /// What a stop found: the executor decides, under the lock its reaper
 /// records the exit with, so the answer and the exit's record agree.

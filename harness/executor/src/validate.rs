@@ -2,10 +2,11 @@
 //! executor before it touches the system (the spec file could be stale);
 //! the task directory's existence only by the executor.
 
+use crate::confined::{ConfinedDir, ConfinedError};
 use crate::error::ExecutorError;
 use crate::spec::TaskSpec;
 use nix::unistd::{Gid, Uid, User};
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 /// The host user a task runs as, resolved before the task's root hides the host's /etc.
 #[derive(Debug, Clone, Copy)]
@@ -18,11 +19,17 @@ pub(crate) struct Credentials {
 /// task root: `local/` and `tmp/` as binds, `secrets/` as a tmpfs of its own.
 pub const TASK_SUBDIRS: [&str; 3] = ["local", SECRETS_DIR, "tmp"];
 pub const SECRETS_DIR: &str = "secrets";
+/// The dir every task of an alloc shares, beside the task dirs in the
+/// alloc dir (`<alloc dir>/alloc`, each task's `/alloc`): no task may be
+/// named so, or its task dir would be inside every sibling's reach.
+pub const SHARED_ALLOC_DIR: &str = "alloc";
+/// The executor's own log, in the task dir (which no task can write).
+pub const EXECUTOR_LOG: &str = "executor.out";
 
 const DEFAULT_USER: &str = "nobody";
 
 pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
-    if let Some(reason) = component_problem(&spec.task_name) {
+    if let Some(reason) = task_name_problem(&spec.task_name) {
         return Err(ExecutorError::InvalidTaskName {
             name: spec.task_name.clone(),
             reason,
@@ -66,7 +73,23 @@ pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
     positive("cpu_shares", r.cpu_shares)?;
     positive("logs.max_files", spec.logs.max_files.into())?;
     positive("logs.max_file_size_bytes", spec.logs.max_file_size_bytes)?;
-    positive("rlimits.nofile", spec.rlimits.nofile)?;
+    positive("rlimits.nofile", spec.rlimits.nofile.soft)?;
+    for (res, limit) in spec.rlimits.each() {
+        if limit.soft > limit.hard {
+            return Err(ExecutorError::InvalidLimit {
+                name: format!("{res:?}"),
+                value: limit.soft,
+                reason: format!("soft limit above the hard limit {}", limit.hard),
+            });
+        }
+    }
+    if !(-1000..=1000).contains(&spec.oom_score_adj) {
+        return Err(ExecutorError::InvalidLimit {
+            name: "oom_score_adj".into(),
+            value: spec.oom_score_adj.unsigned_abs().into(),
+            reason: format!("{} is outside -1000..=1000", spec.oom_score_adj),
+        });
+    }
     resolve_user(&spec.user)
 }
 
@@ -75,22 +98,24 @@ pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
 /// opening `executor.out`): a task started without its prestart then shows
 /// up as an executor exec the harness's oracle can see and judge.
 pub(crate) fn check_task_dir(spec: &TaskSpec) -> Result<(), ExecutorError> {
-    if !spec.task_dir.is_dir() {
-        return Err(ExecutorError::TaskDirMissing {
-            path: spec.task_dir.clone(),
-        });
-    }
-    for sub in TASK_SUBDIRS {
-        let path = spec.task_dir.join(sub);
-        if !path.is_dir() {
-            return Err(ExecutorError::TaskDirMissing { path });
+    // Missing is the report's case (prestart skipped); anything else there is refused as it is.
+    let missing = |path: PathBuf| {
+        move |e: ConfinedError| match e {
+            ConfinedError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                ExecutorError::TaskDirMissing { path }
+            }
+            other => other.into(),
         }
+    };
+    let dir = ConfinedDir::open(&spec.task_dir).map_err(missing(spec.task_dir.clone()))?;
+    for sub in TASK_SUBDIRS {
+        dir.dir(sub).map_err(missing(spec.task_dir.join(sub)))?;
     }
     Ok(())
 }
 
 /// Why `name` cannot be one path component of the executor's file names, if
-/// it can't: the one rule for task names, which the jobspec applies too.
+/// it can't.
 pub fn component_problem(name: &str) -> Option<String> {
     if name.is_empty() {
         Some("must not be empty".into())
@@ -101,6 +126,15 @@ pub fn component_problem(name: &str) -> Option<String> {
     } else {
         None
     }
+}
+
+/// Why `name` cannot name a task, if it can't: one path component, and
+/// not the alloc's shared dir. The one rule, which the jobspec applies too.
+pub fn task_name_problem(name: &str) -> Option<String> {
+    component_problem(name).or_else(|| {
+        (name == SHARED_ALLOC_DIR)
+            .then(|| format!("is the alloc's shared dir ({SHARED_ALLOC_DIR}/), not a task's"))
+    })
 }
 
 fn absolute(what: &str, path: &Path) -> Result<(), ExecutorError> {
@@ -167,5 +201,12 @@ mod tests {
         for good in ["web", "web-1", "a.b", "db_2"] {
             assert_eq!(component_problem(good), None, "{good:?}");
         }
+    }
+
+    #[test]
+    fn a_task_may_not_take_the_shared_dirs_name() {
+        assert!(task_name_problem(SHARED_ALLOC_DIR).is_some());
+        assert!(task_name_problem("..").is_some());
+        assert_eq!(task_name_problem("allocator"), None);
     }
 }

@@ -268,6 +268,7 @@ impl Bench {
             kill_signal: taskgate_executor::KillSignal::SIGTERM,
             kill_timeout: Duration::from_secs(1),
             rlimits: Rlimits::default(),
+            oom_score_adj: taskgate_executor::DEFAULT_OOM_SCORE_ADJ,
         })
     }
 
@@ -467,15 +468,20 @@ fn timed(cmd: &mut Command, what: &str) -> anyhow::Result<Duration> {
 }
 
 /// The same isolation the executor applies, as an OCI runtime spec: new
-/// pid, mount, uts, ipc and network namespaces, a read-only root, runc's
+/// pid, mount, uts, ipc, network and cgroup namespaces, a read-only root, runc's
 /// own /proc and /dev (with pts and shm, as the executor mounts), the
-/// executor's cgroup limits, capabilities and nofile limit.
+/// executor's cgroup limits, capabilities and every rlimit.
 fn oci_config(rootfs: &Path) -> serde_json::Value {
     let caps: Vec<String> = taskgate_executor::DEFAULT_CAPS
         .iter()
         .map(|c| c.to_string())
         .collect();
     let ns = |t: &str| json!({ "type": t });
+    let rlimits: Vec<serde_json::Value> = Rlimits::default()
+        .each()
+        .iter()
+        .map(|(res, l)| json!({ "type": format!("{res:?}"), "soft": l.soft, "hard": l.hard }))
+        .collect();
     json!({
         "ociVersion": "1.0.2-dev",
         "process": {
@@ -485,7 +491,7 @@ fn oci_config(rootfs: &Path) -> serde_json::Value {
             "env": ["PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"],
             "cwd": "/",
             "capabilities": { "bounding": caps, "effective": caps, "permitted": caps },
-            "rlimits": [{ "type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024 }],
+            "rlimits": rlimits,
             "noNewPrivileges": true
         },
         "root": { "path": rootfs, "readonly": true },
@@ -507,7 +513,7 @@ fn oci_config(rootfs: &Path) -> serde_json::Value {
                 "cpu": { "shares": CPU_SHARES },
                 "pids": { "limit": PIDS_MAX }
             },
-            "namespaces": [ns("pid"), ns("network"), ns("ipc"), ns("uts"), ns("mount")]
+            "namespaces": [ns("pid"), ns("network"), ns("ipc"), ns("uts"), ns("mount"), ns("cgroup")]
         }
     })
 }

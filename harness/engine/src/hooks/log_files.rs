@@ -1,7 +1,8 @@
 //! Prestart: create the task's first log files, as Nomad's logmon hook does,
 //! so they exist (and can be tailed) before the task's first byte.
 
-use super::{io, HookContext, HookError, PrestartHook, TaskSetup};
+use super::{confined, HookContext, HookError, PrestartHook, TaskSetup};
+use taskgate_executor::{log_file_name, LogStream};
 
 pub struct LogFilesHook;
 
@@ -11,13 +12,14 @@ impl PrestartHook for LogFilesHook {
     }
 
     fn prestart(&self, ctx: &mut HookContext<'_>, _setup: &mut TaskSetup) -> Result<(), HookError> {
-        for stream in ["stdout", "stderr"] {
-            let path = ctx.alloc_dir.log_file(&ctx.task.name, stream);
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(io("log_files"))?;
+        // Beneath the alloc dir, never through a link a task planted in /alloc.
+        let logs = ctx
+            .alloc_dir
+            .build_shared()
+            .map_err(confined("log_files"))?;
+        for stream in LogStream::BOTH {
+            logs.open_append(&log_file_name(&ctx.task.name, stream, 0))
+                .map_err(confined("log_files"))?;
         }
         Ok(())
     }

@@ -20,6 +20,9 @@ pub use task_dir::TaskDirHook;
 pub use task_env::{TaskEnvHook, META_PREFIX};
 pub use validate::ValidateHook;
 
+#[cfg(test)]
+mod tests;
+
 use crate::alloc_dir::AllocDir;
 use crate::driver::RunningTask;
 use crate::jobspec::Task;
@@ -55,10 +58,11 @@ pub struct TaskSetup {
 pub enum HookError {
     #[error("{hook}: {message}")]
     Failed { hook: &'static str, message: String },
+    /// Work in the alloc dir that found what a task may have planted there.
     #[error("{hook}: {source}")]
-    Io {
+    Confined {
         hook: &'static str,
-        source: std::io::Error,
+        source: taskgate_executor::confined::ConfinedError,
     },
     /// A fault point's error: only a build with fault points makes one.
     #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
@@ -85,9 +89,18 @@ pub fn guarded(
 }
 
 impl HookError {
-    /// Bad configuration fails every attempt the same way, so retrying is pointless.
+    /// Bad configuration fails every attempt the same way, and so does a
+    /// refusal of what a task planted: retrying is pointless.
     pub fn is_recoverable(&self) -> bool {
-        !matches!(self, HookError::Failed { .. })
+        use taskgate_executor::confined::ConfinedError;
+        !matches!(
+            self,
+            HookError::Failed { .. }
+                | HookError::Confined {
+                    source: ConfinedError::Refused(_),
+                    ..
+                }
+        )
     }
 }
 
@@ -209,6 +222,8 @@ fn task_user(
         })
 }
 
-fn io(hook: &'static str) -> impl FnOnce(std::io::Error) -> HookError {
-    move |source| HookError::Io { hook, source }
+fn confined(
+    hook: &'static str,
+) -> impl FnOnce(taskgate_executor::confined::ConfinedError) -> HookError {
+    move |source| HookError::Confined { hook, source }
 }

@@ -1,10 +1,11 @@
 //! Prestart: build the task directory (Nomad's task_dir hook). The task's
 //! own dirs belong to the user it runs as, as in Nomad, so an unprivileged
-//! task can write its `local/`, `tmp/` and `secrets/`.
+//! task can write its `local/`, `tmp/` and `secrets/`. Every dir is made,
+//! given away and chmodded through its own fd (see `AllocDir`).
 
-use super::{io, task_user, HookContext, HookError, PrestartHook, TaskSetup};
+use super::{confined, task_user, HookContext, HookError, PrestartHook, TaskSetup};
 use crate::task_state::EventKind;
-use std::os::unix::fs::PermissionsExt;
+use taskgate_executor::{SECRETS_DIR, TASK_SUBDIRS};
 
 pub struct TaskDirHook {
     default_user: String,
@@ -18,6 +19,16 @@ impl TaskDirHook {
     }
 }
 
+/// secrets/ is private to the task; tmp/ is sticky, for whatever the
+/// task's processes share there.
+fn mode(sub: &str) -> u32 {
+    match sub {
+        SECRETS_DIR => 0o700,
+        "tmp" => 0o1777,
+        _ => 0o755,
+    }
+}
+
 impl PrestartHook for TaskDirHook {
     fn name(&self) -> &'static str {
         "task_dir"
@@ -26,17 +37,16 @@ impl PrestartHook for TaskDirHook {
     fn prestart(&self, ctx: &mut HookContext<'_>, _setup: &mut TaskSetup) -> Result<(), HookError> {
         ctx.emit(EventKind::TaskSetup, "Building Task Directory");
         let user = task_user("task_dir", ctx.task, &self.default_user)?;
-        ctx.alloc_dir.build_shared().map_err(io("task_dir"))?;
-        let dir = ctx.alloc_dir.task_dir(&ctx.task.name);
-        // secrets/ is private to the task; tmp/ is sticky, for whatever the
-        // task's processes share there.
-        for (sub, mode) in [("local", 0o755), ("secrets", 0o700), ("tmp", 0o1777)] {
-            let path = dir.join(sub);
-            std::fs::create_dir_all(&path).map_err(io("task_dir"))?;
-            std::os::unix::fs::chown(&path, Some(user.uid.as_raw()), Some(user.gid.as_raw()))
-                .map_err(io("task_dir"))?;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
-                .map_err(io("task_dir"))?;
+        ctx.alloc_dir.build_shared().map_err(confined("task_dir"))?;
+        let dir = (ctx.alloc_dir.build_task_dir(&ctx.task.name)).map_err(confined("task_dir"))?;
+        for sub in TASK_SUBDIRS {
+            let sub_dir = dir
+                .create_dir(sub, mode(sub))
+                .map_err(confined("task_dir"))?;
+            sub_dir
+                .chown(user.uid.as_raw(), user.gid.as_raw())
+                .and_then(|()| sub_dir.chmod(mode(sub)))
+                .map_err(confined("task_dir"))?;
         }
         Ok(())
     }

@@ -110,7 +110,12 @@ impl Cx<'_> {
     fn name(&self, block: &Block, kind: &str) -> Result<String> {
         let label = &block.labels[0];
         let name = label.as_str();
-        match taskgate_executor::component_problem(name) {
+        let problem = if kind == "task" {
+            taskgate_executor::task_name_problem(name)
+        } else {
+            taskgate_executor::component_problem(name)
+        };
+        match problem {
             Some(problem) => {
                 Err(self.error(label.span(), format!("{kind} name {name:?} {problem}")))
             }

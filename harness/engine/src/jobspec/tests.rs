@@ -707,3 +707,12 @@ mod exec_limits {
         assert!(message.contains("nested more than 32 levels"), "{message}");
     }
 }
+
+/// A task named `alloc` would have the alloc's shared dir as its task dir.
+#[test]
+fn the_shared_dirs_name_is_no_task_name() {
+    let src = "job \"j\" {\n  group \"g\" {\n    task \"alloc\" {\n      driver = \"exec\"\n      config { command = \"/x\" }\n    }\n  }\n}\n";
+    let err = crate::jobspec::parse(src, "j.hcl").err();
+    let err = err.expect("ESCAPED: a task named alloc was accepted");
+    assert!(err.to_string().contains("task name \"alloc\""), "{err}");
+}

@@ -950,6 +950,7 @@ impl TaskRunner {
             kill_signal: task.kill_signal,
             kill_timeout: task.kill_timeout,
             rlimits: Rlimits::default(),
+            oom_score_adj: taskgate_executor::DEFAULT_OOM_SCORE_ADJ,
         }
     }
 

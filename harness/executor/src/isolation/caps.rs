@@ -5,7 +5,7 @@ use crate::error::ExecutorError;
 use crate::spec::Rlimits;
 use crate::validate::Credentials;
 use caps::{CapSet, Capability, CapsHashSet};
-use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::resource::{getrlimit, setrlimit};
 
 /// Nomad's exec-driver defaults (drivers/shared/capabilities).
 pub const DEFAULT_CAPS: [Capability; 13] = [
@@ -24,14 +24,30 @@ pub const DEFAULT_CAPS: [Capability; 13] = [
     Capability::CAP_SYS_CHROOT,
 ];
 
+/// Sets every limit of the spec. One above the executor's own hard limit
+/// is lowered to it when raising it is refused (no CAP_SYS_RESOURCE).
 pub(crate) fn apply_rlimits(r: &Rlimits) -> Result<(), ExecutorError> {
-    for (res, value) in [
-        (Resource::RLIMIT_NOFILE, r.nofile),
-        (Resource::RLIMIT_CORE, r.core),
-    ] {
-        setrlimit(res, value, value).map_err(isolation(format!("setrlimit {res:?}={value}")))?;
+    for (res, limit) in r.each() {
+        let set = |soft, hard| setrlimit(res, soft, hard);
+        set(limit.soft, limit.hard)
+            .or_else(|e| match (e, getrlimit(res)) {
+                (nix::errno::Errno::EPERM, Ok((_, own_hard))) => {
+                    set(limit.soft.min(own_hard), limit.hard.min(own_hard))
+                }
+                (e, _) => Err(e),
+            })
+            .map_err(isolation(format!(
+                "setrlimit {res:?} = {}/{}",
+                limit.soft, limit.hard
+            )))?;
     }
     Ok(())
+}
+
+/// Sets the task's `oom_score_adj`, whatever the executor's own.
+pub(crate) fn apply_oom_score_adj(value: i32) -> Result<(), ExecutorError> {
+    std::fs::write("/proc/self/oom_score_adj", value.to_string())
+        .map_err(isolation(format!("set oom_score_adj {value}")))
 }
 
 /// Like Nomad: root keeps the default set in every capability set; any other

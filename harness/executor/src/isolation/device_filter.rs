@@ -31,6 +31,29 @@ pub struct DeviceRule {
     pub access: u32,
 }
 
+/// A device node every task's `/dev` holds, made there with mknod (runc's
+/// default devices; the task never sees a host inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevNode {
+    pub name: &'static str,
+    pub major: u32,
+    pub minor: u32,
+}
+
+/// The task's `/dev` nodes, world readable and writable as on any host.
+pub const DEV_NODES: [DevNode; 6] = [
+    dev_node("null", 1, 3),
+    dev_node("zero", 1, 5),
+    dev_node("full", 1, 7),
+    dev_node("random", 1, 8),
+    dev_node("urandom", 1, 9),
+    dev_node("tty", 5, 0),
+];
+
+const fn dev_node(name: &'static str, major: u32, minor: u32) -> DevNode {
+    DevNode { name, major, minor }
+}
+
 /// What a task may do with device nodes: runc's default allow-list less
 /// `/dev/console` and `/dev/net/tun`, which a task here never gets. Creating
 /// any node is allowed (a root task keeps CAP_MKNOD); opening one is allowed
@@ -39,12 +62,12 @@ pub struct DeviceRule {
 pub const DEFAULT_DEVICES: [DeviceRule; 10] = [
     any_node(DeviceKind::Char),
     any_node(DeviceKind::Block),
-    char_dev(1, Some(3)), // null
-    char_dev(1, Some(5)), // zero
-    char_dev(1, Some(7)), // full
-    char_dev(1, Some(8)), // random
-    char_dev(1, Some(9)), // urandom
-    char_dev(5, Some(0)), // tty
+    node_rule(DEV_NODES[0]),
+    node_rule(DEV_NODES[1]),
+    node_rule(DEV_NODES[2]),
+    node_rule(DEV_NODES[3]),
+    node_rule(DEV_NODES[4]),
+    node_rule(DEV_NODES[5]),
     char_dev(5, Some(2)), // ptmx
     char_dev(136, None),  // the task's own ptys
 ];
@@ -56,6 +79,10 @@ const fn any_node(kind: DeviceKind) -> DeviceRule {
         minor: None,
         access: MKNOD,
     }
+}
+
+const fn node_rule(node: DevNode) -> DeviceRule {
+    char_dev(node.major, Some(node.minor))
 }
 
 const fn char_dev(major: u32, minor: Option<u32>) -> DeviceRule {

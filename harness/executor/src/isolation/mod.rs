@@ -119,6 +119,10 @@ fn child_main(
     // the task must not inherit either.
     reset_signals()?;
     nix::unistd::setsid().map_err(ExecutorError::io("setsid"))?;
+    // Now that the task is in its cgroup: its cgroup namespace is rooted
+    // there, so /proc/self/cgroup names no host path.
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+        .map_err(ExecutorError::io("unshare the cgroup namespace"))?;
     rootfs::enter_root(launch.root_dir, spec, &launch.creds)?;
     taskgate_faults::fault_point!(points::EX_AFTER_MOUNTS, scope, |msg| Err(
         ExecutorError::Injected(msg)
@@ -128,6 +132,7 @@ fn child_main(
         bring_up_loopback()?;
     }
     caps::apply_rlimits(&spec.rlimits)?;
+    caps::apply_oom_score_adj(spec.oom_score_adj)?;
     redirect_stdio(&launch.stdout, &launch.stderr)?;
     let program = resolve_command(&spec.command, envp)?;
     caps::drop_privileges(&launch.creds)?;

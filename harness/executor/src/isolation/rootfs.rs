@@ -4,15 +4,15 @@
 //! (a chrooted process can climb out of a chroot, not out of a pivot).
 //! Runs in the task's own mount namespace only.
 
+use super::device_filter::DEV_NODES;
 use crate::error::ExecutorError;
 use crate::spec::TaskSpec;
 use crate::validate::{Credentials, SECRETS_DIR, TASK_SUBDIRS};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use nix::sys::statvfs::{statvfs, FsFlags};
+use nix::sys::stat::{Mode, SFlag};
 use std::os::unix::fs::symlink;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-
-const DEV_NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 /// What of /proc a task may read but never write, as runc's default spec
 /// has it: the kernel's tunables (core_pattern: a program run as host root
@@ -20,8 +20,9 @@ const DEV_NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"
 const PROC_READ_ONLY: [&str; 5] = ["sys", "sysrq-trigger", "irq", "bus", "fs"];
 /// What of /proc a task may not see at all (runc's masked paths): kernel
 /// memory, the keyring, timer and scheduler internals that leak host
-/// activity, and hardware trees. Files are covered by /dev/null, directories
-/// by an empty read-only tmpfs.
+/// activity, and hardware trees. Files are covered by the task's own
+/// /dev/null (bound read-only: no chmod reaches it), directories by an
+/// empty read-only tmpfs.
 const PROC_MASKED: [&str; 9] = [
     "kcore",
     "keys",
@@ -85,21 +86,29 @@ pub(crate) fn enter_root(
     )?;
     bind(&spec.shared_alloc_dir, &root_dir.join("alloc"), false)?;
 
+    let dev = mkdir(&root_dir.join("dev"))?;
+    build_dev(&dev)?;
     let proc_dir = mkdir(&root_dir.join("proc"))?;
     mount_at(Some("proc"), &proc_dir, Some("proc"), no_exec, None)?;
-    harden_proc(&proc_dir)?;
-    build_dev(&mkdir(&root_dir.join("dev"))?)?;
+    harden_proc(&proc_dir, &dev.join("null"))?;
 
     pivot(root_dir)?;
-    // Read-only from here on: the task may write only to its binds.
-    let ro = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | tmpfs_flags;
-    mount_at(None, Path::new("/dev"), None, ro, None)?;
-    mount_at(None, Path::new("/"), None, ro, None)
+    // Read-only from here on: the task may write only to its binds. /dev
+    // keeps its nodes usable (no nodev): they are the task's own.
+    let ro = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY;
+    mount_at(
+        None,
+        Path::new("/dev"),
+        None,
+        ro | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        None,
+    )?;
+    mount_at(None, Path::new("/"), None, ro | tmpfs_flags, None)
 }
 
 /// Makes [`PROC_READ_ONLY`] read-only and hides [`PROC_MASKED`] in the
 /// task's fresh /proc. Entries this kernel lacks are skipped.
-fn harden_proc(proc_dir: &Path) -> Result<(), ExecutorError> {
+fn harden_proc(proc_dir: &Path, null: &Path) -> Result<(), ExecutorError> {
     let no_exec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     for entry in PROC_READ_ONLY {
         let path = proc_dir.join(entry);
@@ -124,12 +133,21 @@ fn harden_proc(proc_dir: &Path) -> Result<(), ExecutorError> {
                 let ro = MsFlags::MS_RDONLY | no_exec;
                 mount_at(Some("masked"), &path, Some("tmpfs"), ro, None)?
             }
-            Ok(_) => mount_at(Some("/dev/null"), &path, None, MsFlags::MS_BIND, None)?,
+            Ok(_) => {
+                let null = null.to_str().unwrap_or_default();
+                mount_at(Some(null), &path, None, MsFlags::MS_BIND, None)?;
+                let ro = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | no_exec;
+                // A device must stay openable here: nodev would turn reads into EACCES.
+                mount_at(None, &path, None, ro - MsFlags::MS_NODEV, None)?
+            }
         }
     }
     Ok(())
 }
 
+/// A tmpfs `/dev` holding nodes made here with mknod (never binds of the
+/// host's own inodes, which a root task's chmod would change for the host),
+/// the usual links, and the task's own pty instance and shared memory.
 fn build_dev(dev: &Path) -> Result<(), ExecutorError> {
     mount_at(
         Some("tmpfs"),
@@ -139,16 +157,18 @@ fn build_dev(dev: &Path) -> Result<(), ExecutorError> {
         Some("mode=755,size=64k"),
     )?;
     for node in DEV_NODES {
-        let target = dev.join(node);
-        touch(&target)?;
-        let host = Path::new("/dev").join(node);
-        mount_at(
-            Some(host.to_str().unwrap_or_default()),
-            &target,
-            None,
-            MsFlags::MS_BIND,
-            None,
-        )?;
+        let path = dev.join(node.name);
+        let fail = |e| ExecutorError::io(format!("mknod {}", path.display()))(e);
+        nix::sys::stat::mknod(
+            &path,
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(node.major.into(), node.minor.into()),
+        )
+        .map_err(fail)?;
+        // Past the umask: every node is world readable and writable.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
+            .map_err(ExecutorError::io(format!("chmod {}", path.display())))?;
     }
     for (link, to) in DEV_LINKS {
         let path = dev.join(link);
@@ -191,8 +211,11 @@ fn pivot(root_dir: &Path) -> Result<(), ExecutorError> {
     nix::unistd::chdir("/").map_err(fail("chdir /"))
 }
 
-/// Bind-mounts `src` (dir or file) at `target`, then remounts it nosuid,nodev
-/// (and read-only if asked), keeping noexec if the source had it.
+/// Bind-mounts `src` (dir or file) with everything mounted below it at
+/// `target`, then makes the whole tree nosuid and nodev (and read-only if
+/// asked): submounts too, which a plain remount of the top would leave
+/// writable and with their suid and device files. Each mount keeps what
+/// it had beyond that (a noexec source stays noexec).
 fn bind(src: &Path, target: &Path, readonly: bool) -> Result<(), ExecutorError> {
     if src.is_dir() {
         mkdir(target)?;
@@ -210,17 +233,46 @@ fn bind(src: &Path, target: &Path, readonly: bool) -> Result<(), ExecutorError> 
         MsFlags::MS_BIND | MsFlags::MS_REC,
         None,
     )?;
-    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let mut attr_set = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
     if readonly {
-        flags |= MsFlags::MS_RDONLY;
+        attr_set |= libc::MOUNT_ATTR_RDONLY;
     }
-    let src_flags = statvfs(src)
-        .map_err(ExecutorError::io(format!("statvfs {}", src.display())))?
-        .flags();
-    if src_flags.contains(FsFlags::ST_NOEXEC) {
-        flags |= MsFlags::MS_NOEXEC;
+    set_tree_attributes(target, attr_set)
+}
+
+/// `mount_setattr(AT_RECURSIVE)`: sets `attr_set` on the mount at `target`
+/// and every mount below it.
+fn set_tree_attributes(target: &Path, attr_set: u64) -> Result<(), ExecutorError> {
+    let fail = |message: String| ExecutorError::Mount {
+        target: target.to_path_buf(),
+        message,
+    };
+    let path = std::ffi::CString::new(target.as_os_str().as_encoded_bytes())
+        .map_err(|_| fail("path contains NUL".into()))?;
+    let attr = libc::mount_attr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: a NUL-terminated path and a mount_attr we own, with its size.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(fail(format!(
+            "mount_setattr {attr_set:#x}, recursive: {}",
+            std::io::Error::last_os_error()
+        )));
     }
-    mount_at(None, target, None, flags, None)
+    Ok(())
 }
 
 fn mount_at(

@@ -1,52 +1,12 @@
-//! The escape catalogue: attempts to reach the host from inside a real task,
-//! each run as root and as nobody, each expected to fail in a named way.
-//! Nothing here damages the host: kernel tunables and triggers are opened
-//! for writing, never written. Run as root:
-//! `cargo test --features failpoints --test escapes -- --test-threads=1`.
+//! Tasks reaching for the kernel and the host: tunables, masked files,
+//! mounts, the host root, rlimits, /proc/self/exe, setuid, other tasks, devices.
 
-mod common;
-
-use common::Sandbox;
+use crate::common::{self, Sandbox};
+use crate::{assert_held, attempt, script};
 use rstest::rstest;
 use serial_test::serial;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-
-/// Runs `script` (busybox sh) as `user` in a fresh task and returns what it
-/// printed. Every attempt prints `ESCAPED` if it got through, else `held`
-/// and what stopped it; the task itself must exit 0.
-fn attempt(user: &str, script: &str) -> String {
-    let sb = Sandbox::new();
-    let mut spec = sb.spec("t", script);
-    spec.user = user.to_string();
-    let exec = sb.launch(&spec).expect("launch");
-    let result = exec.wait().expect("wait");
-    exec.shutdown().expect("shutdown");
-    let out = sb.read_log("t", "stdout");
-    let err = sb.read_log("t", "stderr");
-    assert!(
-        result.successful(),
-        "{result:?}\nstdout: {out}\nstderr: {err}"
-    );
-    assert!(!out.contains("ESCAPED"), "as {user}: {out}\nstderr: {err}");
-    sb.assert_no_leftovers();
-    out
-}
-
-/// `try WHAT CMD...`: runs CMD; prints `ESCAPED: WHAT` if it succeeded,
-/// else `held: WHAT: <its error>`.
-const TRY: &str = r#"try() { what=$1; shift; if out=$("$@" 2>&1); then echo "ESCAPED: $what"; else echo "held: $what: $out"; fi; }; "#;
-
-/// Each of `attempts` was tried and held.
-fn assert_held(out: &str, attempts: &[&str]) {
-    for what in attempts {
-        assert!(out.contains(&format!("held: {what}")), "{what}: {out}");
-    }
-}
-
-fn script(body: &str) -> String {
-    format!("{TRY}{body}")
-}
 
 /// The classic escape: `core_pattern` set to `|/host/program` runs it as
 /// host root on the next crash. /proc/sys is read-only (opened, not written).
@@ -252,150 +212,91 @@ fn cgroup_procs_of(pid: i32) -> Vec<String> {
         .collect()
 }
 
-/// No new user namespace, where the task would hold every capability again
-/// (the seccomp filter answers EPERM, so a program can fall back).
+/// The task has a cgroup namespace of its own, rooted at its cgroup: its
+/// /proc/self/cgroup names no host cgroup path, on v1 and v2.
 #[rstest]
 #[serial]
-fn user_namespaces_cannot_be_created(#[values("root", "nobody")] user: &str) {
-    let out = attempt(user, &script("try userns unshare -U true"));
-    assert_held(&out, &["userns"]);
-    assert!(out.contains("Operation not permitted"), "{out}");
+fn the_task_sees_no_host_cgroup_path(#[values("root", "nobody")] user: &str) {
+    let out = attempt(user, "cat /proc/self/cgroup");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(!lines.is_empty(), "{out}");
+    for line in lines {
+        let path = line.splitn(3, ':').nth(2).unwrap_or_default();
+        assert_eq!(
+            path, "/",
+            "ESCAPED: the task sees a host cgroup path: {line}\n{out}"
+        );
+    }
 }
 
-/// Ordinary programs still work under the filter: the shell, core tools,
-/// and a dynamically linked binary from the host's /usr (on the host, GNU
-/// coreutils; in the qemu guests, the dynamically linked tools shipped there).
-#[test]
+/// A submount inside a `chroot_env` source is as read-only, nosuid and
+/// nodev in the task as the bind above it: the whole tree is, not only its
+/// top. The submount is a tmpfs of the test's own, unmounted at the end.
+#[rstest]
 #[serial]
-fn ordinary_programs_work_under_the_filter() {
-    let dynamic = [
-        "/usr/bin/env",
-        "/usr/bin/ls",
-        "/usr/sbin/ip",
-        "/usr/bin/runc",
-        "/usr/sbin/runc",
-    ]
-    .into_iter()
-    .find(|p| is_dynamic_elf(Path::new(p)))
-    .expect("no dynamically linked program on this machine to run");
+fn chroot_env_submounts_are_read_only(#[values("root", "nobody")] user: &str) {
     let sb = Sandbox::new();
+    let env = sb.path().join("env");
+    let sub = env.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let _mounted = TmpfsMount::new(&sub);
+    nix::sys::stat::mknod(
+        &sub.join("null"),
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 3),
+    )
+    .unwrap();
     let mut spec = sb.spec(
         "t",
-        &format!(
-            "set -e; echo a b | sort -r | wc -w; ls / >/dev/null; sh -c 'exit 0'; \
-             sleep 0 & wait; {dynamic} --version >/dev/null 2>&1 || {dynamic} -V >/dev/null; echo done"
+        &script(
+            "try write_submount touch /env/sub/x; \
+             try open_device_on_submount sh -c 'echo x > /env/sub/null'; \
+             grep ' /env/sub ' /proc/self/mountinfo",
         ),
     );
-    // The host's tree, as the default chroot_env binds it.
-    spec.chroot_env = taskgate_executor::default_chroot_env()
-        .into_iter()
-        .filter(|(host, _)| host.exists())
-        .collect();
-    spec.user = "nobody".into();
-    let exec = sb.launch(&spec).expect("launch");
-    let result = exec.wait().expect("wait");
-    exec.shutdown().expect("shutdown");
-    let out = sb.read_log("t", "stdout");
-    assert!(
-        result.successful(),
-        "{result:?}\nstdout: {out}\nstderr: {}",
-        sb.read_log("t", "stderr")
-    );
-    assert_eq!(out, "2\ndone\n");
-    sb.assert_no_leftovers();
-}
-
-/// An ELF file with a program interpreter (`PT_INTERP`): dynamically linked.
-fn is_dynamic_elf(path: &Path) -> bool {
-    let Ok(bytes) = std::fs::read(path) else {
-        return false;
-    };
-    bytes.starts_with(b"\x7fELF")
-        && bytes
-            .windows(b"ld-linux".len())
-            .take(4096)
-            .any(|w| w == b"ld-linux")
-}
-
-/// Set in a task's environment: the test binary, run inside the task, acts
-/// as the syscall probe instead of running tests.
-const PROBE_ENV: &str = "TASKGATE_ESCAPE_PROBE";
-
-/// Every call the seccomp filter must refuse, made for real inside a task
-/// by this very test binary (bound into the task's root read-only), as root
-/// and as nobody: each fails with EPERM, so a program could fall back.
-#[rstest]
-#[serial]
-fn the_filter_refuses_each_denied_call(#[values("root", "nobody")] user: &str) {
-    let me = std::env::current_exe().expect("the test binary");
-    let sb = Sandbox::new();
-    let mut spec = sb.spec("t", "");
-    spec.command = "/probe/escapes".into();
-    spec.args = vec![
-        "--exact".into(),
-        "syscall_probe".into(),
-        "--nocapture".into(),
-    ];
-    spec.env = [(PROBE_ENV.to_string(), "1".to_string())].into();
-    spec.chroot_env = taskgate_executor::default_chroot_env()
-        .into_iter()
-        .filter(|(host, _)| host.exists())
-        .collect();
-    spec.chroot_env.insert(me.clone(), "/probe/escapes".into());
+    spec.chroot_env.insert(env.clone(), "/env".into());
     spec.user = user.to_string();
     let exec = sb.launch(&spec).expect("launch");
     let result = exec.wait().expect("wait");
     exec.shutdown().expect("shutdown");
     let out = sb.read_log("t", "stdout");
-    assert!(
-        result.successful(),
-        "{result:?}\nstdout: {out}\nstderr: {}",
-        sb.read_log("t", "stderr")
-    );
-    let probed: Vec<&str> = out.lines().filter(|l| l.starts_with("probe ")).collect();
-    assert_eq!(probed.len(), PROBES.len(), "{out}");
-    for line in probed {
-        assert!(line.ends_with(" EPERM"), "{line}\n{out}");
+    assert!(result.successful(), "{result:?}\n{out}");
+    assert!(!out.contains("ESCAPED"), "ESCAPED as {user}: {out}");
+    let options = out
+        .lines()
+        .find(|l| l.contains(" /env/sub "))
+        .and_then(|l| l.split_whitespace().nth(5))
+        .unwrap_or_else(|| panic!("no /env/sub mount in the task: {out}"));
+    for flag in ["ro", "nosuid", "nodev"] {
+        assert!(
+            options.split(',').any(|o| o == flag),
+            "ESCAPED: /env/sub is mounted {options}, not {flag}"
+        );
     }
+    drop(_mounted);
     sb.assert_no_leftovers();
 }
 
-/// The denied calls, each with arguments that would do something harmless
-/// or fail on their own merits if the filter let them through.
-const PROBES: [(&str, libc::c_long, [libc::c_long; 3]); 10] = [
-    ("keyctl", libc::SYS_keyctl, [0, 0, 0]),
-    ("add_key", libc::SYS_add_key, [0, 0, 0]),
-    ("request_key", libc::SYS_request_key, [0, 0, 0]),
-    ("bpf", libc::SYS_bpf, [0, 0, 0]),
-    ("perf_event_open", libc::SYS_perf_event_open, [0, 0, -1]),
-    ("kexec_load", libc::SYS_kexec_load, [0, 0, 0]),
-    ("init_module", libc::SYS_init_module, [0, 0, 0]),
-    ("open_by_handle_at", libc::SYS_open_by_handle_at, [-1, 0, 0]),
-    ("userfaultfd", libc::SYS_userfaultfd, [0, 0, 0]),
-    (
-        "unshare(CLONE_NEWUSER)",
-        libc::SYS_unshare,
-        [libc::CLONE_NEWUSER as libc::c_long, 0, 0],
-    ),
-];
+/// A tmpfs the test mounts in its own temp dir, unmounted when dropped.
+struct TmpfsMount(std::path::PathBuf);
 
-/// Not a test of its own: the probe [`the_filter_refuses_each_denied_call`]
-/// runs inside a task. Outside one it does nothing.
-#[test]
-fn syscall_probe() {
-    if std::env::var_os(PROBE_ENV).is_none() {
-        return;
+impl TmpfsMount {
+    fn new(at: &Path) -> TmpfsMount {
+        nix::mount::mount(
+            Some("tmpfs"),
+            at,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            Some("size=64k"),
+        )
+        .unwrap();
+        TmpfsMount(at.to_path_buf())
     }
-    for (name, call, [a, b, c]) in PROBES {
-        // SAFETY: every argument is a null pointer, -1 or a flag word:
-        // nothing the kernel would write through.
-        let rc = unsafe { libc::syscall(call, a, b, c, 0, 0, 0) };
-        let errno = std::io::Error::last_os_error().raw_os_error();
-        let verdict = match (rc, errno) {
-            (-1, Some(libc::EPERM)) => "EPERM".to_string(),
-            (-1, Some(e)) => format!("errno {e}"),
-            _ => format!("ALLOWED (returned {rc})"),
-        };
-        println!("probe {name} {verdict}");
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
     }
 }

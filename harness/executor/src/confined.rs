@@ -1,0 +1,372 @@
+//! File work the host side (engine hooks, the executor, running as host
+//! root in the host's mount namespace) does inside an alloc dir, where a
+//! task may have planted anything: the shared `alloc/` is every task's
+//! `/alloc`, writable by a root task. Nothing here follows a link there.
+//!
+//! A [`ConfinedDir`] is an open directory. Each step resolves one name
+//! beneath it with `openat2` (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), and
+//! what it finds must be what is asked for: a symlink, FIFO, socket or
+//! device where a log file or a directory belongs is refused, with the path
+//! named, and never opened. An existing file is first opened `O_PATH`
+//! (which opens nothing), checked to be a regular file, and only then
+//! reopened for reading or writing through its own fd.
+
+use nix::errno::Errno;
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+/// What was found where something else belongs: refused, never opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[error("refusing {path}: it is {found}, where {expected} belongs (never followed or opened)")]
+pub struct Refusal {
+    pub path: PathBuf,
+    pub found: String,
+    pub expected: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfinedError {
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl ConfinedError {
+    fn io(what: &'static str, path: PathBuf) -> impl FnOnce(Errno) -> ConfinedError {
+        move |e| ConfinedError::Io {
+            what,
+            path,
+            source: e.into(),
+        }
+    }
+}
+
+/// An open directory that names are resolved beneath, one at a time.
+#[derive(Debug)]
+pub struct ConfinedDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+/// How an existing regular file is reopened.
+#[derive(Clone, Copy)]
+enum Access {
+    Read,
+    Append,
+    Truncate,
+}
+
+impl ConfinedDir {
+    /// Opens `path`, a directory no task can write the name of (the alloc
+    /// dir, a task dir), as the root of everything resolved beneath it. A
+    /// symlink as its last component is refused too.
+    pub fn open(path: &Path) -> Result<ConfinedDir, ConfinedError> {
+        let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+        match nix::fcntl::open(path, flags, Mode::empty()) {
+            Ok(fd) => Ok(ConfinedDir {
+                // SAFETY: open just returned this fd and nothing else owns it.
+                fd: unsafe { OwnedFd::from_raw_fd(fd) },
+                path: path.to_path_buf(),
+            }),
+            Err(Errno::ELOOP | Errno::ENOTDIR) => Err(refused(path, "a directory")),
+            Err(e) => Err(ConfinedError::io("open", path.to_path_buf())(e)),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory `name` beneath this one.
+    pub fn dir(&self, name: &str) -> Result<ConfinedDir, ConfinedError> {
+        let path = self.child(name)?;
+        let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+        match self.resolve(name, flags, Mode::empty()) {
+            Ok(fd) => Ok(ConfinedDir { fd, path }),
+            Err(Errno::ELOOP | Errno::ENOTDIR) => Err(refused(&path, "a directory")),
+            Err(e) => Err(ConfinedError::io("open", path)(e)),
+        }
+    }
+
+    /// The directory `name` beneath this one, made with `mode` (less the
+    /// umask) if it is not there.
+    pub fn create_dir(&self, name: &str, mode: u32) -> Result<ConfinedDir, ConfinedError> {
+        let path = self.child(name)?;
+        match mkdirat(
+            Some(self.fd.as_raw_fd()),
+            name,
+            Mode::from_bits_truncate(mode),
+        ) {
+            Ok(()) | Err(Errno::EEXIST) => self.dir(name),
+            Err(e) => Err(ConfinedError::io("create", path)(e)),
+        }
+    }
+
+    /// [`ConfinedDir::create_dir`] for each component of `relative`.
+    pub fn create_dir_all(&self, relative: &Path, mode: u32) -> Result<ConfinedDir, ConfinedError> {
+        let mut names = relative.components().map(|c| match c {
+            Component::Normal(name) => name.to_str().ok_or_else(|| unsafe_name(self, relative)),
+            _ => Err(unsafe_name(self, relative)),
+        });
+        let first = names.next().ok_or_else(|| unsafe_name(self, relative))??;
+        let mut dir = self.create_dir(first, mode)?;
+        for name in names {
+            dir = dir.create_dir(name?, mode)?;
+        }
+        Ok(dir)
+    }
+
+    /// The regular file `name`, created (mode 0644 less the umask) if it is
+    /// not there, opened for appending.
+    pub fn open_append(&self, name: &str) -> Result<File, ConfinedError> {
+        self.open_regular(name, Access::Append)
+    }
+
+    /// The regular file `name`, created if it is not there, emptied.
+    pub fn create_truncate(&self, name: &str) -> Result<File, ConfinedError> {
+        self.open_regular(name, Access::Truncate)
+    }
+
+    /// The existing regular file `name`, opened for reading.
+    pub fn open_read(&self, name: &str) -> Result<File, ConfinedError> {
+        self.open_regular(name, Access::Read)
+    }
+
+    /// Removes the entry `name`, whatever it is but a directory: unlinking
+    /// a link removes the link, never what it points to.
+    pub fn remove_file(&self, name: &str) -> Result<(), ConfinedError> {
+        let path = self.child(name)?;
+        nix::unistd::unlinkat(
+            Some(self.fd.as_raw_fd()),
+            name,
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        )
+        .map_err(ConfinedError::io("remove", path))
+    }
+
+    /// The names in this directory (`.` and `..` aside).
+    pub fn names(&self) -> Result<Vec<OsString>, ConfinedError> {
+        let dup = nix::unistd::dup(self.fd.as_raw_fd())
+            .map_err(ConfinedError::io("list", self.path.clone()))?;
+        let mut dir =
+            nix::dir::Dir::from_fd(dup).map_err(ConfinedError::io("list", self.path.clone()))?;
+        let mut names = Vec::new();
+        for entry in dir.iter() {
+            let entry = entry.map_err(ConfinedError::io("list", self.path.clone()))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
+            }
+        }
+        Ok(names)
+    }
+
+    /// Gives this directory to `uid:gid`, through its fd.
+    pub fn chown(&self, uid: u32, gid: u32) -> Result<(), ConfinedError> {
+        nix::unistd::fchown(
+            self.fd.as_raw_fd(),
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+        )
+        .map_err(ConfinedError::io("chown", self.path.clone()))
+    }
+
+    /// Sets this directory's mode, through its fd.
+    pub fn chmod(&self, mode: u32) -> Result<(), ConfinedError> {
+        nix::sys::stat::fchmod(self.fd.as_raw_fd(), Mode::from_bits_truncate(mode))
+            .map_err(ConfinedError::io("chmod", self.path.clone()))
+    }
+
+    fn open_regular(&self, name: &str, access: Access) -> Result<File, ConfinedError> {
+        let path = self.child(name)?;
+        if !matches!(access, Access::Read) {
+            // A new file is a regular file: nothing to check.
+            let mut flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC;
+            if matches!(access, Access::Append) {
+                flags |= OFlag::O_APPEND;
+            }
+            match self.resolve(name, flags, Mode::from_bits_truncate(0o644)) {
+                Ok(fd) => return Ok(File::from(fd)),
+                Err(Errno::EEXIST) => {}
+                Err(e) => return Err(ConfinedError::io("create", path)(e)),
+            }
+        }
+        let pinned = match self.resolve(
+            name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::ELOOP) => return Err(refused(&path, "a regular file")),
+            Err(e) => return Err(ConfinedError::io("open", path)(e)),
+        };
+        let stat = fstat(pinned.as_raw_fd()).map_err(ConfinedError::io("stat", path.clone()))?;
+        let kind = SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits());
+        if kind != SFlag::S_IFREG {
+            return Err(refusal(path, kind_name(kind), "a regular file"));
+        }
+        // The O_PATH fd holds this very inode: reopening through it cannot
+        // land anywhere else, whatever is renamed meanwhile.
+        let flags = match access {
+            Access::Read => OFlag::O_RDONLY,
+            Access::Append => OFlag::O_WRONLY | OFlag::O_APPEND,
+            Access::Truncate => OFlag::O_WRONLY | OFlag::O_TRUNC,
+        } | OFlag::O_CLOEXEC;
+        let fd_path = format!("/proc/self/fd/{}", pinned.as_raw_fd());
+        nix::fcntl::open(fd_path.as_str(), flags, Mode::empty())
+            // SAFETY: open just returned this fd and nothing else owns it.
+            .map(|fd| unsafe { File::from_raw_fd(fd) })
+            .map_err(ConfinedError::io("open", path))
+    }
+
+    fn resolve(&self, name: &str, flags: OFlag, mode: Mode) -> Result<OwnedFd, Errno> {
+        let how = OpenHow::new().flags(flags).mode(mode).resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
+        let fd = loop {
+            match openat2(self.fd.as_raw_fd(), name, how) {
+                Err(Errno::EAGAIN | Errno::EINTR) => continue,
+                other => break other?,
+            }
+        };
+        // SAFETY: openat2 just returned this fd and nothing else owns it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// `name` must be one plain path component.
+    fn child(&self, name: &str) -> Result<PathBuf, ConfinedError> {
+        let mut parts = Path::new(name).components();
+        match (parts.next(), parts.next()) {
+            (Some(Component::Normal(_)), None) => Ok(self.path.join(name)),
+            _ => Err(unsafe_name(self, Path::new(name))),
+        }
+    }
+}
+
+fn refused(path: &Path, expected: &'static str) -> ConfinedError {
+    let found = match std::fs::symlink_metadata(path) {
+        Ok(meta) => kind_name(SFlag::from_bits_truncate(
+            std::os::unix::fs::MetadataExt::mode(&meta) & SFlag::S_IFMT.bits(),
+        )),
+        Err(_) => "something that changed under it",
+    };
+    refusal(path.to_path_buf(), found, expected)
+}
+
+fn refusal(path: PathBuf, found: &str, expected: &str) -> ConfinedError {
+    ConfinedError::Refused(Refusal {
+        path,
+        found: found.into(),
+        expected: expected.into(),
+    })
+}
+
+fn unsafe_name(dir: &ConfinedDir, name: &Path) -> ConfinedError {
+    refusal(
+        dir.path.join(name),
+        "not a plain name",
+        "a name without `..`, `/` or `.`",
+    )
+}
+
+fn kind_name(kind: SFlag) -> &'static str {
+    match kind {
+        SFlag::S_IFLNK => "a symlink",
+        SFlag::S_IFIFO => "a FIFO",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFCHR => "a character device",
+        SFlag::S_IFBLK => "a block device",
+        SFlag::S_IFDIR => "a directory",
+        SFlag::S_IFREG => "a regular file",
+        _ => "of an unknown kind",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn home() -> (tempfile::TempDir, ConfinedDir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = ConfinedDir::open(tmp.path()).unwrap();
+        (tmp, dir)
+    }
+
+    #[test]
+    fn files_are_created_appended_truncated_and_read() {
+        let (_tmp, dir) = home();
+        dir.open_append("log").unwrap().write_all(b"ab").unwrap();
+        dir.open_append("log").unwrap().write_all(b"cd").unwrap();
+        let mut text = String::new();
+        dir.open_read("log")
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "abcd");
+        dir.create_truncate("log").unwrap().write_all(b"e").unwrap();
+        text.clear();
+        dir.open_read("log")
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "e");
+        assert_eq!(dir.names().unwrap(), vec![OsString::from("log")]);
+    }
+
+    #[test]
+    fn a_symlink_is_refused_wherever_it_stands() {
+        let (tmp, dir) = home();
+        let victim = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(victim.path(), tmp.path().join("logs")).unwrap();
+        std::os::unix::fs::symlink(victim.path().join("f"), tmp.path().join("f")).unwrap();
+        for result in [
+            dir.create_dir("logs", 0o755).map(drop),
+            dir.dir("logs").map(drop),
+            dir.open_append("f").map(drop),
+            dir.create_truncate("f").map(drop),
+            dir.open_read("f").map(drop),
+        ] {
+            let err = result.unwrap_err().to_string();
+            assert!(err.contains("it is a symlink"), "{err}");
+        }
+        assert_eq!(std::fs::read_dir(victim.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_being_opened() {
+        let (tmp, dir) = home();
+        nix::unistd::mkfifo(&tmp.path().join("f"), Mode::from_bits_truncate(0o600)).unwrap();
+        // Opening a FIFO with no reader for writing would block: refusing it returns.
+        let err = dir.open_append("f").unwrap_err().to_string();
+        assert!(err.contains("it is a FIFO"), "{err}");
+        let err = dir.dir("f").unwrap_err().to_string();
+        assert!(
+            err.contains("it is a FIFO, where a directory belongs"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn names_that_climb_or_nest_are_refused() {
+        let (_tmp, dir) = home();
+        for name in ["..", "a/b", "/etc", ".", ""] {
+            assert!(dir.open_append(name).is_err(), "{name:?}");
+        }
+        assert!(dir.create_dir_all(Path::new("a/../b"), 0o755).is_err());
+        let nested = dir.create_dir_all(Path::new("a/b"), 0o755).unwrap();
+        assert!(nested.path().ends_with("a/b"));
+    }
+}
