@@ -278,4 +278,25 @@ mod tests {
         let mut log = LogFiles::new(dir.path().to_path_buf(), "web.stdout".into());
         assert_eq!(read(&mut log), "old new");
     }
+
+    /// KNOWN HOLE (issue 20, item 1, in `taskgate logs` and `run`): a task
+    /// that swapped its log for a link to a host file has that file printed
+    /// by root.
+    #[test]
+    #[should_panic(expected = "ESCAPED")]
+    fn a_planted_link_is_never_read_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(secret.path(), "host secret").unwrap();
+        std::os::unix::fs::symlink(secret.path(), dir.path().join("web.stdout.0")).unwrap();
+        let mut log = LogFiles::new(dir.path().to_path_buf(), "web.stdout".into());
+        let mut out = Vec::new();
+        let result = log.copy_to(&mut out);
+        assert!(
+            !String::from_utf8_lossy(&out).contains("host secret"),
+            "ESCAPED: printed a host file through a planted link"
+        );
+        let err = result.expect_err("the link must be refused").to_string();
+        assert!(err.contains("web.stdout.0"), "{err}");
+    }
 }
