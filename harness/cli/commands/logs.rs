@@ -11,9 +11,12 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use taskgate_engine::agent::AllocEntry;
 use taskgate_engine::control::{self, ControlAnswer, ControlRequest};
+use taskgate_engine::AllocDir;
+use taskgate_executor::confined::ConfinedDir;
+use taskgate_executor::{log_file_name, LogStream};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,8 +38,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let entries = read_status(&args.client)?;
     let entry = find_alloc(&entries, &args.alloc, &args.client.data_dir)?;
     let task = task_name(entry, args.task.as_deref())?;
-    let stream = if args.stderr { "stderr" } else { "stdout" };
-    let mut log = LogFiles::new(logs_dir(entry), format!("{task}.{stream}"));
+    let stream = if args.stderr {
+        LogStream::Stderr
+    } else {
+        LogStream::Stdout
+    };
+    let mut log = LogFiles::new(logs_dir(entry)?, &task, stream);
     let mut out = std::io::stdout().lock();
     if !args.follow || entry.alloc.client.is_terminal() {
         return Ok(log.copy_to(&mut out)?);
@@ -92,32 +99,36 @@ fn task_name(entry: &AllocEntry, given: Option<&str>) -> anyhow::Result<String> 
     }
 }
 
-/// `<alloc dir>/alloc/logs`, where the executors write.
-pub fn logs_dir(entry: &AllocEntry) -> PathBuf {
-    entry.alloc.alloc_dir.join("alloc").join("logs")
+/// `<alloc dir>/alloc/logs`, where the executors write, opened beneath
+/// the alloc dir: a task can plant links there, which are never read.
+pub fn logs_dir(entry: &AllocEntry) -> anyhow::Result<ConfinedDir> {
+    let alloc_dir = AllocDir::new(entry.alloc.alloc_dir.clone());
+    Ok(alloc_dir.open_logs()?)
 }
 
-/// One stream's rotated files, `<base>.0`, `<base>.1`, …: the executor
+/// One stream's rotated files, `<task>.<stream>.0`, `.1`, …: the executor
 /// writes the highest index and deletes the oldest beyond its limit.
 pub struct LogFiles {
-    dir: PathBuf,
-    base: String,
+    dir: ConfinedDir,
+    task: String,
+    stream: LogStream,
     /// The file being read and its index; kept open, so a file rotated away
     /// is still read to its end.
     current: Option<(u64, File)>,
 }
 
 impl LogFiles {
-    pub fn new(dir: PathBuf, base: String) -> LogFiles {
+    pub fn new(dir: ConfinedDir, task: &str, stream: LogStream) -> LogFiles {
         LogFiles {
             dir,
-            base,
+            task: task.to_string(),
+            stream,
             current: None,
         }
     }
 
     fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// Copies everything written since the last call.
@@ -143,15 +154,18 @@ impl LogFiles {
     }
 
     fn open(&self, index: u64) -> std::io::Result<File> {
-        File::open(self.dir.join(format!("{}.{index}", self.base)))
+        let name = log_file_name(&self.task, self.stream, index);
+        self.dir.open_read(&name).map_err(std::io::Error::other)
     }
 
     /// Indexes of the files there now, ascending.
     fn indexes(&self) -> std::io::Result<Vec<u64>> {
-        let prefix = format!("{}.", self.base);
-        let mut found: Vec<u64> = std::fs::read_dir(&self.dir)?
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.strip_prefix(&prefix)?.parse().ok())
+        let prefix = log_file_name(&self.task, self.stream, 0);
+        let prefix = prefix.trim_end_matches('0');
+        let names = self.dir.names().map_err(std::io::Error::other)?;
+        let mut found: Vec<u64> = names
+            .iter()
+            .filter_map(|name| name.to_str()?.strip_prefix(prefix)?.parse().ok())
             .collect();
         found.sort_unstable();
         Ok(found)
@@ -182,8 +196,10 @@ impl LogWatch {
             | AddWatchFlags::IN_CREATE
             | AddWatchFlags::IN_MOVED_TO
             | AddWatchFlags::IN_CLOSE_WRITE;
+        // The logs dir was opened refusing links; the watch must not follow one either.
+        let dir_only = AddWatchFlags::IN_DONT_FOLLOW | AddWatchFlags::IN_ONLYDIR;
         inotify
-            .add_watch(logs, changed)
+            .add_watch(logs, changed | dir_only)
             .with_context(|| format!("watching {}", logs.display()))?;
         let run_dir = inotify
             .add_watch(
@@ -236,6 +252,10 @@ mod tests {
         f.write_all(text.as_bytes()).unwrap();
     }
 
+    fn stdout_of_web(dir: &Path) -> LogFiles {
+        LogFiles::new(ConfinedDir::open(dir).unwrap(), "web", LogStream::Stdout)
+    }
+
     fn read(log: &mut LogFiles) -> String {
         let mut out = Vec::new();
         log.copy_to(&mut out).unwrap();
@@ -247,7 +267,7 @@ mod tests {
     #[test]
     fn a_follower_reads_across_rotations_and_deletions() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = LogFiles::new(dir.path().to_path_buf(), "web.stdout".into());
+        let mut log = stdout_of_web(dir.path());
         assert_eq!(read(&mut log), "", "nothing written yet");
         append(dir.path(), "web.stdout.0", "a");
         assert_eq!(read(&mut log), "a");
@@ -275,21 +295,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         append(dir.path(), "web.stdout.2", "old ");
         append(dir.path(), "web.stdout.3", "new");
-        let mut log = LogFiles::new(dir.path().to_path_buf(), "web.stdout".into());
+        let mut log = stdout_of_web(dir.path());
         assert_eq!(read(&mut log), "old new");
     }
 
-    /// KNOWN HOLE (issue 20, item 1, in `taskgate logs` and `run`): a task
-    /// that swapped its log for a link to a host file has that file printed
-    /// by root.
+    /// A task that swapped its log for a link to a host file: the link is
+    /// refused, named, and the host file never printed.
     #[test]
-    #[should_panic(expected = "ESCAPED")]
     fn a_planted_link_is_never_read_through() {
         let dir = tempfile::tempdir().unwrap();
         let secret = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(secret.path(), "host secret").unwrap();
         std::os::unix::fs::symlink(secret.path(), dir.path().join("web.stdout.0")).unwrap();
-        let mut log = LogFiles::new(dir.path().to_path_buf(), "web.stdout".into());
+        let mut log = stdout_of_web(dir.path());
         let mut out = Vec::new();
         let result = log.copy_to(&mut out);
         assert!(

@@ -16,6 +16,7 @@ use taskgate_engine::control::{self, ControlAnswer, ControlRequest, ControlServe
 use taskgate_engine::jobspec::{self, Job};
 use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::ClientStatus;
+use taskgate_executor::LogStream;
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(clap::Args)]
@@ -228,12 +229,18 @@ fn finish(data_dir: &Path, entry: &AllocEntry, status: AllocStatus) -> anyhow::R
 /// Every task's stdout and stderr, all of their rotated files.
 fn print_logs(data_dir: &Path, entry: &AllocEntry) {
     for task in entry.alloc.tasks() {
-        for stream in ["stdout", "stderr"] {
+        for stream in LogStream::BOTH {
             let mut text = Vec::new();
-            let mut files = LogFiles::new(logs_dir(entry), format!("{}.{stream}", task.name));
-            if files.copy_to(&mut text).is_err() || text.is_empty() {
+            let copied = logs_dir(entry)
+                .and_then(|dir| Ok(LogFiles::new(dir, &task.name, stream).copy_to(&mut text)?));
+            if let Err(err) = copied {
+                super::say!("--- {} {}: {err:#}", task.name, stream.as_str());
                 continue;
             }
+            if text.is_empty() {
+                continue;
+            }
+            let stream = stream.as_str();
             super::say!(
                 "--- {} {stream} (taskgate logs{}{} {} {}) ---\n{}",
                 task.name,

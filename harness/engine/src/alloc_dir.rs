@@ -47,6 +47,14 @@ impl AllocDir {
         ConfinedDir::open(&self.root)?.create_dir_all(&Path::new(SHARED_DIR).join(LOGS_DIR), 0o755)
     }
 
+    /// The existing logs dir, for readers (`taskgate logs`): opened
+    /// beneath the alloc dir like everything else there.
+    pub fn open_logs(&self) -> Result<ConfinedDir, ConfinedError> {
+        ConfinedDir::open(&self.root)?
+            .dir(SHARED_DIR)?
+            .dir(LOGS_DIR)
+    }
+
     /// Creates `task`'s own dir (not its subdirs) and returns it.
     pub fn build_task_dir(&self, task: &str) -> Result<ConfinedDir, ConfinedError> {
         ConfinedDir::open(&self.root)?.create_dir(task, 0o755)

@@ -23,6 +23,7 @@ pub mod task_state;
 pub use alloc::{
     AllocStatus, AllocUpdate, ClientStatus, DesiredStatus, RestartRefused, RestartScope,
 };
+pub use alloc_dir::AllocDir;
 pub use alloc_runner::{AllocControl, AllocHandle, AllocSummary, AllocWaiter};
 pub use engine::{
     recorded_cgroup_parent, Engine, EngineConfig, EngineError, Restored, SkippedAlloc,
