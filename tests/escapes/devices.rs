@@ -13,8 +13,11 @@ use std::os::unix::fs::MetadataExt;
 const DEV_NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 /// `/proc` files this or that kernel has, masked in the task.
-const MASKED: [&str; 6] = [
+const MASKED: [&str; 9] = [
     "/proc/kcore",
+    "/proc/kpagecount",
+    "/proc/kpageflags",
+    "/proc/kpagecgroup",
     "/proc/keys",
     "/proc/timer_list",
     "/proc/timer_stats",

@@ -28,14 +28,15 @@ fn kernel_tunables_cannot_be_opened_for_writing(#[values("root", "nobody")] user
     }
 }
 
-/// Kernel memory and the keyring are masked: /dev/null stands in for them.
+/// Kernel memory, the keyring and the physical page tables are masked: the
+/// task's own /dev/null stands in for them.
 #[rstest]
 #[serial]
 fn kernel_memory_and_keys_are_masked(#[values("root", "nobody")] user: &str) {
     let out = attempt(
         user,
         &script(
-            "for f in /proc/kcore /proc/keys /proc/timer_list /proc/sched_debug; do \
+            "for f in /proc/kcore /proc/keys /proc/timer_list /proc/sched_debug /proc/kpagecount /proc/kpageflags /proc/kpagecgroup; do \
                [ -e $f ] || { echo \"held: $f absent\"; continue; }; \
                if [ -c $f ] && [ $(cat $f | wc -c) = 0 ]; then echo \"held: $f masked\"; \
                else echo \"ESCAPED: $f readable\"; fi; done",

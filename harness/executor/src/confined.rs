@@ -215,6 +215,14 @@ impl ConfinedDir {
         if kind != SFlag::S_IFREG {
             return Err(refusal(path, kind_name(kind), "a regular file"));
         }
+        // Another name for the same inode would be written through this one.
+        if stat.st_nlink > 1 && !matches!(access, Access::Read) {
+            return Err(refusal(
+                path,
+                "a file with other names (hard links)",
+                "a file of its own",
+            ));
+        }
         // The O_PATH fd holds this very inode: reopening through it cannot
         // land anywhere else, whatever is renamed meanwhile.
         let flags = match access {
@@ -343,6 +351,22 @@ mod tests {
             assert!(err.contains("it is a symlink"), "{err}");
         }
         assert_eq!(std::fs::read_dir(victim.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_hard_linked_file_is_not_written() {
+        let (tmp, dir) = home();
+        std::fs::write(tmp.path().join("other"), "theirs").unwrap();
+        std::fs::hard_link(tmp.path().join("other"), tmp.path().join("log")).unwrap();
+        for result in [dir.open_append("log"), dir.create_truncate("log")] {
+            let err = result.unwrap_err().to_string();
+            assert!(err.contains("hard links"), "{err}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("other")).unwrap(),
+            "theirs"
+        );
+        assert!(dir.open_read("log").is_ok());
     }
 
     #[test]

@@ -18,13 +18,16 @@ use std::path::{Path, PathBuf};
 /// has it: the kernel's tunables (core_pattern: a program run as host root
 /// on the next crash), the sysrq trigger, interrupt and bus settings.
 const PROC_READ_ONLY: [&str; 5] = ["sys", "sysrq-trigger", "irq", "bus", "fs"];
-/// What of /proc a task may not see at all (runc's masked paths): kernel
-/// memory, the keyring, timer and scheduler internals that leak host
+/// What of /proc a task may not see at all (runc's masked paths, and the
+/// physical page tables): kernel memory, the keyring, timer and scheduler internals that leak host
 /// activity, and hardware trees. Files are covered by the task's own
 /// /dev/null (bound read-only: no chmod reaches it), directories by an
 /// empty read-only tmpfs.
-const PROC_MASKED: [&str; 9] = [
+const PROC_MASKED: [&str; 12] = [
     "kcore",
+    "kpagecount",
+    "kpageflags",
+    "kpagecgroup",
     "keys",
     "timer_list",
     "timer_stats",
@@ -59,7 +62,8 @@ pub(crate) fn enter_root(
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None,
     )?;
-    let tmpfs_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    // The root holds only mount points: nothing on it is ever run.
+    let tmpfs_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount_at(
         Some("tmpfs"),
         root_dir,
