@@ -477,10 +477,16 @@ fn oci_config(rootfs: &Path) -> serde_json::Value {
         .map(|c| c.to_string())
         .collect();
     let ns = |t: &str| json!({ "type": t });
+    // As the executor does: a limit above this process's own hard limit is
+    // lowered to it (raising one needs CAP_SYS_RESOURCE, which runc, unlike
+    // the executor, does not fall back from).
     let rlimits: Vec<serde_json::Value> = Rlimits::default()
         .each()
         .iter()
-        .map(|(res, l)| json!({ "type": format!("{res:?}"), "soft": l.soft, "hard": l.hard }))
+        .map(|(res, l)| {
+            let own = nix::sys::resource::getrlimit(*res).map_or(u64::MAX, |(_, hard)| hard);
+            json!({ "type": format!("{res:?}"), "soft": l.soft.min(own), "hard": l.hard.min(own) })
+        })
         .collect();
     json!({
         "ociVersion": "1.0.2-dev",
