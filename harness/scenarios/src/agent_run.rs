@@ -119,6 +119,10 @@ pub(crate) fn run(
     if killed {
         records.restart_counts.extend(restart_counts(&tasks));
     }
+    records.desired_stop = alloc
+        .as_ref()
+        .map(|a| a.desired == taskgate_engine::DesiredStatus::Stop);
+    records.alloc_id = alloc.as_ref().map(|a| a.alloc_id.clone());
     records.status = alloc.map(|a| a.client);
     Ok(Outcome {
         hits,

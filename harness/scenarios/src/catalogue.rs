@@ -23,6 +23,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("pairs.hcl", include_str!("../catalogue/pairs.hcl")),
     ("restarts.hcl", include_str!("../catalogue/restarts.hcl")),
     (
+        "restart-policy.hcl",
+        include_str!("../catalogue/restart-policy.hcl"),
+    ),
+    (
         "jobs/lifecycle.hcl",
         include_str!("../catalogue/jobs/lifecycle.hcl"),
     ),
@@ -63,6 +67,26 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "jobs/report.hcl",
         include_str!("../catalogue/jobs/report.hcl"),
+    ),
+    (
+        "jobs/retried-pair.hcl",
+        include_str!("../catalogue/jobs/retried-pair.hcl"),
+    ),
+    (
+        "jobs/web-failing-slowly.hcl",
+        include_str!("../catalogue/jobs/web-failing-slowly.hcl"),
+    ),
+    (
+        "jobs/exits.hcl",
+        include_str!("../catalogue/jobs/exits.hcl"),
+    ),
+    (
+        "jobs/exits-batch.hcl",
+        include_str!("../catalogue/jobs/exits-batch.hcl"),
+    ),
+    (
+        "jobs/stubborn.hcl",
+        include_str!("../catalogue/jobs/stubborn.hcl"),
     ),
 ];
 

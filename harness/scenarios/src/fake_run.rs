@@ -6,13 +6,12 @@
 //! Only what the fake world can know is judged; the real executor under
 //! the exec oracle remains where it counts.
 
-use crate::history::Records;
 use crate::lab::LabError;
 use crate::model::Scenario;
 use crate::model::Then;
 use crate::report::{Case, RunReport, Token};
 use crate::run::{
-    drive, expect_known, harness_error, judge, restart_counts, unfired, InProcess, Outcome, Plan,
+    drive, expect_known, harness_error, judge, summary_records, unfired, InProcess, Outcome, Plan,
 };
 use std::time::Instant;
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
@@ -94,11 +93,7 @@ impl FakeRunner<'_> {
             .as_ref()
             .map(|s| s.tasks.clone())
             .unwrap_or_default();
-        let records = Records {
-            restart_counts: restart_counts(&tasks),
-            status: summary.map(|s| s.status.client),
-            ..Records::default()
-        };
+        let records = summary_records(summary.as_ref());
         Ok((
             description,
             Outcome {
@@ -168,6 +163,7 @@ fn launches_as_execs(hits: &[Hit], calls: &[Call]) -> Vec<(ExecRecord, u64)> {
                 }),
                 judged: true,
                 cgroup_peers: Vec::new(),
+                executor_peers: Vec::new(),
                 started_version: None,
             };
             Some((record, i as u64 + 1))
@@ -240,6 +236,7 @@ mod tests {
             point: taskgate_faults::PointName::new(Some("web"), EX_SPAWNED),
             action: None,
             detail: None,
+            at_us: 0,
         }];
         let calls = [Call::StartFailed {
             task: "web".into(),

@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use taskgate_engine::state::TaskRecord;
-use taskgate_engine::{AllocSummary, Engine, EngineConfig};
+use taskgate_engine::{AllocSummary, DesiredStatus, Engine, EngineConfig, Jitter};
+use taskgate_executor::KillSignal;
 use taskgate_faults::points;
 use taskgate_faults::schedule::Schedule;
 use taskgate_faults::{patience, Await, Fault, Hit, Intervention};
@@ -329,11 +330,7 @@ impl<'a> Runner<'a> {
         Ok(Outcome {
             hits,
             execs: Vec::new(),
-            records: Records {
-                restart_counts: restart_counts(&tasks),
-                status: summary.map(|s| s.status.client),
-                ..Records::default()
-            },
+            records: summary_records(summary.as_ref()),
             tasks,
             problems,
         })
@@ -512,13 +509,31 @@ fn drive_faults(
     Ok(())
 }
 
+/// What an in-process run's summary says, for the history.
+pub(crate) fn summary_records(summary: Option<&AllocSummary>) -> Records {
+    let tasks = summary.map(|s| s.tasks.as_slice()).unwrap_or_default();
+    Records {
+        restart_counts: restart_counts(tasks),
+        status: summary.map(|s| s.status.client),
+        desired_stop: summary.map(|s| s.status.desired == DesiredStatus::Stop),
+        alloc_id: summary.map(|s| s.alloc_id.clone()),
+        ..Records::default()
+    }
+}
+
 /// Each task's restart count as its record holds it.
 pub(crate) fn restart_counts(tasks: &[TaskRecord]) -> Vec<(String, u32)> {
     tasks.iter().map(|t| (t.task.clone(), t.restarts)).collect()
 }
 
-/// The alloc's tasks as the invariants need to know them.
-pub(crate) fn shapes(scenario: &Scenario) -> Vec<TaskShape> {
+/// How many of a task's restart waits the harness works out: more than
+/// any scenario's policy grants in a run.
+const WAITS_KNOWN: u32 = 32;
+
+/// The alloc's tasks as the invariants need to know them; `alloc_id`, once
+/// known, gives each task's restart waits (their jitter is drawn from it
+/// and the harness's seed).
+pub(crate) fn shapes(scenario: &Scenario, alloc_id: Option<&str>) -> Vec<TaskShape> {
     scenario
         .tasks()
         .iter()
@@ -533,12 +548,21 @@ pub(crate) fn shapes(scenario: &Scenario) -> Vec<TaskShape> {
             } else {
                 TaskRole::Main { leader: t.leader }
             };
+            let restart_waits = alloc_id.map_or_else(Vec::new, |alloc_id| {
+                let jitter = Jitter::new(RESTART_SEED, alloc_id, &t.name);
+                (0..WAITS_KNOWN)
+                    .map(|n| jitter.delay(t.restart.delay, n))
+                    .collect()
+            });
             TaskShape {
-                name: t.name.clone(),
-                role,
-                restart_attempts: t.restart.attempts,
                 restarts_on_success: scenario.job.job_type.restarts_on_success(t),
                 restarts_forever: t.restart.mode == taskgate_engine::jobspec::RestartMode::Delay,
+                restart_interval: t.restart.interval,
+                restart_waits,
+                shutdown_delay: t.shutdown_delay,
+                kill_timeout: t.kill_timeout,
+                killed_by_sigkill: t.kill_signal == KillSignal::SIGKILL,
+                ..TaskShape::new(&t.name, role, t.restart.attempts)
             }
         })
         .collect()
@@ -559,7 +583,8 @@ pub(crate) fn judge(
         &outcome.tasks,
         &outcome.records,
     );
-    let violations = taskgate_oracle::check(&history, &shapes(scenario));
+    let shapes = shapes(scenario, outcome.records.alloc_id.as_deref());
+    let violations = taskgate_oracle::check(&history, &shapes);
     let expected = scenario.expect.status;
     if outcome.records.status != Some(expected) {
         problems.push(format!(

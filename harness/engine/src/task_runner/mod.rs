@@ -19,9 +19,9 @@ use std::sync::Arc;
 use taskgate_executor::{
     ExecutorError, ExitResult, Remains, Resources, Rlimits, StopOutcome, TaskSpec,
 };
-use taskgate_faults::fault_point;
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::seeded::SeededBug;
+use taskgate_faults::{fault_point, record_point};
 use tokio::sync::{mpsc, watch};
 
 mod panic;
@@ -114,6 +114,14 @@ enum PrestartError {
     AllocTerminal,
     #[error(transparent)]
     Hook(#[from] HookError),
+}
+
+/// How a restart delay ended.
+enum DelayEnd {
+    Elapsed,
+    /// Cut short by a user restart.
+    Restart,
+    Killed,
 }
 
 /// How one attempt ended.
@@ -760,29 +768,59 @@ impl TaskRunner {
         }
         self.record.restarts += 1;
         self.publish();
-        let killed = tokio::select! {
-            biased;
-            _ = told(&mut self.kill_rx) => true,
-            _ = asked(&mut self.restart_rx) => {
+        fault_point!(points::TR_RESTART_DELAY, self.name());
+        match self.wait_restart_delay(delay).await {
+            DelayEnd::Elapsed => None,
+            DelayEnd::Restart => {
                 self.emit(
                     EventKind::RestartSignaled,
                     attempt,
                     "User requested restart: the restart delay is cut short",
                 );
                 self.publish();
-                false
+                None
             }
-            _ = self.deps.clock.sleep(delay) => false,
-        };
-        if !killed {
-            return None;
+            DelayEnd::Killed => {
+                self.emit(
+                    EventKind::Killed,
+                    attempt,
+                    "killed while waiting to restart",
+                );
+                Some(Outcome::Killed { result: None })
+            }
         }
-        self.emit(
-            EventKind::Killed,
-            attempt,
-            "killed while waiting to restart",
-        );
-        Some(Outcome::Killed { result: None })
+    }
+
+    /// Waits out a restart delay, unless a kill or a user restart cuts it
+    /// short.
+    async fn wait_restart_delay(&mut self, delay: std::time::Duration) -> DelayEnd {
+        let woke = tokio::select! {
+            biased;
+            _ = told(&mut self.kill_rx) => DelayEnd::Killed,
+            _ = asked(&mut self.restart_rx) => DelayEnd::Restart,
+            _ = self.deps.clock.sleep(delay) => DelayEnd::Elapsed,
+        };
+        match woke {
+            DelayEnd::Elapsed => self.delay_ran_out(),
+            cut => cut,
+        }
+    }
+
+    /// The delay ran out. A kill or a user restart asked as it did wins the
+    /// tie; otherwise it ran out in full, which is recorded while both asks'
+    /// channels are held still: an ask is either seen here or made after
+    /// the record (the oracle orders stops and restarts by it).
+    fn delay_ran_out(&self) -> DelayEnd {
+        let killed = self.kill_rx.borrow();
+        let _restart = self.restart_rx.borrow();
+        if *killed {
+            return DelayEnd::Killed;
+        }
+        if self.restart_rx.has_changed().unwrap_or(false) {
+            return DelayEnd::Restart;
+        }
+        record_point!(points::TR_RESTART_DELAY_ELAPSED, self.name());
+        DelayEnd::Elapsed
     }
 
     /// The previous agent saw this attempt end, and died before it finished

@@ -1,0 +1,320 @@
+# The restart policy's account across restores and intervals: every
+# attempt counted, lost ones too (an executor that died while the agent
+# was down, an attempt committed by an agent killed before its launch); a
+# restart delay kept, with its jitter, across an agent kill inside it; an
+# interval that expires during the run grants its attempts again, across a
+# restore too.
+
+scenario "executor-death-agent-down" {
+  about = "a running task's executor is SIGKILLed, then the agent, before it saw that; the restored agent finds the attempt lost and restarts it by the policy (one attempt left)"
+  job   = "jobs/web-retried.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points = ["web:hook.poststart.after.persist_handle"]
+      action = "kill-executor"
+      with   = ["web:hook.poststart.after.persist_handle=kill"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "executor-death-agent-down-final" {
+  about = "as executor-death-agent-down, with no restart left: the lost attempt is the task's last, and the alloc fails"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points = ["web:hook.poststart.after.persist_handle"]
+      action = "kill-executor"
+      with   = ["web:hook.poststart.after.persist_handle=kill"]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "bug 1: a lost attempt at restore bypasses the restart policy"
+      invariant = "every attempt of a task, lost ones too, is one its restart policy grants, interval by interval"
+    }
+  }
+}
+
+scenario "lost-launch-agent-kill" {
+  about = "the agent dies after committing an attempt with no restart left, before or after its executor was spawned (held unbound): the restored agent finds it lost, and the alloc fails; nothing of the task ever ran"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points = ["web:tr.start_committed"]
+      action = "kill"
+    }
+    each {
+      points = ["web:ex.spawned"]
+      action = "kill"
+      with   = ["web:ex.before_bind=await(web:tr.main_exited@1)"]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "bug 1: a lost attempt at restore bypasses the restart policy"
+      invariant = "every attempt of a task, lost ones too, is one its restart policy grants, interval by interval"
+    }
+  }
+}
+
+scenario "interval-across-restore" {
+  about = "a batch task fails at once, is restarted, fails again 3 s later, then completes; its 2 s interval expired meanwhile, so the second failure is restarted too, though the agent died at its end and a new one decided"
+  job "interval" {
+    type = "batch"
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "n=$(cat /local/runs 2>/dev/null || echo 0); n=$((n + 1)); echo $n > /local/runs; echo web run $n; case $n in 1) exit 1;; 2) sleep 3; exit 1;; esac"]
+        }
+        restart {
+          attempts = 1
+          interval = "2s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:hook.exited.before.executor_shutdown"]
+      action = "kill"
+      hit    = 2
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "bug 3: a restore counts a task's lifetime restarts against the current interval"
+      invariant = "a restart waits its delay and jitter, and a task is given up only once its interval's attempts are used, across restores too"
+    }
+  }
+}
+
+scenario "restart-jitter" {
+  about = "a batch task fails three times; each restart waits its 1 s delay plus the jitter the harness's seed draws for it"
+  job   = "jobs/web-failing-slowly.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:tr.restart_delay"]
+      action = "delay(1)"
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
+scenario "restart-delay-agent-kill" {
+  about = "the agent dies as a restart delay begins; the restored agent waits the rest of it (with its jitter) before the next attempt"
+  job   = "jobs/web-failing-slowly.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.restart_delay"]
+      action = "kill"
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "a restored agent skipped the rest of a restart delay an agent kill cut short"
+      invariant = "a restart waits its delay and jitter, and a task is given up only once its interval's attempts are used, across restores too"
+    }
+  }
+}
+
+scenario "stop-during-restart-delay" {
+  about = "a stop arrives while a failed task waits out its 3 s restart delay: the wait ends at once, no further attempt is decided, and the alloc is stopped, not failed"
+  job "slow-restart" {
+    type = "batch"
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo web fails; exit 1"]
+        }
+        restart {
+          attempts = 2
+          interval = "60s"
+          delay    = "3s"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:tr.restart_delay"]
+      action = "stop-alloc"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "user-restart-then-failure" {
+  about = "a user restart, then a real failure: the restart is not counted against the policy, so its one attempt restarts the failure"
+  job "flaky" {
+    type = "batch"
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "n=$(cat /local/runs 2>/dev/null || echo 0); n=$((n + 1)); echo $n > /local/runs; echo web run $n; if [ $n = 2 ]; then exit 1; fi; trap 'exit 0' INT TERM; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 1
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:hook.poststart.after.persist_handle"]
+      action = "restart-alloc"
+      with   = ["web:tr.after_driver_start@3=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "prestart-task-fails" {
+  about = "a prestart task exits 1, is restarted by its policy and completes: the main task starts only after that"
+  job "init-retried" {
+    group "g" {
+      task "init" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        lifecycle {
+          hook = "prestart"
+        }
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "if [ -e /local/failed-once ]; then echo init done; exit 0; fi; touch /local/failed-once; echo init fails; exit 1"]
+        }
+        restart {
+          attempts = 1
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    then = "stop-when-running"
+    each {
+      # The failure's own restart delay, a moment longer.
+      points = ["init:tr.restart_delay"]
+      action = "delay(1)"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "attempts-left" {
+  about = "a service and its sidecar with restarts left: a setup failure, an executor or a task tree SIGKILLed, an update, a restart of the running or of all tasks, at the service's start; retried by the policy, then stopped"
+  job   = "jobs/retried-pair.hcl"
+  faults {
+    then = "stop-when-running"
+    each {
+      points = ["web:hook.prestart.before.task_env"]
+      action = "error"
+    }
+    each {
+      points = ["web:hook.poststart.after.persist_handle", "proxy:hook.poststart.after.persist_handle"]
+      action = "kill-executor"
+    }
+    each {
+      points = ["web:hook.poststart.after.persist_handle", "proxy:hook.poststart.after.persist_handle"]
+      action = "kill-task-tree"
+    }
+    each {
+      points = ["proxy:hook.poststart.after.persist_handle"]
+      action = "update-alloc"
+    }
+    each {
+      points = ["proxy:hook.poststart.after.persist_handle"]
+      action = "restart-alloc"
+    }
+    each {
+      points = ["proxy:hook.poststart.after.persist_handle"]
+      action = "restart-all-tasks"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "attempts-left-agent-kill" {
+  about = "the agent dies as the service's attempt is committed, as its sidecar's tree is SIGKILLed, or in a restart's exited hooks; the restored agent counts every attempt and restarts within the policy"
+  job   = "jobs/retried-pair.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points = ["web:tr.start_committed"]
+      action = "kill"
+    }
+    each {
+      points = ["proxy:hook.poststart.after.persist_handle"]
+      action = "kill-task-tree"
+      with   = ["proxy:hook.exited.before.executor_shutdown=kill"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
