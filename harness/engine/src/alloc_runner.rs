@@ -163,6 +163,8 @@ pub(crate) fn spawn(
     };
     if status.terminal() {
         gate.set_terminal();
+        // Restored stopping: its start gate is shut before any task runs.
+        record_point!(points::AR_ALLOC_TERMINAL);
     }
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (changed_tx, changed_rx) = mpsc::unbounded_channel();

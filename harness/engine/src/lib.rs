@@ -25,4 +25,4 @@ pub use alloc::{
 pub use alloc_runner::{AllocControl, AllocHandle, AllocSummary, AllocWaiter};
 pub use engine::{Engine, EngineConfig, EngineError, Restored, SkippedAlloc};
 pub use hooks::hook_points;
-pub use restart::Jitter;
+pub use restart::{Jitter, RestartWindow};

@@ -13,7 +13,8 @@ pub const HARNESS_UPDATE_DELIVERED: &str = "harness.update_delivered";
 pub const AR_UPDATE_RECEIVED: &str = "ar.update_received";
 pub const AR_ALLOC_STATE_SET: &str = "ar.alloc_state_set";
 /// Record-only: a stop made the alloc terminal (its start gate is shut);
-/// reached just before `ar.alloc_state_set`, and only by that update.
+/// reached just before `ar.alloc_state_set`, and only by that update, or
+/// as a restored alloc that was stopping starts.
 pub const AR_ALLOC_TERMINAL: &str = "ar.alloc_terminal";
 pub const AR_TASK_RUNNERS_UPDATED: &str = "ar.task_runners_updated";
 pub const AR_KILL_STARTED: &str = "ar.kill_started";

@@ -432,16 +432,26 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         // the restart's end.
         let restarted = restarts(history, &task.name);
         // A failed exit (or a lost attempt) the policy would retry is last
-        // only because a stop came: the task was ended, not failed.
+        // only because a stop came: the task was ended, not failed. The
+        // policy has granted a restart for every attempt after the first
+        // that no user restart brought on, lost ones too.
+        let all = crate::attempts::attempts(history, &task.name);
         let policy_gives_up = |at: usize| {
-            let attempts = launched.iter().filter(|&&l| l < at).count();
-            !task.restarts_forever && attempts > task.restart_attempts as usize
+            let granted = (all.iter().skip(1))
+                .filter(|a| a.at < at && !a.by_user)
+                .count();
+            !task.restarts_forever && granted >= task.restart_attempts as usize
+        };
+        // A loss a restored agent found in a stopping alloc is the stop's.
+        let stopped_after = |k: usize| {
+            (history[k..].iter()).any(|e| matches!(e, Event::AgentRestarted { stop: true }))
         };
         let lost = executor_kills(history, &task.name).into_iter().find(|&k| {
             !launched.iter().any(|&l| l > k)
                 && !killed.iter().any(|&t| t < k)
                 && !restarted.contains(&k)
                 && policy_gives_up(k)
+                && !stopped_after(k)
         });
         if let Some(at) = lost {
             why = Some(format!(

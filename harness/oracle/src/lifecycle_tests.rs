@@ -362,20 +362,48 @@ fn status_matches_exits(#[case] h: H, #[case] holds: bool) {
 /// stop ended the task (in its restart delay), no failure; with none
 /// left, the loss failed it.
 #[rstest]
-#[case::an_attempt_left(1, AllocStatus::Complete)]
-#[case::none_left(0, AllocStatus::Failed)]
+#[case::an_attempt_left(1, false, AllocStatus::Complete)]
+#[case::none_left(0, false, AllocStatus::Failed)]
+#[case::found_by_an_agent_restored_to_stop(0, true, AllocStatus::Complete)]
 fn a_lost_executor_fails_the_alloc_only_when_the_policy_gives_up(
     #[case] attempts: u32,
+    #[case] restored_to_stop: bool,
     #[case] reported: AllocStatus,
 ) {
     let h = H::default()
         .start("web")
-        .hit_with("web:p", Action::Intervene(Intervention::KillExecutor))
-        .stop()
-        .status(reported);
+        .hit_with("web:p", Action::Intervene(Intervention::KillExecutor));
+    let h = if restored_to_stop {
+        h.restart(true)
+    } else {
+        h.stop()
+    };
+    let h = h.status(reported);
     let web = shape("web", TaskRole::Main { leader: false }, attempts);
     let v = check_status_matches_exits(&h.0, &[web]);
     assert!(v.is_empty(), "{v:#?}");
+}
+
+/// An attempt a killed agent committed, lost at restore, used a restart
+/// of the policy: the next failure is the last.
+#[rstest]
+#[case::reported_failed(AllocStatus::Failed, true)]
+#[case::reported_complete(AllocStatus::Complete, false)]
+fn a_lost_commit_uses_a_restart(#[case] reported: AllocStatus, #[case] holds: bool) {
+    let h = H::default()
+        .start("web")
+        .exit("web", FAILED)
+        .hit(scoped(
+            Some("web"),
+            taskgate_faults::points::TR_START_COMMITTED,
+        ))
+        .restart(false)
+        .start("web")
+        .exit("web", FAILED)
+        .status(reported);
+    let web = shape("web", TaskRole::Main { leader: false }, 2);
+    let v = check_status_matches_exits(&h.0, &[web]);
+    assert_eq!(v.is_empty(), holds, "{v:#?}");
 }
 
 #[rstest]

@@ -147,10 +147,6 @@ scenario "restart-meets-exit" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "bug 2: a user restart that meets a task's exit 0 hangs"
-      invariant = "every stop, restart and update takes effect, never after a restart delay it should have cut short, and a stop stays final"
-    }
   }
 }
 
@@ -168,10 +164,6 @@ scenario "restart-shutdown-delay-executor-death" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "bug 2 (its class): a user restart that meets an attempt's end takes it for the policy's"
-      invariant = "the alloc's final status is the one its recorded exits give"
-    }
   }
 }
 
@@ -181,8 +173,7 @@ scenario "restart-races-service-exits" {
   faults {
     then = "run-to-end"
     each {
-      points = ["web:hook.exited.before.executor_shutdown", "web:tr.restart_delay",
-                "proxy:hook.exited.before.executor_shutdown"]
+      points = ["web:hook.exited.before.executor_shutdown", "web:tr.restart_delay"]
       action = "restart-alloc"
       with   = ["ar.restart_targets_down=stop-alloc"]
     }
@@ -203,12 +194,12 @@ scenario "restart-races-batch-exits" {
   faults {
     then = "run-to-end"
     each {
-      points = ["web:tr.restart_delay", "proxy:hook.exited.before.executor_shutdown"]
+      points = ["proxy:hook.exited.before.executor_shutdown"]
       action = "restart-alloc"
       with   = ["ar.restart_targets_down=stop-alloc"]
     }
     each {
-      points = ["web:hook.exited.before.executor_shutdown"]
+      points = ["web:tr.restart_delay"]
       action = "restart-all-tasks"
       with   = ["ar.restart_targets_down=stop-alloc"]
     }

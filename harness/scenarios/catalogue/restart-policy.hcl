@@ -38,10 +38,6 @@ scenario "executor-death-agent-down-final" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "bug 1: a lost attempt at restore bypasses the restart policy"
-      invariant = "every attempt of a task, lost ones too, is one its restart policy grants, interval by interval"
-    }
   }
 }
 
@@ -64,15 +60,11 @@ scenario "lost-launch-agent-kill" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "bug 1: a lost attempt at restore bypasses the restart policy"
-      invariant = "every attempt of a task, lost ones too, is one its restart policy grants, interval by interval"
-    }
   }
 }
 
 scenario "interval-across-restore" {
-  about = "a batch task fails at once, is restarted, fails again 3 s later, then completes; its 2 s interval expired meanwhile, so the second failure is restarted too, though the agent died at its end and a new one decided"
+  about = "a batch task fails at once, is restarted, fails again 1.5 s later, then completes; its 1 s interval expired meanwhile, so the second failure is restarted too, though the agent died at its end and a new one decided"
   job "interval" {
     type = "batch"
     group "g" {
@@ -81,11 +73,11 @@ scenario "interval-across-restore" {
         kill_timeout = "250ms"
         config {
           command = "/bin/sh"
-          args    = ["-c", "n=$(cat /local/runs 2>/dev/null || echo 0); n=$((n + 1)); echo $n > /local/runs; echo web run $n; case $n in 1) exit 1;; 2) sleep 3; exit 1;; esac"]
+          args    = ["-c", "n=$(cat /local/runs 2>/dev/null || echo 0); n=$((n + 1)); echo $n > /local/runs; echo web run $n; case $n in 1) exit 1;; 2) sleep 1.5; exit 1;; esac"]
         }
         restart {
           attempts = 1
-          interval = "2s"
+          interval = "1s"
           delay    = "10ms"
           mode     = "fail"
         }
@@ -104,30 +96,11 @@ scenario "interval-across-restore" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "bug 3: a restore counts a task's lifetime restarts against the current interval"
-      invariant = "a restart waits its delay and jitter, and a task is given up only once its interval's attempts are used, across restores too"
-    }
-  }
-}
-
-scenario "restart-jitter" {
-  about = "a batch task fails three times; each restart waits its 1 s delay plus the jitter the harness's seed draws for it"
-  job   = "jobs/web-failing-slowly.hcl"
-  faults {
-    then = "run-to-end"
-    each {
-      points = ["web:tr.restart_delay"]
-      action = "delay(1)"
-    }
-  }
-  expect {
-    status = "failed"
   }
 }
 
 scenario "restart-delay-agent-kill" {
-  about = "the agent dies as a restart delay begins; the restored agent waits the rest of it (with its jitter) before the next attempt"
+  about = "a batch task fails three times, each restart about a second later: its delay plus the jitter the harness's seed draws for it; the agent dies as the first delay begins, and the restored agent waits the rest of it"
   job   = "jobs/web-failing-slowly.hcl"
   faults {
     host    = "agent"
@@ -140,10 +113,6 @@ scenario "restart-delay-agent-kill" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "a restored agent skipped the rest of a restart delay an agent kill cut short"
-      invariant = "a restart waits its delay and jitter, and a task is given up only once its interval's attempts are used, across restores too"
-    }
   }
 }
 

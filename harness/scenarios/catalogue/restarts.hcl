@@ -9,9 +9,8 @@ scenario "failing-batch-agent-kill" {
     restore = "run"
     then    = "run-to-end"
     each {
-      # web:tr.start_committed waits for bug 1's fix (lost-launch-agent-kill).
       points = ["web:tr.start_condition_met", "web:tr.before_prestart", "web:tr.after_prestart",
-                "web:tr.before_driver_start",
+                "web:tr.before_driver_start", "web:tr.start_committed",
                 "web:hook.exited.after.executor_shutdown"]
       action = "kill"
       hit    = 2
@@ -30,8 +29,7 @@ scenario "service-success-agent-kill" {
     restore = "run"
     then    = "run-to-end"
     each {
-      # web:tr.start_committed waits for bug 1's fix (lost-launch-agent-kill).
-      points = ["web:tr.start_condition_met",
+      points = ["web:tr.start_condition_met", "web:tr.start_committed",
                 "web:hook.exited.after.executor_shutdown"]
       action = "kill"
       hit    = 2

@@ -93,6 +93,9 @@ pub(crate) fn run(
             .map_err(io("reading", log))?
             .len() as u64;
         records.restarted_at = Some((restarted_at, restore == Restore::Stop));
+        if restore == Restore::Stop {
+            stopped_while_down(data_dir)?;
+        }
         let mut args = vec!["--restore"];
         match restore {
             Restore::Stop => args.push("--stop"),
@@ -131,6 +134,20 @@ pub(crate) fn run(
         records,
         problems,
     })
+}
+
+/// The stop the restored agent is to apply reached the alloc while no
+/// agent ran (persisted, as an agent persists a stop it takes): the new
+/// agent restores a stopping alloc, whatever its task runners find. It
+/// delivers the stop again too, which changes nothing.
+fn stopped_while_down(data_dir: &Path) -> Result<(), LabError> {
+    let engine = |e: taskgate_engine::state::StateError| LabError::Engine(e.to_string());
+    let state = StateDb::open(&data_dir.join("state.db")).map_err(engine)?;
+    for mut alloc in state.allocs().map_err(engine)? {
+        alloc.desired = taskgate_engine::DesiredStatus::Stop;
+        state.put_alloc(&alloc).map_err(engine)?;
+    }
+    Ok(())
 }
 
 fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>), LabError> {

@@ -116,6 +116,13 @@ enum PrestartError {
     Hook(#[from] HookError),
 }
 
+/// What the restart tracker is asked about.
+#[derive(Clone, Copy)]
+enum Ask {
+    Exit { success: bool },
+    StartError { recoverable: bool },
+}
+
 /// How a restart delay ended.
 enum DelayEnd {
     Elapsed,
@@ -157,6 +164,10 @@ impl TaskRunner {
         let mut record = record;
         if SeededBug::RestartCountReset.active() && restoring {
             record.restarts = 0;
+            record.restart_window = None;
+        }
+        if SeededBug::RestartWindowLost.active() && restoring {
+            record.restart_window = None;
         }
         let handle = TaskRunnerHandle {
             task: task.clone(),
@@ -305,7 +316,8 @@ impl TaskRunner {
             Jitter::new(self.deps.restart_seed, &self.deps.alloc_id, self.name()),
             self.deps.clock.now(),
         )
-        .resumed(self.record.restarts);
+        .resumed(self.record.restarts, self.record.restart_window);
+        self.record.restart_window = Some(tracker.window());
         let mut attempt = self.record.committed.unwrap_or(0);
         let ended = (self.record.ended.clone())
             .filter(|e| e.attempt == attempt && !SeededBug::RerunCompletedTask.active());
@@ -314,15 +326,31 @@ impl TaskRunner {
                 return outcome;
             }
         } else if self.restoring {
-            if let Some(running) = self.restore(attempt).await {
-                let end = self.supervise(&running).await;
-                if let Some(outcome) = self
-                    .after_attempt(&running, end, attempt, &mut tracker)
-                    .await
-                {
-                    return outcome;
+            match self.restore(attempt).await {
+                Ok(running) => {
+                    let end = self.supervise(&running).await;
+                    if let Some(outcome) = self
+                        .after_attempt(&running, end, attempt, &mut tracker)
+                        .await
+                    {
+                        return outcome;
+                    }
                 }
+                // The alloc is stopping: the lost attempt is the stop's,
+                // and the task ends below (as Nomad's does, #1795).
+                Err(_) if self.should_shutdown() || self.killed() => {}
+                // Bug 1 of issue 22: a lost attempt is a failed start, which
+                // the restart policy decides on; it used to start the next
+                // attempt at once, uncounted, even with no restart left.
+                Err(why) if !SeededBug::LostAttemptUncounted.active() => {
+                    if let Some(outcome) = self.lost(why, attempt, &mut tracker).await {
+                        return outcome;
+                    }
+                }
+                Err(_) => {}
             }
+        } else if let Some(outcome) = self.rest_of_restart_delay(attempt).await {
+            return outcome;
         }
         // Nomad's `MAIN: for !tr.shouldShutdown()`.
         while !self.should_shutdown() {
@@ -602,10 +630,15 @@ impl TaskRunner {
                 res = running.wait() => Some(res),
                 _ = self.deps.clock.sleep(delay) => None,
             };
-            // Gone during the delay: its end is the kill's.
+            // Gone during the delay: its end is the kill's (or the
+            // restart's), its executor's too.
             match exited {
                 Some(Ok(result)) => return self.kill_done(attempt, Some(result), by),
-                Some(Err(err)) => return AttemptEnd::Lost(err.to_string()),
+                Some(Err(err)) => {
+                    let why = format!("executor lost during the shutdown delay: {err}");
+                    self.lose_attempt(attempt, why).await;
+                    return self.kill_done(attempt, None, by);
+                }
                 None => {}
             }
         }
@@ -637,9 +670,12 @@ impl TaskRunner {
         match (stopped, &result, by) {
             // It completed before the restart reached it: a completion,
             // which its restart policy decides on. Any other end the
-            // restart had asked for is the restart's.
+            // restart had asked for is the restart's, an exit 0 of a task
+            // restarted on success too (bug 2 of issue 22: taken for an
+            // ordinary end, it waited out the policy's delay, holding the
+            // restart and every stop behind it).
             (Ok(StopOutcome::AlreadyExited), Some(result), EndedBy::Restart)
-                if result.successful() =>
+                if result.successful() && self.completes(result) =>
             {
                 self.record_end(result, EndedBy::Exit);
                 return AttemptEnd::Exited(result.clone());
@@ -647,6 +683,14 @@ impl TaskRunner {
             _ => {}
         }
         self.kill_done(attempt, result, by)
+    }
+
+    /// Whether `result` completes the task (a successful exit of a task not
+    /// restarted on success).
+    fn completes(&self, result: &ExitResult) -> bool {
+        result.successful()
+            && (!self.deps.job_type.restarts_on_success(&self.task)
+                || SeededBug::RestartMeetsExitHangs.active())
     }
 
     /// The attempt ended by the kill path (or during it), `by` a stop's
@@ -705,19 +749,18 @@ impl TaskRunner {
                 self.take_update(attempt, tracker);
                 let success = result.successful();
                 let failed = tracker.stopping_fails(success);
-                let decision = tracker.on_exit(success, self.deps.clock.now());
-                self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed })
-                    .await
+                let asked = Ask::Exit { success };
+                self.restart_or_stop(tracker, asked, attempt, |_| Outcome::Exited {
+                    result,
+                    failed,
+                })
+                .await
             }
             AttemptEnd::Lost(why) => {
                 self.lose_attempt(attempt, format!("executor lost: {why}"))
                     .await;
-                self.take_update(attempt, tracker);
-                let decision = tracker.on_start_error(true, self.deps.clock.now());
-                self.restart_or_stop(decision, attempt, |reason| Outcome::Failed {
-                    reason: format!("executor lost: {why}; {reason}"),
-                })
-                .await
+                self.lost(format!("executor lost: {why}"), attempt, tracker)
+                    .await
             }
         }
     }
@@ -732,19 +775,47 @@ impl TaskRunner {
     ) -> Option<Outcome> {
         self.emit(kind, attempt, message.clone());
         self.take_update(attempt, tracker);
-        let decision = tracker.on_start_error(recoverable, self.deps.clock.now());
-        self.restart_or_stop(decision, attempt, |_| Outcome::Failed { reason: message })
-            .await
+        let asked = Ask::StartError { recoverable };
+        self.restart_or_stop(tracker, asked, attempt, |_| Outcome::Failed {
+            reason: message,
+        })
+        .await
     }
 
-    /// Applies a restart decision: `Some(stop(reason))` ends the MAIN loop,
-    /// `None` means go round again for a new attempt after the delay.
+    /// An attempt whose executor was lost (and its remains destroyed): a
+    /// failed start, which the restart policy decides on. `Some` ends the
+    /// MAIN loop.
+    async fn lost(
+        &mut self,
+        why: String,
+        attempt: u32,
+        tracker: &mut RestartTracker,
+    ) -> Option<Outcome> {
+        self.take_update(attempt, tracker);
+        let asked = Ask::StartError { recoverable: true };
+        self.restart_or_stop(tracker, asked, attempt, |reason| Outcome::Failed {
+            reason: format!("{why}; {reason}"),
+        })
+        .await
+    }
+
+    /// Asks the restart tracker about an attempt's end and applies its
+    /// decision: `Some(stop(reason))` ends the MAIN loop, `None` means go
+    /// round again for a new attempt after the delay. The tracker's window
+    /// is persisted with the decision.
     async fn restart_or_stop(
         &mut self,
-        decision: RestartDecision,
+        tracker: &mut RestartTracker,
+        asked: Ask,
         attempt: u32,
         stop: impl FnOnce(String) -> Outcome,
     ) -> Option<Outcome> {
+        let now = self.deps.clock.now();
+        let decision = match asked {
+            Ask::Exit { success } => tracker.on_exit(success, now),
+            Ask::StartError { recoverable } => tracker.on_start_error(recoverable, now),
+        };
+        self.record.restart_window = Some(tracker.window());
         let (delay, reason) = match decision {
             RestartDecision::NotRestarting { reason } => {
                 self.emit(EventKind::NotRestarting, attempt, reason.clone());
@@ -767,9 +838,32 @@ impl TaskRunner {
             self.set_state(TaskState::Pending);
         }
         self.record.restarts += 1;
+        self.record.restart_due = Some(now + delay);
         self.publish();
         fault_point!(points::TR_RESTART_DELAY, self.name());
-        match self.wait_restart_delay(delay).await {
+        let end = self.wait_restart_delay(delay).await;
+        self.restart_delay_over(end, attempt)
+    }
+
+    /// The rest of a restart delay the previous agent began, and died in,
+    /// waited out as its policy asked: a restored agent never shortens a
+    /// restart delay (Nomad's skips the rest). `Some` ends the MAIN loop.
+    async fn rest_of_restart_delay(&mut self, attempt: u32) -> Option<Outcome> {
+        let due = self.record.restart_due?;
+        if self.should_shutdown() {
+            return None;
+        }
+        let left = due.saturating_sub(self.deps.clock.now());
+        fault_point!(points::TR_RESTART_DELAY, self.name());
+        let end = self.wait_restart_delay(left).await;
+        self.restart_delay_over(end, attempt)
+    }
+
+    /// A restart delay ended: `None` goes on to the next attempt, `Some`
+    /// ends the MAIN loop (killed while waiting).
+    fn restart_delay_over(&mut self, end: DelayEnd, attempt: u32) -> Option<Outcome> {
+        self.record.restart_due = None;
+        match end {
             DelayEnd::Elapsed => None,
             DelayEnd::Restart => {
                 self.emit(
@@ -861,9 +955,10 @@ impl TaskRunner {
         self.emit(EventKind::Terminated, attempt, describe_exit(&result));
         let success = result.successful();
         let failed = tracker.stopping_fails(success);
-        let decision = tracker.on_exit(success, self.deps.clock.now());
-        self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed })
-            .await
+        self.restart_or_stop(tracker, Ask::Exit { success }, attempt, |_| {
+            Outcome::Exited { result, failed }
+        })
+        .await
     }
 
     /// A user restart ended the attempt: the next one follows as soon as
@@ -883,7 +978,8 @@ impl TaskRunner {
 
     /// Re-attaches to the executor of a task that was running (or whose start
     /// was committed) when the previous agent died. Never re-runs prestart.
-    async fn restore(&mut self, attempt: u32) -> Option<RunningTask> {
+    /// A lost attempt is accounted for (its remains destroyed) and said why.
+    async fn restore(&mut self, attempt: u32) -> Result<RunningTask, String> {
         // Committed but the handle was never persisted: the executor's socket
         // path is deterministic, so look for it there.
         let info = self
@@ -904,23 +1000,20 @@ impl TaskRunner {
                 );
                 self.record.handle = Some(running.reattach_info());
                 self.publish();
-                Some(running)
+                Ok(running)
             }
             Err(err) => {
                 // The attempt is over (its executor is gone); it counts as
                 // committed, so it is never started again under this number.
                 self.deps.gate.restore_committed(&self.task.name, attempt);
-                self.lose_attempt(
-                    attempt,
-                    format!("could not re-attach to the executor: {err}"),
-                )
-                .await;
+                let why = format!("could not re-attach to the executor: {err}");
+                self.lose_attempt(attempt, why.clone()).await;
                 self.record.handle = None;
                 if matches!(self.record.state, TaskState::Running { .. }) {
                     self.set_state(TaskState::Pending);
                 }
                 self.publish();
-                None
+                Err(why)
             }
         }
     }

@@ -1,6 +1,6 @@
 # A batch alloc whose tasks end on their own with restarts left: `web`
 # (a main task) exits 1 and `proxy` (a poststart sidecar) exits 0, each
-# 300 ms after it starts; both are restarted by their policies. The leader
+# 200 ms after it starts; both are restarted by their policies. The leader
 # runs until stopped.
 job "exits-batch" {
   type = "batch"
@@ -24,12 +24,12 @@ job "exits-batch" {
       kill_timeout = "250ms"
       config {
         command = "/bin/sh"
-        args    = ["-c", "trap 'exit 0' INT TERM; sleep 0.3 & wait; echo web fails; exit 1"]
+        args    = ["-c", "trap 'exit 0' INT TERM; sleep 0.2 & wait; echo web fails; exit 1"]
       }
       restart {
         attempts = 3
         interval = "60s"
-        delay    = "500ms"
+        delay    = "200ms"
         mode     = "fail"
       }
     }
@@ -42,12 +42,12 @@ job "exits-batch" {
       }
       config {
         command = "/bin/sh"
-        args    = ["-c", "trap 'exit 0' INT TERM; sleep 0.3 & wait; echo proxy done"]
+        args    = ["-c", "trap 'exit 0' INT TERM; sleep 0.2 & wait; echo proxy done"]
       }
       restart {
         attempts = 3
         interval = "60s"
-        delay    = "500ms"
+        delay    = "200ms"
         mode     = "fail"
       }
     }

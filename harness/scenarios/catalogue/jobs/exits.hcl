@@ -1,6 +1,6 @@
 # A service alloc whose tasks end on their own with restarts left: `web`
 # (a main task) exits 0 and `proxy` (a poststart sidecar) exits 1, each
-# 300 ms after it starts; both are restarted by their policies. The leader
+# 200 ms after it starts; both are restarted by their policies. The leader
 # runs until stopped.
 job "exits" {
   type = "service"
@@ -24,12 +24,12 @@ job "exits" {
       kill_timeout = "250ms"
       config {
         command = "/bin/sh"
-        args    = ["-c", "trap 'exit 0' INT TERM; sleep 0.3 & wait; echo web done"]
+        args    = ["-c", "trap 'exit 0' INT TERM; sleep 0.2 & wait; echo web done"]
       }
       restart {
         attempts = 3
         interval = "60s"
-        delay    = "500ms"
+        delay    = "200ms"
         mode     = "fail"
       }
     }
@@ -42,12 +42,12 @@ job "exits" {
       }
       config {
         command = "/bin/sh"
-        args    = ["-c", "trap 'exit 0' INT TERM; sleep 0.3 & wait; echo proxy fails; exit 1"]
+        args    = ["-c", "trap 'exit 0' INT TERM; sleep 0.2 & wait; echo proxy fails; exit 1"]
       }
       restart {
         attempts = 3
         interval = "60s"
-        delay    = "500ms"
+        delay    = "200ms"
         mode     = "fail"
       }
     }

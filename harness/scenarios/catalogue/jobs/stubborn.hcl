@@ -21,7 +21,7 @@ job "stubborn" {
     }
     task "stubborn" {
       driver         = "exec"
-      kill_timeout   = "800ms"
+      kill_timeout   = "400ms"
       shutdown_delay = "100ms"
       config {
         command = "/bin/sh"
