@@ -9,13 +9,17 @@
 //! full (`tr.restart_delay_elapsed`). The alloc runner's asks
 //! (`tr.kill_asked`, `tr.restart_asked`) are recorded once the runner can
 //! see them, and a runner records a delay run out only while it sees no
-//! ask, so an ask recorded first was there to be seen.
+//! ask, so an ask recorded first was there to be seen. A kill that lands
+//! as a delay runs out wins that tie; one the runner ignored for the
+//! delay's whole rest shows in time: the runner is done only as the delay
+//! would have run out, though it was told in the delay's first half.
 
-use crate::attempts::is_hit;
+use crate::attempts::{attempts, is_hit};
 use crate::invariants::{AllocStatus, Event, TaskShape, Violation};
 use taskgate_faults::points::{
     AR_ALLOC_TERMINAL, AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, AR_UPDATE_APPLIED,
-    HARNESS_UPDATE_DELIVERED, TR_KILL_ASKED, TR_RESTART_ASKED, TR_RESTART_DELAY_ELAPSED,
+    HARNESS_UPDATE_DELIVERED, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DELAY,
+    TR_RESTART_DELAY_ELAPSED,
 };
 use taskgate_faults::scoped;
 
@@ -54,6 +58,7 @@ pub fn check_commands_take_effect(history: &[Event], tasks: &[TaskShape]) -> Vec
         let (from, to) = (life[0], life[1]);
         for task in tasks {
             out.extend(delays_cut_short(history, &task.name, from, to));
+            out.extend(kills_end_delays(history, task, from, to));
         }
         out.extend(restarts_done(history, from, to, last));
         if last && !finished {
@@ -103,6 +108,54 @@ fn delays_cut_short(history: &[Event], task: &str, from: usize, to: usize) -> Ve
             out.push(violation(
                 Some(task),
                 format!("its restart delay ran out in full at #{i}, though {why}"),
+            ));
+        }
+    }
+    out
+}
+
+/// A task told to die in its restart delay is done (`tr.main_exited`)
+/// before the delay would have run out, unless it was told in the delay's
+/// last half: a runner takes a moment to wind down, never half a delay.
+/// The delay is the one the policy draws for that restart (its jitter
+/// too); a delay-mode restart past its attempts is not judged (it waits
+/// for the next window instead).
+fn kills_end_delays(history: &[Event], task: &TaskShape, from: usize, to: usize) -> Vec<Violation> {
+    let (begun, told, done) = (
+        scoped(Some(&task.name), TR_RESTART_DELAY),
+        scoped(Some(&task.name), TR_KILL_ASKED),
+        scoped(Some(&task.name), TR_MAIN_EXITED),
+    );
+    let all = attempts(history, &task.name);
+    let hit_at = |i: usize| match &history[i] {
+        Event::FaultHit(h) => h.at_us,
+        _ => 0,
+    };
+    let mut out = Vec::new();
+    for b in (from..to).filter(|&i| is_hit(&history[i], &begun)) {
+        let k = (all.iter().skip(1))
+            .filter(|a| a.at < b && !a.by_user)
+            .count();
+        let exhausted = task.restarts_forever && k >= task.restart_attempts as usize;
+        let Some(wait) = task.restart_waits.get(k).filter(|_| !exhausted) else {
+            continue;
+        };
+        let wait = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+        let next = all.iter().map(|a| a.at).find(|&a| a > b).unwrap_or(to);
+        let Some(t) = (b..next.min(to)).find(|&i| is_hit(&history[i], &told)) else {
+            continue;
+        };
+        let Some(d) = (t..to).find(|&i| is_hit(&history[i], &done)) else {
+            continue;
+        };
+        let ends = hit_at(b).saturating_add(wait);
+        if hit_at(t) < hit_at(b).saturating_add(wait / 2) && hit_at(d) >= ends {
+            out.push(violation(
+                Some(&task.name),
+                format!(
+                    "told to die at #{t} in its restart delay begun at #{b}, and done only at #{d}, as the {:.3}s delay ran out",
+                    wait as f64 / 1e6
+                ),
             ));
         }
     }

@@ -5,7 +5,7 @@ use super::*;
 use crate::invariants::{TaskRole, TaskShape};
 use crate::timed_history::T;
 use rstest::rstest;
-use taskgate_faults::points::{TR_RESTART_DELAY, TR_RESTART_SIGNALED};
+use taskgate_faults::points::{TR_MAIN_EXITED, TR_RESTART_DELAY, TR_RESTART_SIGNALED};
 
 fn tasks() -> Vec<TaskShape> {
     vec![TaskShape::new("web", TaskRole::Main { leader: false }, 2)]
@@ -84,4 +84,48 @@ fn a_stop_is_final(#[case] stop: bool, #[case] expected: usize) {
         .status(AllocStatus::Complete)
         .desired_stop(stop);
     assert_eq!(check(&h).len(), expected);
+}
+
+/// A stop in a 10 s restart delay: the runner is done at once; one that
+/// ignored the kill is done only as the delay ran out.
+#[rstest]
+#[case::done_at_once(2_050, 0)]
+#[case::done_as_the_delay_ran_out(11_000, 1)]
+fn a_kill_ends_a_restart_delay(#[case] done_ms: u64, #[case] expected: usize) {
+    let web = TaskShape {
+        restart_waits: vec![std::time::Duration::from_secs(10)],
+        ..tasks().remove(0)
+    };
+    let h = T::run()
+        .start("web")
+        .exit("web", crate::invariants::TaskExit::Code(1))
+        .at(1000)
+        .task_hit("web", TR_RESTART_DELAY)
+        .at(2000)
+        .task_hit("web", TR_KILL_ASKED)
+        .at(done_ms)
+        .task_hit("web", TR_MAIN_EXITED)
+        .status(AllocStatus::Complete);
+    let v = check_commands_take_effect(&h.events, &[web]);
+    assert_eq!(v.len(), expected, "{v:#?}");
+}
+
+/// Told in the delay's last half, the tie may go either way.
+#[test]
+fn a_kill_late_in_a_delay_may_meet_its_end() {
+    let web = TaskShape {
+        restart_waits: vec![std::time::Duration::from_secs(10)],
+        ..tasks().remove(0)
+    };
+    let h = T::run()
+        .start("web")
+        .exit("web", crate::invariants::TaskExit::Code(1))
+        .at(1000)
+        .task_hit("web", TR_RESTART_DELAY)
+        .at(10_990)
+        .task_hit("web", TR_KILL_ASKED)
+        .at(11_010)
+        .task_hit("web", TR_MAIN_EXITED)
+        .status(AllocStatus::Complete);
+    assert_eq!(check_commands_take_effect(&h.events, &[web]), []);
 }

@@ -14,12 +14,26 @@ use crate::attempts::{attempts, is_hit, windows_begin, Attempt, Began};
 use crate::invariants::{Event, TaskShape, Violation};
 use std::time::Duration;
 use taskgate_faults::points::{TR_KILLING, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED};
+use taskgate_faults::rng::SplitMix64;
 use taskgate_faults::scoped;
 
 pub const LAUNCHES_ACCOUNTED: &str =
     "every attempt of a task, lost ones too, is one its restart policy grants, interval by interval";
 pub const RESTART_WINDOWS: &str =
     "a restart waits its delay and jitter, and a task is given up only once its interval's attempts are used, across restores too";
+
+/// The wait before a task's `n`th restart by its policy (from 0, over its
+/// life), as the harness expects it, restated here from Nomad's rule (the
+/// engine's own is held to it by a test of the harness's): the policy's
+/// `delay` plus a quarter of a draw below it, the draw the `n`th of the
+/// stream `seed` gives for `<alloc id>/<task>`. A replay under the same
+/// seed waits exactly as its run.
+pub fn restart_wait(seed: u64, alloc_id: &str, task: &str, delay: Duration, n: u32) -> Duration {
+    let stream = SplitMix64::stream(seed, &format!("{alloc_id}/{task}")).0;
+    let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX).max(1);
+    let draw = SplitMix64(stream ^ u64::from(n)).draw() % nanos;
+    delay + Duration::from_nanos(draw / 4)
+}
 
 fn violation(invariant: &'static str, task: &str, detail: String) -> Violation {
     Violation {

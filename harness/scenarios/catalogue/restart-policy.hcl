@@ -117,7 +117,7 @@ scenario "restart-delay-agent-kill" {
 }
 
 scenario "stop-during-restart-delay" {
-  about = "a stop arrives while a failed task waits out its 3 s restart delay: the wait ends at once, no further attempt is decided, and the alloc is stopped, not failed"
+  about = "a stop arrives while a failed task waits out its 30 s restart delay: the wait ends at once, no further attempt is decided, and the alloc is stopped, not failed"
   job "slow-restart" {
     type = "batch"
     group "g" {
@@ -131,7 +131,7 @@ scenario "stop-during-restart-delay" {
         restart {
           attempts = 2
           interval = "60s"
-          delay    = "3s"
+          delay    = "30s"
           mode     = "fail"
         }
       }
@@ -159,7 +159,9 @@ scenario "user-restart-then-failure" {
         kill_timeout = "250ms"
         config {
           command = "/bin/sh"
-          args    = ["-c", "n=$(cat /local/runs 2>/dev/null || echo 0); n=$((n + 1)); echo $n > /local/runs; echo web run $n; if [ $n = 2 ]; then exit 1; fi; trap 'exit 0' INT TERM; sleep 3600 & wait"]
+          # Shell builtins only before the trap's wait: a kill signal that
+          # comes early finds no child to end instead of the shell.
+          args    = ["-c", "trap 'exit 0' INT TERM; if [ -e /local/ran-twice ]; then echo web run 3; sleep 3600 & wait; fi; if [ -e /local/ran-once ]; then : > /local/ran-twice; echo web run 2 fails; exit 1; fi; : > /local/ran-once; echo web run 1; sleep 3600 & wait"]
         }
         restart {
           attempts = 1

@@ -19,13 +19,13 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "alloc-restarts.hcl",
         include_str!("../catalogue/alloc-restarts.hcl"),
     ),
-    ("faults.hcl", include_str!("../catalogue/faults.hcl")),
-    ("pairs.hcl", include_str!("../catalogue/pairs.hcl")),
-    ("restarts.hcl", include_str!("../catalogue/restarts.hcl")),
     (
         "restart-policy.hcl",
         include_str!("../catalogue/restart-policy.hcl"),
     ),
+    ("faults.hcl", include_str!("../catalogue/faults.hcl")),
+    ("pairs.hcl", include_str!("../catalogue/pairs.hcl")),
+    ("restarts.hcl", include_str!("../catalogue/restarts.hcl")),
     (
         "jobs/lifecycle.hcl",
         include_str!("../catalogue/jobs/lifecycle.hcl"),

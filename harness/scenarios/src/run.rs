@@ -20,12 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use taskgate_engine::state::TaskRecord;
-use taskgate_engine::{AllocSummary, DesiredStatus, Engine, EngineConfig, Jitter};
-use taskgate_executor::KillSignal;
+use taskgate_engine::{AllocSummary, DesiredStatus, Engine, EngineConfig};
 use taskgate_faults::points;
 use taskgate_faults::schedule::Schedule;
 use taskgate_faults::{patience, Await, Fault, Hit, Intervention};
-use taskgate_oracle::{ExecRecord, TaskRole, TaskShape};
+use taskgate_oracle::ExecRecord;
 
 /// The restart jitter seed of every engine the harness runs, real or
 /// fake, in process or as an agent: a replay waits exactly as its run did.
@@ -526,48 +525,6 @@ pub(crate) fn restart_counts(tasks: &[TaskRecord]) -> Vec<(String, u32)> {
     tasks.iter().map(|t| (t.task.clone(), t.restarts)).collect()
 }
 
-/// How many of a task's restart waits the harness works out: more than
-/// any scenario's policy grants in a run.
-const WAITS_KNOWN: u32 = 32;
-
-/// The alloc's tasks as the invariants need to know them; `alloc_id`, once
-/// known, gives each task's restart waits (their jitter is drawn from it
-/// and the harness's seed).
-pub(crate) fn shapes(scenario: &Scenario, alloc_id: Option<&str>) -> Vec<TaskShape> {
-    scenario
-        .tasks()
-        .iter()
-        .map(|t| {
-            let sidecar = t.is_sidecar();
-            let role = if t.is_poststop() {
-                TaskRole::Poststop
-            } else if t.is_prestart() {
-                TaskRole::Prestart { sidecar }
-            } else if t.is_poststart() {
-                TaskRole::Poststart { sidecar }
-            } else {
-                TaskRole::Main { leader: t.leader }
-            };
-            let restart_waits = alloc_id.map_or_else(Vec::new, |alloc_id| {
-                let jitter = Jitter::new(RESTART_SEED, alloc_id, &t.name);
-                (0..WAITS_KNOWN)
-                    .map(|n| jitter.delay(t.restart.delay, n))
-                    .collect()
-            });
-            TaskShape {
-                restarts_on_success: scenario.job.job_type.restarts_on_success(t),
-                restarts_forever: t.restart.mode == taskgate_engine::jobspec::RestartMode::Delay,
-                restart_interval: t.restart.interval,
-                restart_waits,
-                shutdown_delay: t.shutdown_delay,
-                kill_timeout: t.kill_timeout,
-                killed_by_sigkill: t.kill_signal == KillSignal::SIGKILL,
-                ..TaskShape::new(&t.name, role, t.restart.attempts)
-            }
-        })
-        .collect()
-}
-
 /// Builds the merged history and checks every invariant over it, then the
 /// scenario's expectations, a known violation included.
 pub(crate) fn judge(
@@ -583,7 +540,7 @@ pub(crate) fn judge(
         &outcome.tasks,
         &outcome.records,
     );
-    let shapes = shapes(scenario, outcome.records.alloc_id.as_deref());
+    let shapes = crate::shapes::shapes(scenario, outcome.records.alloc_id.as_deref());
     let violations = taskgate_oracle::check(&history, &shapes);
     let expected = scenario.expect.status;
     if outcome.records.status != Some(expected) {
