@@ -88,6 +88,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "jobs/stubborn.hcl",
         include_str!("../catalogue/jobs/stubborn.hcl"),
     ),
+    (
+        "jobs/web-fails-once.hcl",
+        include_str!("../catalogue/jobs/web-fails-once.hcl"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

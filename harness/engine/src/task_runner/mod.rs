@@ -271,8 +271,11 @@ impl TaskRunner {
             panic!("task {}: {err}", self.task.name);
         }
         self.state_tx.send_replace(self.record.state.clone());
-        // What is restored is over: the next attempt starts afresh.
+        // What is restored is over, and no restart delay of its old life
+        // (a runner that panicked in one left it): the next attempt starts
+        // afresh, in the restart window the task was in.
         self.restoring = false;
+        self.record.restart_due = None;
         let attempt = self.current_attempt();
         self.emit(
             EventKind::RestartSignaled,
