@@ -28,7 +28,7 @@ LIMIT_S=60
 # The fixed build's whole gate on the reference VM (the project's 2-core VM,
 # debug build, nothing else running), in seconds. Raise it when the
 # catalogue grows, from an unloaded run's "gate: N runs in Ts" line.
-REFERENCE_GATE_S=30
+REFERENCE_GATE_S=40
 # How many times slower than the reference this machine runs the gate now.
 SLOWDOWN=1
 

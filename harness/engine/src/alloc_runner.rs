@@ -155,6 +155,7 @@ pub(crate) fn spawn(
     state: Arc<StateDb>,
     make_deps: impl Fn(&Arc<StartGate>, mpsc::UnboundedSender<TaskEvent>) -> TaskRunnerDeps,
 ) -> AllocHandle {
+    record_point!(points::AR_STARTED);
     let gate = Arc::new(StartGate::new());
     let status = AllocStatus {
         desired: record.desired,
@@ -162,6 +163,8 @@ pub(crate) fn spawn(
     };
     if status.terminal() {
         gate.set_terminal();
+        // Restored stopping: its start gate is shut before any task runs.
+        record_point!(points::AR_ALLOC_TERMINAL);
     }
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (changed_tx, changed_rx) = mpsc::unbounded_channel();
@@ -354,6 +357,8 @@ impl Shared {
             ask.generation += 1;
             ask.all_tasks = all_tasks;
         });
+        // Once the runner can see it (the oracle orders its delays by it).
+        fault_point!(points::TR_RESTART_ASKED, runner.task.name.as_str());
         revive
     }
 
@@ -495,6 +500,7 @@ async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool)
     let kill = |r: &TaskRunnerHandle| {
         shared.gate.kill(&r.task.name);
         r.kill.send_replace(true);
+        fault_point!(points::TR_KILL_ASKED, r.task.name.as_str());
         let mut state = r.state.clone();
         async move {
             // A closed channel means the runner already finished: dead.

@@ -5,34 +5,44 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 pub trait Clock: Send + Sync + std::fmt::Debug {
-    /// Time since the clock's epoch; never goes backwards.
+    /// Time since the clock's epoch; never goes backwards. A reading one
+    /// agent persisted (a restart window, when a restart delay ends) is
+    /// measured on by the next agent's clock.
     fn now(&self) -> Duration;
     /// Resolves once `duration` has passed on this clock.
     fn sleep(&self, duration: Duration) -> Sleep;
 }
 
-/// The host's monotonic clock.
+/// The host's clock: the wall clock's reading when it was made, plus the
+/// monotonic time since. It never goes backwards in one agent, and two
+/// agents read an instant alike (as far as the wall clock is right), so
+/// what one persisted, the next measures on. A persisted reading that lies
+/// ahead of a new agent's (the wall clock was set back) is read as now.
 #[derive(Debug)]
 pub struct SystemClock {
     epoch: Instant,
+    at_epoch: Duration,
 }
 
 impl Default for SystemClock {
     fn default() -> Self {
         SystemClock {
             epoch: Instant::now(),
+            at_epoch: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
         }
     }
 }
 
 impl Clock for SystemClock {
     fn now(&self) -> Duration {
-        self.epoch.elapsed()
+        self.at_epoch + self.epoch.elapsed()
     }
 
     fn sleep(&self, duration: Duration) -> Sleep {
@@ -87,5 +97,17 @@ mod tests {
         let a = clock.now();
         clock.sleep(Duration::from_millis(1)).await;
         assert!(clock.now() > a);
+    }
+
+    /// A second agent's clock reads what the first persisted as past.
+    #[tokio::test]
+    async fn a_later_system_clock_reads_on_from_an_earlier_one() {
+        let first = SystemClock::default();
+        let persisted = first.now();
+        first.sleep(Duration::from_millis(5)).await;
+        let second = SystemClock::default();
+        let since = second.now().saturating_sub(persisted);
+        assert!(since >= Duration::from_millis(4), "{since:?}");
+        assert!(since < Duration::from_secs(60), "{since:?}");
     }
 }

@@ -144,6 +144,17 @@ impl FakeDriver {
             .collect()
     }
 
+    /// Ends `task`'s running process with `code`, as if it exited on its
+    /// own now (its "executor" lives on, as a real one does).
+    pub fn exit(&self, task: &str, code: i32) {
+        let running = self.lock().live.values().find(|t| t.task == task).cloned();
+        let running = running.unwrap_or_else(|| panic!("{task} has no live executor"));
+        if running.exit.borrow().is_none() {
+            running.exited(Some(code), None);
+            running.exit.send_replace(Some(result(Some(code), None)));
+        }
+    }
+
     /// Tasks still reachable (started and not shut down).
     pub fn live(&self) -> Vec<String> {
         self.lock().live.values().map(|t| t.task.clone()).collect()

@@ -29,4 +29,4 @@ pub use engine::{
     recorded_cgroup_parent, Engine, EngineConfig, EngineError, Restored, SkippedAlloc,
 };
 pub use hooks::hook_points;
-pub use restart::Jitter;
+pub use restart::{Jitter, RestartWindow};

@@ -2,8 +2,21 @@
 //! `mode` does once they are used up.
 
 use crate::jobspec::{RestartMode, RestartPolicy};
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use taskgate_faults::rng::SplitMix64;
+
+/// The restart window a tracker is in, persisted with the task: a restored
+/// agent (or a task brought back by a restart of all tasks) goes on in the
+/// same window, neither granting the policy afresh nor counting restarts
+/// of an interval long past (bug 3 of issue 22).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartWindow {
+    /// When it began, on the engine's clock.
+    pub start: Duration,
+    /// The restarts counted in it.
+    pub count: u32,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RestartDecision {
@@ -64,14 +77,30 @@ impl RestartTracker {
         }
     }
 
-    /// This tracker, having already counted `restarts` (restored from the
-    /// state database): a restore does not grant the policy's attempts
-    /// afresh, nor draw the same jitter twice.
-    pub fn resumed(self, restarts: u32) -> Self {
-        RestartTracker {
+    /// This tracker, having already counted `restarts` over the task's life
+    /// and `window`'s in the current interval (as persisted): a restore
+    /// does not grant the policy's attempts afresh, nor count restarts of
+    /// an interval that has passed, nor draw the same jitter twice. A task
+    /// persisted before windows were has its restarts counted in a window
+    /// beginning now.
+    pub fn resumed(self, restarts: u32, window: Option<RestartWindow>) -> Self {
+        let window = window.unwrap_or(RestartWindow {
+            start: self.window_start,
             count: restarts,
+        });
+        RestartTracker {
+            count: window.count,
+            window_start: window.start,
             restarts,
             ..self
+        }
+    }
+
+    /// The window this tracker is in, to persist.
+    pub fn window(&self) -> RestartWindow {
+        RestartWindow {
+            start: self.window_start,
+            count: self.count,
         }
     }
 
@@ -170,6 +199,55 @@ mod tests {
         RestartTracker::new(policy(attempts, mode), false, Jitter::new(7, "a", "t"), now)
     }
 
+    /// The window of a tracker that restarted once, at `now`.
+    fn fresh_window(jitter: &Jitter, now: Duration) -> RestartWindow {
+        let mut t = RestartTracker::new(policy(5, RestartMode::Fail), false, *jitter, now);
+        t.on_exit(false, now);
+        t.window()
+    }
+
+    /// Bug 3: a restore goes on in the persisted window. One restart per
+    /// minute, restarted once at 0: a failure an hour later is restarted
+    /// (the window has passed), one a second later is not.
+    #[rstest]
+    #[case::an_hour_later(Duration::from_secs(3600), true)]
+    #[case::a_second_later(Duration::from_secs(1), false)]
+    fn a_restored_tracker_goes_on_in_its_window(#[case] later: Duration, #[case] restarts: bool) {
+        let start = Duration::ZERO;
+        let mut first = tracker(1, RestartMode::Fail, start);
+        assert!(matches!(
+            first.on_exit(false, start),
+            RestartDecision::Restart { .. }
+        ));
+        let restored = tracker(1, RestartMode::Fail, start + later)
+            .resumed(1, Some(first.window()))
+            .on_exit(false, start + later);
+        assert_eq!(
+            matches!(restored, RestartDecision::Restart { .. }),
+            restarts,
+            "{restored:?}"
+        );
+    }
+
+    /// A record from before windows were persisted: its restarts count in
+    /// a window beginning at the restore.
+    #[test]
+    fn a_record_without_a_window_counts_its_restarts_from_now() {
+        let now = Duration::from_secs(3600);
+        let mut t = tracker(1, RestartMode::Fail, now).resumed(1, None);
+        assert_eq!(
+            t.window(),
+            RestartWindow {
+                start: now,
+                count: 1
+            }
+        );
+        assert!(matches!(
+            t.on_exit(false, now),
+            RestartDecision::NotRestarting { .. }
+        ));
+    }
+
     #[test]
     fn jitter_adds_up_to_a_quarter_and_replays_exactly() {
         let delay = Duration::from_secs(15);
@@ -194,7 +272,7 @@ mod tests {
         fresh.on_exit(false, now);
         let second = fresh.on_exit(false, now);
         let restored = RestartTracker::new(policy(5, RestartMode::Fail), false, jitter, now)
-            .resumed(1)
+            .resumed(1, Some(fresh_window(&jitter, now)))
             .on_exit(false, now);
         assert_eq!(second, restored);
         match second {

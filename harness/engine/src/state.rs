@@ -4,10 +4,12 @@
 
 use crate::alloc::{ClientStatus, DesiredStatus};
 use crate::jobspec::Job;
+use crate::restart::RestartWindow;
 use crate::task_state::{TaskEvent, TaskState};
 use redb::{Database, TableDefinition};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use taskgate_executor::{ExitResult, ReattachInfo};
 
 const ALLOCS: TableDefinition<&str, &[u8]> = TableDefinition::new("allocs");
@@ -107,6 +109,14 @@ pub struct TaskRecord {
     #[serde(default)]
     pub ended: Option<AttemptEnded>,
     pub restarts: u32,
+    /// The restart window the task's policy is in (see
+    /// [`crate::restart::RestartWindow`]).
+    #[serde(default)]
+    pub restart_window: Option<RestartWindow>,
+    /// When the restart delay under way ends, on the engine's clock: an
+    /// agent killed inside it leaves the rest for the next one to wait.
+    #[serde(default)]
+    pub restart_due: Option<Duration>,
     pub events: Vec<TaskEvent>,
 }
 
@@ -131,6 +141,8 @@ impl TaskRecord {
             handle: None,
             ended: None,
             restarts: 0,
+            restart_window: None,
+            restart_due: None,
             events: Vec::new(),
         }
     }

@@ -164,6 +164,12 @@ pub struct Hit {
     /// What a record-only point reports about the moment it marks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Detail>,
+    /// When it was recorded, in microseconds of the host's monotonic clock,
+    /// which every process on the host reads alike: the oracle measures
+    /// the timers a run kept (restart delays, kill grace) between the hits
+    /// of the agents and the executors.
+    #[serde(default)]
+    pub at_us: u64,
 }
 
 impl Hit {
@@ -325,7 +331,8 @@ macro_rules! fault_point {
     }};
 }
 
-/// Records a record-only point with what it knows (no action applies).
+/// Records a record-only point (no action applies): alloc-wide, for a
+/// task, or with what it knows.
 #[cfg(feature = "failpoints")]
 #[macro_export]
 macro_rules! record_point {
@@ -337,6 +344,9 @@ macro_rules! record_point {
     }};
     (alloc $point:expr, $detail:expr) => {{
         $crate::record_detail(None, $point, $detail);
+    }};
+    ($point:expr, $scope:expr) => {{
+        $crate::record_only(Some($scope), $point);
     }};
 }
 
@@ -351,6 +361,9 @@ macro_rules! record_point {
     }};
     (alloc $point:expr, $detail:expr) => {{
         let _ = (&$point, &$detail);
+    }};
+    ($point:expr, $scope:expr) => {{
+        let _ = (&$point, &$scope);
     }};
 }
 

@@ -13,10 +13,15 @@ pub const HARNESS_UPDATE_DELIVERED: &str = "harness.update_delivered";
 pub const AR_UPDATE_RECEIVED: &str = "ar.update_received";
 pub const AR_ALLOC_STATE_SET: &str = "ar.alloc_state_set";
 /// Record-only: a stop made the alloc terminal (its start gate is shut);
-/// reached just before `ar.alloc_state_set`, and only by that update.
+/// reached just before `ar.alloc_state_set`, and only by that update, or
+/// as a restored alloc that was stopping starts.
 pub const AR_ALLOC_TERMINAL: &str = "ar.alloc_terminal";
 pub const AR_TASK_RUNNERS_UPDATED: &str = "ar.task_runners_updated";
 pub const AR_KILL_STARTED: &str = "ar.kill_started";
+
+/// Record-only: an alloc runner started (a new alloc's, or a restored
+/// one's); its tasks' restart trackers begin after it.
+pub const AR_STARTED: &str = "ar.started";
 
 /// Record-only: the update handler finished applying one update.
 pub const AR_UPDATE_APPLIED: &str = "ar.update_applied";
@@ -64,6 +69,21 @@ pub const TR_KILLING: &str = "tr.killing";
 /// it signals its task) or brings it back from the dead.
 pub const TR_RESTART_SIGNALED: &str = "tr.restart_signaled";
 
+/// The task runner decided to restart its task by the restart policy
+/// and persisted it (the "Restarting" event, the count, when the delay
+/// ends); reached just before it waits out the delay.
+pub const TR_RESTART_DELAY: &str = "tr.restart_delay";
+/// Record-only: a restart delay ran out in full; neither a kill nor a user
+/// restart cut it short.
+pub const TR_RESTART_DELAY_ELAPSED: &str = "tr.restart_delay_elapsed";
+
+/// Reached by the alloc runner, for the task, once it asked the task's
+/// runner to restart (a user restart's wave reached it).
+pub const TR_RESTART_ASKED: &str = "tr.restart_asked";
+/// Reached by the alloc runner, for the task, once it told the task's
+/// runner to die (a stop's kill, or the coordinator's).
+pub const TR_KILL_ASKED: &str = "tr.kill_asked";
+
 /// Task runner boundaries in the order one attempt passes them.
 pub const TASK_RUNNER_BOUNDARIES: [&str; 5] = [
     TR_START_CONDITION_MET,
@@ -94,8 +114,8 @@ pub const EX_TASK_EXITED: &str = "ex.task_exited";
 
 /// Every per-task point a fault can act at, other than the hook points
 /// (which the engine's hook set names), for scenario files to name and
-/// check against. (`ex.task_exited` only records.)
-pub const TASK_POINTS: [&str; 15] = [
+/// check against. (`ex.task_exited` and `tr.restart_delay_elapsed` only record.)
+pub const TASK_POINTS: [&str; 18] = [
     TR_START_CONDITION_MET,
     TR_BEFORE_PRESTART,
     TR_AFTER_PRESTART,
@@ -109,9 +129,16 @@ pub const TASK_POINTS: [&str; 15] = [
     TR_AFTER_DRIVER_START,
     TR_KILLING,
     TR_RESTART_SIGNALED,
+    TR_RESTART_DELAY,
+    TR_RESTART_ASKED,
+    TR_KILL_ASKED,
     TR_OBSERVED_TERMINAL,
     TR_MAIN_EXITED,
 ];
+
+/// Per-task points that only record (no fault acts at them), which a
+/// fault can still await.
+pub const RECORDED_TASK_POINTS: [&str; 2] = [EX_TASK_EXITED, TR_RESTART_DELAY_ELAPSED];
 
 /// Every alloc-wide point.
 pub const ALLOC_POINTS: [&str; 8] = [

@@ -176,6 +176,7 @@ fn append(at: &PointName, action: &Option<Action>, detail: Option<Detail>) {
         point: at.clone(),
         action: action.clone(),
         detail,
+        at_us: monotonic_us(),
     };
     if let Some((log, _)) = &mut st.log {
         // Written before the action, so a harness reading the log of a
@@ -184,6 +185,21 @@ fn append(at: &PointName, action: &Option<Action>, detail: Option<Detail>) {
     }
     st.history.push(hit);
     registry().changed.notify_all();
+}
+
+/// The host's monotonic clock (`CLOCK_MONOTONIC`), in microseconds: one
+/// clock for every process appending to a shared log.
+pub fn monotonic_us() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) } != 0 {
+        return 0;
+    }
+    u64::try_from(now.tv_sec).unwrap_or(0) * 1_000_000
+        + u64::try_from(now.tv_nsec).unwrap_or(0) / 1_000
 }
 
 /// Names the environment variables a harness uses to configure a child

@@ -240,6 +240,7 @@ fn env_spec_round_trips_and_the_log_survives_a_torn_line() {
             code: Some(1),
             signal: None,
         }),
+        at_us: 7,
     };
     std::fs::write(
         &log,
@@ -280,6 +281,7 @@ fn writers_appending_at_once_lose_no_hit() {
                         point: PointName::new(Some(&format!("w{w}")), "ex.task_exited"),
                         action: None,
                         detail: None,
+                        at_us: 0,
                     };
                     append_line(&mut file, &hit).unwrap();
                 }

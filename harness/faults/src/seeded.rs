@@ -55,6 +55,18 @@ pub enum SeededBug {
     /// A restart of the running tasks brings the completed prestart task
     /// back too, as only a restart of all tasks may.
     RestartRerunsCompletedPrestart,
+    /// Issue 22, bug 1: a restored agent that finds an attempt lost starts
+    /// the next one at once, with no restart decision: uncounted, even
+    /// with no restart left.
+    LostAttemptUncounted,
+    /// Issue 22, bug 2: a user restart that meets a task's exit 0 (its
+    /// stop answers "already exited") takes it for an ordinary end, even
+    /// for a task restarted on success: the restart waits out the
+    /// policy's delay.
+    RestartMeetsExitHangs,
+    /// Issue 22, bug 3: a restored tracker forgets its window and counts
+    /// every restart of the task's life in one beginning at the restore.
+    RestartWindowLost,
 }
 
 impl SeededBug {
@@ -78,6 +90,9 @@ impl SeededBug {
             SeededBug::RestartRerunsCompletedPrestart => {
                 cfg!(feature = "bug-restart-reruns-completed-prestart")
             }
+            SeededBug::LostAttemptUncounted => cfg!(feature = "bug-lost-attempt-uncounted"),
+            SeededBug::RestartMeetsExitHangs => cfg!(feature = "bug-restart-meets-exit-hangs"),
+            SeededBug::RestartWindowLost => cfg!(feature = "bug-restart-window-lost"),
         }
     }
 }

@@ -65,6 +65,11 @@ pub struct ExecRecord {
     /// the exec was held (from the kernel), so a second tree shows.
     #[serde(default)]
     pub cgroup_peers: Vec<i32>,
+    /// For an executor: the other live executors of its task while the
+    /// exec was held (from `/proc`), so a second launch beside a living
+    /// executor shows.
+    #[serde(default)]
+    pub executor_peers: Vec<i32>,
     /// For a task's first exec: the job version its spec gives it (see
     /// [`crate::updates`]).
     #[serde(default)]
@@ -269,6 +274,12 @@ impl Worker {
             ),
             _ => (Vec::new(), None),
         };
+        let executor_peers = match &pending.identity {
+            executor @ ExecIdentity::Executor { .. } => {
+                crate::identity::executor_peers(pending.pid, executor)
+            }
+            _ => Vec::new(),
+        };
         let verdict = if judge {
             catch_unwind(AssertUnwindSafe(|| (self.judge)(&pending))).unwrap_or_else(|panic| {
                 Verdict::Deny(format!("judge panicked: {}", panic_message(&*panic)))
@@ -300,6 +311,7 @@ impl Worker {
                 reason,
                 judged: judge,
                 cgroup_peers,
+                executor_peers,
                 started_version,
             });
         }

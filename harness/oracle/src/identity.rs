@@ -98,6 +98,19 @@ pub fn parse_cgroup(contents: &str) -> Option<(String, String)> {
     })
 }
 
+/// The other live processes with the identity `executor` (the same task's
+/// executors), read from `/proc` at this instant.
+pub fn executor_peers(pid: i32, executor: &ExecIdentity) -> Vec<i32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&other| other != pid && ExecIdentity::of_pid(other) == *executor)
+        .collect()
+}
+
 /// The other processes in the task cgroup `pid` sits in, read from the
 /// kernel at this instant: on v2 the unified hierarchy, on v1 the `pids`
 /// controller's (every task cgroup has one). Empty when `pid` is in no task

@@ -77,6 +77,7 @@ mod tests {
             seq,
             point: name.parse().unwrap(),
             action: None,
+            at_us: 0,
         }
     }
 

@@ -9,17 +9,24 @@
 //! - [`identity`]: which executor or task an exec'ing process belongs to.
 //! - [`layout`]: the task directory layout that must exist before an exec.
 //! - [`judge`]: the rule each pending exec is answered by.
-//! - [`invariants`], [`lifecycle`], [`updates`], [`restarts`]: checks over a whole
-//!   recorded history of a run.
+//! - [`invariants`], [`lifecycle`], [`updates`], [`restarts`], [`policy`],
+//!   [`liveness`], [`kills`]: checks over a whole recorded history of a run
+//!   ([`attempts`] reads each task's attempts from it).
 
+mod attempts;
 pub mod gate;
 pub mod identity;
 pub mod invariants;
 pub mod judge;
+pub mod kills;
 pub mod layout;
 pub mod lifecycle;
+pub mod liveness;
 pub mod marked_fs;
+pub mod policy;
 pub mod restarts;
+#[cfg(test)]
+mod timed_history;
 pub mod updates;
 
 pub use gate::{Answer, ExecGate, ExecRecord, Judge, PendingExec, Verdict};
@@ -47,6 +54,10 @@ pub const INVARIANTS: &[&str] = &[
     lifecycle::EXITS_OBSERVED,
     updates::UPDATES_WHOLE,
     restarts::RESTART_ORDER,
+    policy::LAUNCHES_ACCOUNTED,
+    liveness::COMMANDS_TAKE_EFFECT,
+    policy::RESTART_WINDOWS,
+    kills::KILL_GRACE,
 ];
 
 pub use judge::{judge, RunFacts, DENY_LAYOUT, DENY_TERMINAL};

@@ -13,7 +13,7 @@ use taskgate_faults::{scoped, Action, Intervention};
 pub const NO_RESTART_AFTER_COMPLETION: &str =
     "no completed task or attempt is started again after a restore";
 pub const NO_EXEC_AFTER_KILL: &str = "no task is started after its runner was told to die";
-pub const ONE_LIVE_TREE: &str = "at most one live process tree per task";
+pub const ONE_LIVE_TREE: &str = "at most one live process tree and one executor per task";
 pub const KILL_ORDER: &str =
     "leader killed first, main tasks dead before sidecars are killed, poststop after all";
 pub const POSTSTOP_ONCE: &str = "a poststop task runs exactly once";
@@ -206,27 +206,42 @@ pub fn check_no_exec_after_kill(history: &[Event], tasks: &[TaskShape]) -> Vec<V
 
 /// When a task's process tree starts, its cgroup holds nothing else: a
 /// second tree beside a live one means two copies under one limit (an
-/// executor died and left its task behind, or two executors raced).
+/// executor died and left its task behind, or two executors raced). And
+/// when a task's executor is launched, no other executor of the task
+/// lives (the task lock, B4), bound to its socket or not.
 pub fn check_one_live_tree(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
-    tasks
-        .iter()
-        .flat_map(|task| {
-            tree_roots(history, &task.name)
-                .into_iter()
-                .filter_map(|at| match &history[at] {
-                    Event::Exec(r) if !r.cgroup_peers.is_empty() => Some(violation(
+    let mut out = Vec::new();
+    for task in tasks {
+        for at in tree_roots(history, &task.name) {
+            if let Event::Exec(r) = &history[at] {
+                if !r.cgroup_peers.is_empty() {
+                    out.push(violation(
                         ONE_LIVE_TREE,
                         &task.name,
                         format!(
                             "tree rooted at pid {} (#{at}) started while pids {:?} lived in its cgroup",
                             r.pid, r.cgroup_peers
                         ),
-                    )),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect()
+                    ));
+                }
+            }
+        }
+        for at in launches(history, &task.name) {
+            if let Event::Exec(r) = &history[at] {
+                if !r.executor_peers.is_empty() {
+                    out.push(violation(
+                        ONE_LIVE_TREE,
+                        &task.name,
+                        format!(
+                            "executor pid {} (#{at}) launched while its task's executors {:?} lived",
+                            r.pid, r.executor_peers
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Nomad's kill order (since #13055), judged within each agent's lifetime:
@@ -380,7 +395,8 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
 }
 
 /// The status the records give: failed if a task's executor was killed
-/// (by the harness) with no attempt after it, if a task's last recorded
+/// (by the harness) with no attempt after it and none left in its policy,
+/// if a task's last recorded
 /// exit was a failure it was not told to die for and its restart policy
 /// had no attempt left, or if a task never ran and its runner gave up
 /// before any stop; complete otherwise. (A task killed by
@@ -415,24 +431,35 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         // Killed with the restart's kill on its way (at its very point) is
         // the restart's end.
         let restarted = restarts(history, &task.name);
+        // A failed exit (or a lost attempt) the policy would retry is last
+        // only because a stop came: the task was ended, not failed. The
+        // policy has granted a restart for every attempt after the first
+        // that no user restart brought on, lost ones too.
+        let all = crate::attempts::attempts(history, &task.name);
+        let policy_gives_up = |at: usize| {
+            let granted = (all.iter().skip(1))
+                .filter(|a| a.at < at && !a.by_user)
+                .count();
+            !task.restarts_forever && granted >= task.restart_attempts as usize
+        };
+        // A loss a restored agent found in a stopping alloc is the stop's.
+        let stopped_after = |k: usize| {
+            (history[k..].iter()).any(|e| matches!(e, Event::AgentRestarted { stop: true }))
+        };
         let lost = executor_kills(history, &task.name).into_iter().find(|&k| {
             !launched.iter().any(|&l| l > k)
                 && !killed.iter().any(|&t| t < k)
                 && !restarted.contains(&k)
+                && policy_gives_up(k)
+                && !stopped_after(k)
         });
         if let Some(at) = lost {
             why = Some(format!(
-                "{}'s executor died at #{at} and no attempt followed",
+                "{}'s executor died at #{at}, its policy had no attempt left, and none followed",
                 task.name
             ));
             continue;
         }
-        // A failed exit the policy would retry is last only because a stop
-        // came: the task was ended, not failed.
-        let policy_gives_up = |at: usize| {
-            let attempts = launched.iter().filter(|&&l| l < at).count();
-            !task.restarts_forever && attempts > task.restart_attempts as usize
-        };
         match exits(history, &task.name).last() {
             Some(&(at, exit))
                 if (!exit.successful() || task.restarts_on_success)
@@ -556,24 +583,34 @@ pub fn check_start_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violatio
 }
 
 /// A task in fail mode runs at most once plus its policy's restart attempts
-/// (the jobs a scenario runs have intervals longer than any run), across
-/// agent restarts too: a restore must not grant the attempts afresh. Each
+/// in each restart window, across agent restarts too: a restore must not
+/// grant the attempts afresh. A window lasts the policy's interval; the
+/// run holds at most one more than the intervals that passed between the
+/// first tracker's start (`ar.started`) and its last tree's root. Each
 /// user restart the task took grants one run more, as it is not counted
 /// against the policy. Poststop tasks are bounded by [`POSTSTOP_ONCE`].
 pub fn check_attempts_within_policy(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let begin = crate::attempts::windows_begin(history).unwrap_or(0);
     tasks
         .iter()
         .filter(|t| !t.restarts_forever && t.role != TaskRole::Poststop)
         .filter_map(|task| {
-            let runs = tree_roots(history, &task.name).len();
+            let roots = tree_roots(history, &task.name);
+            let runs = roots.len();
             let restarted = restarts(history, &task.name).len();
-            let most = task.restart_attempts as usize + 1 + restarted;
+            let last = roots
+                .last()
+                .and_then(|&r| crate::attempts::time_at_or_before(history, r))
+                .unwrap_or(begin);
+            let interval = u64::try_from(task.restart_interval.as_micros()).unwrap_or(u64::MAX);
+            let windows = 1 + (last.saturating_sub(begin) / interval.max(1)) as usize;
+            let most = task.restart_attempts as usize * windows + 1 + restarted;
             (runs > most).then(|| {
                 violation(
                     ATTEMPTS_WITHIN_POLICY,
                     &task.name,
                     format!(
-                        "ran {runs} times; its restart policy and {restarted} user restart(s) allow {most}"
+                        "ran {runs} times; its restart policy over {windows} interval(s) and {restarted} user restart(s) allow {most}"
                     ),
                 )
             })

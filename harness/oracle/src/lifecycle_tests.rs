@@ -5,6 +5,7 @@ use crate::gate::{Answer, ExecRecord};
 use crate::invariants::AllocStatus;
 use rstest::rstest;
 use std::path::PathBuf;
+use std::time::Duration;
 use taskgate_faults::points::TR_MAIN_EXITED;
 use taskgate_faults::Hit;
 
@@ -25,6 +26,7 @@ impl H {
             judged: true,
             cgroup_peers: peers.to_vec(),
             started_version: None,
+            executor_peers: Vec::new(),
         }));
         self
     }
@@ -48,12 +50,39 @@ impl H {
         let (executor, tree) = ids(task);
         self.exec(executor, &[]).exec(tree, peers)
     }
+    /// An executor of `task` launched while `peers` (executors of the
+    /// same task) lived.
+    fn executor_beside(mut self, task: &str, peers: &[i32]) -> Self {
+        self = self.exec(
+            ExecIdentity::Executor {
+                alloc_id: "a".into(),
+                task: task.into(),
+            },
+            &[],
+        );
+        if let Some(Event::Exec(r)) = self.0.last_mut() {
+            r.executor_peers = peers.to_vec();
+        }
+        self
+    }
     fn hit(mut self, name: String) -> Self {
         self.0.push(Event::FaultHit(Hit {
             seq: 0,
             point: name.parse().unwrap(),
             action: None,
             detail: None,
+            at_us: 0,
+        }));
+        self
+    }
+    /// A hit stamped `at_us` into the run.
+    fn timed(mut self, name: &str, at_us: u64) -> Self {
+        self.0.push(Event::FaultHit(Hit {
+            seq: 0,
+            point: name.parse().unwrap(),
+            action: None,
+            detail: None,
+            at_us,
         }));
         self
     }
@@ -63,6 +92,7 @@ impl H {
             point: name.parse().unwrap(),
             action: Some(action),
             detail: None,
+            at_us: 0,
         }));
         self
     }
@@ -114,13 +144,7 @@ impl H {
 }
 
 fn shape(name: &str, role: TaskRole, restart_attempts: u32) -> TaskShape {
-    TaskShape {
-        name: name.into(),
-        role,
-        restart_attempts,
-        restarts_forever: false,
-        restarts_on_success: false,
-    }
+    TaskShape::new(name, role, restart_attempts)
 }
 
 fn main_task(name: &str) -> TaskShape {
@@ -212,6 +236,8 @@ fn no_exec_after_kill(#[case] h: H, #[case] expected: usize) {
 #[rstest]
 #[case::second_tree_beside_the_first(H::default().start("web").start_beside("web", &[102]), 1)]
 #[case::one_tree_at_a_time(H::default().start("web").exit("web", FAILED).start("web"), 0)]
+#[case::a_second_executor_beside_the_first(H::default().start("web").executor_beside("web", &[101]), 1)]
+#[case::one_executor_at_a_time(H::default().start("web").exit("web", FAILED).executor_beside("web", &[]), 0)]
 fn one_live_tree(#[case] h: H, #[case] expected: usize) {
     let v = check_one_live_tree(&h.0, &[main_task("web")]);
     assert_eq!(v.len(), expected, "{v:#?}");
@@ -332,6 +358,54 @@ fn status_matches_exits(#[case] h: H, #[case] holds: bool) {
     assert_eq!(v.is_empty(), holds, "{v:#?}");
 }
 
+/// An executor lost with an attempt left in the policy, then a stop: the
+/// stop ended the task (in its restart delay), no failure; with none
+/// left, the loss failed it.
+#[rstest]
+#[case::an_attempt_left(1, false, AllocStatus::Complete)]
+#[case::none_left(0, false, AllocStatus::Failed)]
+#[case::found_by_an_agent_restored_to_stop(0, true, AllocStatus::Complete)]
+fn a_lost_executor_fails_the_alloc_only_when_the_policy_gives_up(
+    #[case] attempts: u32,
+    #[case] restored_to_stop: bool,
+    #[case] reported: AllocStatus,
+) {
+    let h = H::default()
+        .start("web")
+        .hit_with("web:p", Action::Intervene(Intervention::KillExecutor));
+    let h = if restored_to_stop {
+        h.restart(true)
+    } else {
+        h.stop()
+    };
+    let h = h.status(reported);
+    let web = shape("web", TaskRole::Main { leader: false }, attempts);
+    let v = check_status_matches_exits(&h.0, &[web]);
+    assert!(v.is_empty(), "{v:#?}");
+}
+
+/// An attempt a killed agent committed, lost at restore, used a restart
+/// of the policy: the next failure is the last.
+#[rstest]
+#[case::reported_failed(AllocStatus::Failed, true)]
+#[case::reported_complete(AllocStatus::Complete, false)]
+fn a_lost_commit_uses_a_restart(#[case] reported: AllocStatus, #[case] holds: bool) {
+    let h = H::default()
+        .start("web")
+        .exit("web", FAILED)
+        .hit(scoped(
+            Some("web"),
+            taskgate_faults::points::TR_START_COMMITTED,
+        ))
+        .restart(false)
+        .start("web")
+        .exit("web", FAILED)
+        .status(reported);
+    let web = shape("web", TaskRole::Main { leader: false }, 2);
+    let v = check_status_matches_exits(&h.0, &[web]);
+    assert_eq!(v.is_empty(), holds, "{v:#?}");
+}
+
 #[rstest]
 #[case::fail_mode_last_attempt(shape("web", TaskRole::Main { leader: false }, 1), AllocStatus::Failed)]
 #[case::fail_mode_attempts_left(shape("web", TaskRole::Main { leader: false }, 2), AllocStatus::Complete)]
@@ -415,6 +489,31 @@ fn attempts_within_policy(#[case] task: TaskShape, #[case] runs: usize, #[case] 
         h = h.start("web").exit("web", FAILED);
     }
     assert_eq!(check_attempts_within_policy(&h.0, &[task]).len(), expected);
+}
+
+/// A restart window that passed within the run grants the policy's
+/// attempts again (the runs here are a second apart).
+#[rstest]
+#[case::one_window(Duration::MAX, 3, 1)]
+#[case::two_windows(Duration::from_millis(1500), 3, 0)]
+#[case::too_many_for_three(Duration::from_millis(1500), 5, 1)]
+fn attempts_within_policy_per_window(
+    #[case] interval: Duration,
+    #[case] runs: u64,
+    #[case] expected: usize,
+) {
+    let mut h = H::default().timed(taskgate_faults::points::AR_STARTED, 0);
+    for n in 0..runs {
+        h = h
+            .timed("web:tr.start_condition_met", n * 1_000_000)
+            .start("web")
+            .exit("web", FAILED);
+    }
+    let web = TaskShape {
+        restart_interval: interval,
+        ..shape("web", TaskRole::Main { leader: false }, 1)
+    };
+    assert_eq!(check_attempts_within_policy(&h.0, &[web]).len(), expected);
 }
 
 /// A user restart is not counted against the policy: each one grants a run.

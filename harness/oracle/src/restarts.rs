@@ -9,14 +9,14 @@
 use crate::invariants::{Event, TaskRole, TaskShape, Violation};
 use crate::lifecycle::{exits, launches, positions, restarts, told_in_kill_order, tree_roots};
 use taskgate_faults::points::{
-    AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, TR_BEFORE_DRIVER_START,
+    AR_ALLOC_TERMINAL, AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, TR_BEFORE_DRIVER_START,
 };
 use taskgate_faults::{scoped, Detail};
 
 pub const RESTART_ORDER: &str =
     "a restart takes its tasks down leader first and sidecars last, starts nothing until they \
      are down, and brings them back in lifecycle order, a completed prestart task only when all \
-     tasks restart";
+     tasks restart; none is accepted after a stop";
 
 /// One accepted restart: from its acceptance to its targets being down
 /// (or, if they never were, the agent's death or the run's end).
@@ -68,13 +68,27 @@ fn violation(task: &str, detail: String) -> Violation {
     }
 }
 
-/// Every accepted restart: its kill order, its hold on starts, the order
-/// its tasks come back in, and a completed prestart task kept completed
-/// unless all tasks restart.
+/// Every accepted restart: accepted only before a stop made the alloc
+/// terminal (a stop is final), its kill order, its hold on starts, the
+/// order its tasks come back in, and a completed prestart task kept
+/// completed unless all tasks restart.
 pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     let restarts_seen = accepted_restarts(history);
+    let terminal = history
+        .iter()
+        .position(|e| matches!(e, Event::FaultHit(h) if h.name() == AR_ALLOC_TERMINAL));
     let mut out = Vec::new();
     for (n, restart) in restarts_seen.iter().enumerate() {
+        if let Some(terminal) = terminal.filter(|&t| t < restart.accepted) {
+            out.push(Violation {
+                invariant: RESTART_ORDER,
+                task: None,
+                detail: format!(
+                    "a restart was accepted at #{} after a stop made the alloc terminal at #{terminal}",
+                    restart.accepted
+                ),
+            });
+        }
         let next = restarts_seen
             .get(n + 1)
             .map_or(history.len(), |r| r.accepted);

@@ -23,6 +23,7 @@ impl H {
             point: name.parse().unwrap(),
             action: None,
             detail,
+            at_us: 0,
         }))
     }
     fn exec(self, identity: ExecIdentity) -> Self {
@@ -37,6 +38,7 @@ impl H {
             judged: true,
             cgroup_peers: Vec::new(),
             started_version: None,
+            executor_peers: Vec::new(),
         }))
     }
     /// Decided, then its executor and its tree exec'd.
@@ -99,13 +101,7 @@ impl H {
 }
 
 fn tasks() -> Vec<TaskShape> {
-    let shape = |name: &str, role| TaskShape {
-        name: name.into(),
-        role,
-        restart_attempts: 0,
-        restarts_forever: false,
-        restarts_on_success: false,
-    };
+    let shape = |name: &str, role| TaskShape::new(name, role, 0);
     vec![
         shape("init", TaskRole::Prestart { sidecar: false }),
         shape("proxy", TaskRole::Prestart { sidecar: true }),
@@ -184,4 +180,18 @@ fn restart_order(#[case] h: H, #[case] violations: usize) {
 fn no_restart_no_verdict() {
     let h = H::default().start("logship").start("leader").start("init");
     assert!(check_restart_order(&h.0, &tasks()).is_empty());
+}
+
+/// A stop is final: a restart delivered after it is refused.
+#[rstest]
+#[case::before_the_stop(false, 0)]
+#[case::after_the_stop(true, 1)]
+fn no_restart_is_accepted_after_a_stop(#[case] after: bool, #[case] expected: usize) {
+    let stopped = |h: H| h.hit(AR_ALLOC_TERMINAL.into(), None);
+    let h = H::running();
+    let h = if after { stopped(h) } else { h };
+    let h = h.accepted(false).down();
+    let h = if after { h } else { stopped(h) };
+    let v = check_restart_order(&h.0, &tasks());
+    assert_eq!(v.len(), expected, "{v:#?}");
 }

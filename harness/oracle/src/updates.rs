@@ -10,6 +10,7 @@ use crate::identity::{parse_spec_fd_target, SPEC_FD};
 use crate::invariants::{Event, TaskShape, Violation};
 use crate::lifecycle::tree_roots;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 use taskgate_faults::points::{
     AR_TASK_RUNNERS_UPDATED, AR_UPDATE_RECEIVED, HARNESS_UPDATE_DELIVERED, TR_START_CONDITION_MET,
 };
@@ -24,16 +25,29 @@ pub const JOB_VERSION_ENV: &str = "TASKGATE_JOB_VERSION";
 pub const JOB_VERSION_META: &str = "job_version";
 
 /// The job version a task was exec'd with, as its two entries say it (a
-/// job no update touched has neither).
+/// job no update touched has neither), and the kill timeout its spec gives
+/// it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartedVersion {
     pub env: Option<String>,
     pub meta: Option<String>,
+    #[serde(default)]
+    pub kill_timeout: Option<Duration>,
+}
+
+/// The kill timeout of a task at job `version`, from its first version's:
+/// each of the harness's updates halves it, so a running attempt killed
+/// with a later version's grace is killed too soon, and shows.
+pub fn kill_timeout_of(first: Duration, version: u64) -> Duration {
+    u32::try_from(version)
+        .ok()
+        .and_then(|v| 2u32.checked_pow(v))
+        .map_or(Duration::ZERO, |halvings| first / halvings)
 }
 
 impl StartedVersion {
     /// The version, if both entries agree on one (neither: version 0).
-    fn whole(&self) -> Option<u64> {
+    pub(crate) fn whole(&self) -> Option<u64> {
         match (&self.env, &self.meta) {
             (None, None) => Some(0),
             (Some(env), Some(meta)) if env == meta => env.parse().ok(),
@@ -50,15 +64,22 @@ impl StartedVersion {
         let spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&fd).ok()?).ok()?;
         let env = spec.get("env")?;
         let entry = |name: &str| env.get(name).and_then(|v| v.as_str()).map(str::to_string);
+        // The executor's spec gives it in milliseconds.
+        let kill_timeout = spec
+            .get("kill_timeout")
+            .and_then(|t| t.as_u64())
+            .map(Duration::from_millis);
         Some(StartedVersion {
             env: entry(JOB_VERSION_ENV),
             meta: entry(&format!("NOMAD_META_{JOB_VERSION_META}")),
+            kill_timeout,
         })
     }
 }
 
 /// [`UPDATES_WHOLE`]: each attempt's environment holds one version in both
-/// entries; a task's attempts never go back to an older version; and an
+/// entries, and its kill timeout is that version's; a task's attempts
+/// never go back to an older version; and an
 /// attempt whose runner had been given a version before it met its start
 /// condition (the update handler passed `ar.task_runners_updated` for it)
 /// starts with that version or a newer one, unless one of the task's
@@ -67,7 +88,8 @@ impl StartedVersion {
 pub fn check_updates_whole(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     let given = given_versions(history);
     let mut violations = Vec::new();
-    for task in tasks.iter().map(|t| t.name.as_str()) {
+    for shape in tasks {
+        let task = shape.name.as_str();
         let violation = |detail: String| Violation {
             invariant: UPDATES_WHOLE,
             task: Some(task.to_string()),
@@ -88,6 +110,16 @@ pub fn check_updates_whole(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
                 )));
                 continue;
             };
+            let owed = kill_timeout_of(shape.kill_timeout, version);
+            if let Some(started) = started
+                .kill_timeout
+                .filter(|t| t.as_millis() != owed.as_millis())
+            {
+                violations.push(violation(format!(
+                    "pid {} started with job version {version}, and version {version}'s kill timeout is {owed:?}, not its {started:?}",
+                    exec.pid
+                )));
+            }
             if version < previous {
                 violations.push(violation(format!(
                     "pid {} started with job version {version} after an attempt with {previous}",
@@ -177,6 +209,7 @@ mod tests {
             point: name.parse().unwrap(),
             action,
             detail,
+            at_us: 0,
         })
     }
 
@@ -191,6 +224,7 @@ mod tests {
             judged: true,
             cgroup_peers: Vec::new(),
             started_version,
+            executor_peers: Vec::new(),
         })
     }
 
@@ -220,6 +254,7 @@ mod tests {
                 Some(StartedVersion {
                     env: env.map(str::to_string),
                     meta: meta.map(str::to_string),
+                    kill_timeout: None,
                 }),
             ),
         ]
@@ -270,13 +305,7 @@ mod tests {
 
     fn violations(parts: &[Vec<Event>]) -> usize {
         let history: Vec<Event> = parts.concat();
-        let web = TaskShape {
-            name: "web".into(),
-            role: TaskRole::Main { leader: false },
-            restart_attempts: 3,
-            restarts_forever: false,
-            restarts_on_success: false,
-        };
+        let web = TaskShape::new("web", TaskRole::Main { leader: false }, 3);
         check_updates_whole(&history, &[web]).len()
     }
 
@@ -308,5 +337,28 @@ mod tests {
     )]
     fn updates_are_whole(#[case] parts: Vec<Vec<Event>>, #[case] expected: usize) {
         assert_eq!(violations(&parts), expected);
+    }
+
+    /// web's first version kills with 400 ms: version 1's spec must say 200.
+    #[rstest]
+    #[case::its_versions(Some("1"), 200, 0)]
+    #[case::an_older_versions(Some("1"), 400, 1)]
+    #[case::the_first_versions(None, 400, 0)]
+    fn the_kill_timeout_is_the_started_versions(
+        #[case] version: Option<&str>,
+        #[case] kill_timeout_ms: u64,
+        #[case] expected: usize,
+    ) {
+        let mut attempt = launch(version, version);
+        if let Event::Exec(exec) = &mut attempt[1] {
+            exec.started_version.as_mut().unwrap().kill_timeout =
+                Some(Duration::from_millis(kill_timeout_ms));
+        }
+        let web = TaskShape {
+            kill_timeout: Duration::from_millis(400),
+            ..TaskShape::new("web", TaskRole::Main { leader: false }, 0)
+        };
+        let history = [vec![met()], attempt].concat();
+        assert_eq!(check_updates_whole(&history, &[web]).len(), expected);
     }
 }

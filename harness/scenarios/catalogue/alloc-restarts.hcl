@@ -97,3 +97,114 @@ scenario "restart-task-tree-death" {
     status = "complete"
   }
 }
+
+scenario "restart-meets-exit" {
+  about = "a restart reaches a service task just as it exits 0 with restarts left (its executor answers the stop: already exited): that end is the restart's, not a policy restart, and the restart neither waits out the 3 s delay nor holds up the stop behind it"
+  job "restart-exit" {
+    type = "service"
+    group "g" {
+      task "other" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo other up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo web done"]
+        }
+        restart {
+          attempts = 2
+          interval = "60s"
+          delay    = "3s"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:tr.after_driver_start"]
+      action = "restart-alloc"
+      # web starts once other runs (so the restart is accepted), takes the
+      # restart before it sees its own exit, and is stopped only after it
+      # exited: the executor answers "already exited".
+      with = ["web:tr.before_driver_start=await(other:hook.poststart.after.persist_handle@1)",
+              "web:tr.after_driver_start=await(web:tr.restart_asked@1)",
+              "web:hook.prekill.before.shutdown_delay=await(web:ex.task_exited@1)",
+              "ar.restart_targets_down=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "restart-shutdown-delay-executor-death" {
+  about = "a restart reaches the leader, and its executor dies during its shutdown delay: the lost attempt is the restart's end, not a failure the policy (no restart left) fails the task for"
+  job   = "jobs/shutdown-delay.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["leader:hook.prekill.after.shutdown_delay"]
+      action = "kill-executor"
+      with   = ["proxy:hook.poststart.after.persist_handle=restart-alloc",
+                "ar.restart_targets_down=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "restart-races-service-exits" {
+  about = "a restart of the running or of all tasks meets a service task's exit 0 and a sidecar's exit 1, each with restarts left: in their exited hooks, or in their restart delays"
+  job   = "jobs/exits.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:hook.exited.before.executor_shutdown", "web:tr.restart_delay"]
+      action = "restart-alloc"
+      with   = ["ar.restart_targets_down=stop-alloc"]
+    }
+    each {
+      points = ["proxy:tr.restart_delay"]
+      action = "restart-all-tasks"
+      with   = ["ar.restart_targets_down=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "restart-races-batch-exits" {
+  about = "as restart-races-service-exits in a batch alloc: a main task's exit 1 and a sidecar's exit 0, each with restarts left"
+  job   = "jobs/exits-batch.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["proxy:hook.exited.before.executor_shutdown"]
+      action = "restart-alloc"
+      with   = ["ar.restart_targets_down=stop-alloc"]
+    }
+    each {
+      points = ["web:tr.restart_delay"]
+      action = "restart-all-tasks"
+      with   = ["ar.restart_targets_down=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}

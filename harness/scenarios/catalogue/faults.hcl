@@ -167,3 +167,18 @@ scenario "shutdown-delay-tree-killed" {
     status = "complete"
   }
 }
+
+scenario "kill-grace" {
+  about = "a plain stop: the leader exits on its kill signal after its shutdown delay; the task that ignores the signal is SIGKILLed only after its own shutdown delay and grace"
+  job   = "jobs/stubborn.hcl"
+  faults {
+    then = "stop-when-running"
+    each {
+      points = ["stubborn:tr.killing"]
+      action = "delay(1)"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}

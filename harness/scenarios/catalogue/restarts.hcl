@@ -159,8 +159,8 @@ scenario "kill-path-agent-kill" {
 }
 
 scenario "attempt-2-agent-kill" {
-  about = "the agent dies after attempt 2's executor started, before its handle was persisted (B1, fixed): the restored agent reattaches to attempt 2, not attempt 1"
-  job   = "jobs/web-failing.hcl"
+  about = "the agent dies after attempt 2's executor started, before its handle was persisted (B1, fixed): the restored agent reattaches to attempt 2, not attempt 1, and attempt 2 completes under its own executor"
+  job   = "jobs/web-fails-once.hcl"
   faults {
     host    = "agent"
     restore = "run"
@@ -172,7 +172,7 @@ scenario "attempt-2-agent-kill" {
     }
   }
   expect {
-    status = "failed"
+    status = "complete"
   }
 }
 

@@ -86,3 +86,45 @@ scenario "update-agent-kill" {
     status = "complete"
   }
 }
+
+scenario "update-every-task" {
+  about = "an update reaches an alloc of two running tasks, one that ignores its kill signal; a restart follows: each task's attempt is killed with the kill timeout it started with (the update's is half), and each next attempt starts with the update's env, meta and kill timeout"
+  job   = "jobs/stubborn.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["ar.update_applied"]
+      action = "restart-alloc"
+      with   = ["stubborn:hook.poststart.after.persist_handle=await(leader:hook.poststart.after.persist_handle@1)",
+                "stubborn:hook.poststart.after.persist_handle=update-alloc",
+                "leader:tr.after_driver_start@2=await(stubborn:tr.after_driver_start@2)",
+                "leader:tr.after_driver_start@2=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "after-stop" {
+  about = "an update, a restart of the running tasks, or of all tasks, arrives once a stop told the leader to die: the stop stays final (desired stop, no restart accepted, nothing started)"
+  job   = "jobs/report.hcl"
+  faults {
+    then = "stop-when-running"
+    each {
+      points = ["leader:tr.kill_asked"]
+      action = "update-alloc"
+    }
+    each {
+      points = ["leader:tr.kill_asked"]
+      action = "restart-alloc"
+    }
+    each {
+      points = ["leader:tr.kill_asked"]
+      action = "restart-all-tasks"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}

@@ -95,6 +95,9 @@ pub(crate) fn run(
             .map_err(io("reading", log))?
             .len() as u64;
         records.restarted_at = Some((restarted_at, restore == Restore::Stop));
+        if restore == Restore::Stop {
+            stopped_while_down(data_dir)?;
+        }
         let mut args = vec!["--restore"];
         match restore {
             Restore::Stop => args.push("--stop"),
@@ -121,6 +124,10 @@ pub(crate) fn run(
     if killed {
         records.restart_counts.extend(restart_counts(&tasks));
     }
+    records.desired_stop = alloc
+        .as_ref()
+        .map(|a| a.desired == taskgate_engine::DesiredStatus::Stop);
+    records.alloc_id = alloc.as_ref().map(|a| a.alloc_id.clone());
     records.status = alloc.map(|a| a.client);
     Ok(Outcome {
         hits,
@@ -129,6 +136,20 @@ pub(crate) fn run(
         records,
         problems,
     })
+}
+
+/// The stop the restored agent is to apply reached the alloc while no
+/// agent ran (persisted, as an agent persists a stop it takes): the new
+/// agent restores a stopping alloc, whatever its task runners find. It
+/// delivers the stop again too, which changes nothing.
+fn stopped_while_down(data_dir: &Path) -> Result<(), LabError> {
+    let engine = |e: taskgate_engine::state::StateError| LabError::Engine(e.to_string());
+    let state = StateDb::open(&data_dir.join("state.db")).map_err(engine)?;
+    for mut alloc in state.allocs().map_err(engine)? {
+        alloc.desired = taskgate_engine::DesiredStatus::Stop;
+        state.put_alloc(&alloc).map_err(engine)?;
+    }
+    Ok(())
 }
 
 fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>), LabError> {

@@ -19,6 +19,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "alloc-restarts.hcl",
         include_str!("../catalogue/alloc-restarts.hcl"),
     ),
+    (
+        "restart-policy.hcl",
+        include_str!("../catalogue/restart-policy.hcl"),
+    ),
     ("faults.hcl", include_str!("../catalogue/faults.hcl")),
     ("pairs.hcl", include_str!("../catalogue/pairs.hcl")),
     ("restarts.hcl", include_str!("../catalogue/restarts.hcl")),
@@ -63,6 +67,30 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "jobs/report.hcl",
         include_str!("../catalogue/jobs/report.hcl"),
+    ),
+    (
+        "jobs/retried-pair.hcl",
+        include_str!("../catalogue/jobs/retried-pair.hcl"),
+    ),
+    (
+        "jobs/web-failing-slowly.hcl",
+        include_str!("../catalogue/jobs/web-failing-slowly.hcl"),
+    ),
+    (
+        "jobs/exits.hcl",
+        include_str!("../catalogue/jobs/exits.hcl"),
+    ),
+    (
+        "jobs/exits-batch.hcl",
+        include_str!("../catalogue/jobs/exits-batch.hcl"),
+    ),
+    (
+        "jobs/stubborn.hcl",
+        include_str!("../catalogue/jobs/stubborn.hcl"),
+    ),
+    (
+        "jobs/web-fails-once.hcl",
+        include_str!("../catalogue/jobs/web-fails-once.hcl"),
     ),
 ];
 

@@ -6,6 +6,7 @@ use crate::model::{Kind, Scenario};
 use crate::report::{Case, Token};
 use std::collections::{BTreeMap, BTreeSet};
 use taskgate_faults::points::{self, TASK_RUNNER_BOUNDARIES, UPDATE_BOUNDARIES};
+use taskgate_faults::Action;
 
 /// One declared pair: `held` (an actor parked there) x `event` (where the
 /// event happens: the stop update's boundary, a crash, a kill).
@@ -80,7 +81,8 @@ fn declared(scenario: &Scenario) -> Vec<(String, String)> {
     }
 }
 
-/// Every point a scenario names: its faults' and its schedules'.
+/// Every point a scenario names: its faults', the points they await, and
+/// its schedules'.
 fn named(scenario: &Scenario) -> BTreeSet<String> {
     match &scenario.kind {
         Kind::StopRace { .. } => TASK_RUNNER_BOUNDARIES
@@ -92,7 +94,13 @@ fn named(scenario: &Scenario) -> BTreeSet<String> {
             .cases
             .iter()
             .flat_map(|c| &c.faults)
-            .map(|f| f.point.point.clone())
+            .flat_map(|f| {
+                let awaited = match &f.action {
+                    Action::AwaitHit { point, .. } => Some(point.point.clone()),
+                    _ => None,
+                };
+                std::iter::once(f.point.point.clone()).chain(awaited)
+            })
             .collect(),
     }
 }

@@ -6,13 +6,12 @@
 //! Only what the fake world can know is judged; the real executor under
 //! the exec oracle remains where it counts.
 
-use crate::history::Records;
 use crate::lab::LabError;
 use crate::model::Scenario;
 use crate::model::Then;
 use crate::report::{Case, RunReport, Token};
 use crate::run::{
-    drive, expect_known, harness_error, judge, restart_counts, unfired, InProcess, Outcome, Plan,
+    drive, expect_known, harness_error, judge, summary_records, unfired, InProcess, Outcome, Plan,
 };
 use std::time::Instant;
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
@@ -20,6 +19,9 @@ use taskgate_engine::{Engine, EngineConfig};
 use taskgate_faults::points::EX_SPAWNED;
 use taskgate_faults::{Action, Hit};
 use taskgate_oracle::{Answer, ExecIdentity, ExecRecord};
+
+/// More user restarts than any case asks of one run.
+const USER_RESTARTS: usize = 8;
 
 pub struct FakeRunner<'a> {
     pub runtime: &'a tokio::runtime::Runtime,
@@ -49,6 +51,11 @@ impl FakeRunner<'_> {
         if plan.faults().iter().any(|f| acts_on_processes(&f.action)) {
             return Err(fake_cannot("act on processes it does not have"));
         }
+        if (plan.faults().iter()).any(|f| taskgate_faults::points::in_executor(&f.point.point)) {
+            return Err(fake_cannot(
+                "reach an executor's points: it has no executor",
+            ));
+        }
         if matches!(
             plan,
             InProcess::Faults {
@@ -63,10 +70,11 @@ impl FakeRunner<'_> {
         let data_dir = home.path().to_path_buf();
         let driver = FakeDriver::new(data_dir.join("run"));
         // Tasks that run to completion by their role exit at once, as often
-        // as their policy may start them; every other task runs until stopped.
+        // as their policy and a run's user restarts may start them; every
+        // other task runs until stopped.
         for task in scenario.tasks() {
             if task.is_poststop() || (task.is_prestart() && !task.is_sidecar()) {
-                let starts = task.restart.attempts as usize + 1;
+                let starts = task.restart.attempts as usize + 1 + USER_RESTARTS;
                 driver.script(&task.name, std::iter::repeat_n(Exit::Code(0), starts));
             }
         }
@@ -85,9 +93,13 @@ impl FakeRunner<'_> {
         )
         .map_err(|e| LabError::Engine(e.to_string()))?;
         taskgate_faults::reset();
+        // The hits go to a log too, for the faults that await one.
+        let log = data_dir.join("faults.jsonl");
+        taskgate_faults::log_to(Some(&log)).map_err(|e| LabError::Engine(e.to_string()))?;
         let driven = drive(&engine, scenario, &plan, &data_dir, self.runtime);
         let hits = taskgate_faults::history();
         taskgate_faults::reset();
+        let _ = taskgate_faults::log_to(None);
         let (summary, mut problems) = driven?;
         problems.extend(unfired(plan.faults(), &hits));
         let execs = launches_as_execs(&hits, &driver.calls());
@@ -95,11 +107,7 @@ impl FakeRunner<'_> {
             .as_ref()
             .map(|s| s.tasks.clone())
             .unwrap_or_default();
-        let records = Records {
-            restart_counts: restart_counts(&tasks),
-            status: summary.map(|s| s.status.client),
-            ..Records::default()
-        };
+        let records = summary_records(summary.as_ref());
         Ok((
             description,
             Outcome {
@@ -169,6 +177,7 @@ fn launches_as_execs(hits: &[Hit], calls: &[Call]) -> Vec<(ExecRecord, u64)> {
                 }),
                 judged: true,
                 cgroup_peers: Vec::new(),
+                executor_peers: Vec::new(),
                 started_version: None,
             };
             Some((record, i as u64 + 1))
@@ -191,9 +200,12 @@ mod tests {
             .unwrap()
     }
 
+    // Both share the process's fault registry: one at a time.
+
     /// Without root: every stop-race schedule of the scenario of docs/nomad-prestart-race-report.txt,
     /// and fault cases, against the fake driver, all judged and passing.
     #[test]
+    #[serial_test::serial]
     fn the_catalogues_in_process_cases_pass_against_the_fake() {
         let runtime = runtime();
         let runner = FakeRunner { runtime: &runtime };
@@ -219,6 +231,40 @@ mod tests {
         }
     }
 
+    /// Every in-process fault case of the catalogue the fake can run (no
+    /// process to act on, a stop to end it) passes against it too: the
+    /// engine's logic alone, judged as the gate judges it.
+    #[test]
+    #[serial_test::serial]
+    fn the_catalogues_fault_cases_the_fake_can_run_pass_against_it() {
+        let runtime = runtime();
+        let runner = FakeRunner { runtime: &runtime };
+        let (mut ran, mut failed) = (0, Vec::new());
+        for scenario in catalogue() {
+            // Its prestart task fails on its own; the fake's tasks exit 0.
+            let own_exits = scenario.name == "prestart-task-fails";
+            if own_exits || !matches!(scenario.kind, crate::model::Kind::Faults(_)) {
+                continue;
+            }
+            for case in &cases(&scenario, 0, 0) {
+                let report = runner.run(&scenario, case);
+                if report
+                    .problems
+                    .iter()
+                    .any(|p| p.contains("the fake driver cannot"))
+                {
+                    continue;
+                }
+                if !report.passed() {
+                    failed.push(report.explain());
+                }
+                ran += 1;
+            }
+        }
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+        assert!(ran >= 40, "only {ran} fault cases ran against the fake");
+    }
+
     #[test]
     fn cases_needing_processes_are_refused_by_name() {
         let runtime = runtime();
@@ -241,6 +287,7 @@ mod tests {
             point: taskgate_faults::PointName::new(Some("web"), EX_SPAWNED),
             action: None,
             detail: None,
+            at_us: 0,
         }];
         let calls = [Call::StartFailed {
             task: "web".into(),

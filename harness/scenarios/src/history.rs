@@ -52,6 +52,10 @@ pub struct Records {
     /// What was still alive of each task after the run.
     pub survivors: Vec<(String, Vec<i32>)>,
     pub status: Option<ClientStatus>,
+    /// Whether the alloc's desired status was `stop` at the end.
+    pub desired_stop: Option<bool>,
+    /// The alloc's id (which its tasks' restart jitter is drawn from).
+    pub alloc_id: Option<String>,
 }
 
 /// One causal order: fault hits in log order (the engine's and every
@@ -113,6 +117,9 @@ pub fn merge(
     );
     if let Some(status) = records.status {
         history.push(Event::AllocStatus(alloc_status(status)));
+    }
+    if let Some(stop) = records.desired_stop {
+        history.push(Event::DesiredStop(stop));
     }
     for task in tasks {
         history.extend(task.events.iter().map(|e| Event::TaskEvent {

@@ -6,7 +6,8 @@
 //! - [`catalogue`]: the built-in scenarios and scenario files a user names;
 //!   [`file`]: the scenario file format; [`jobs`]: jobs built in code, for tests.
 //! - [`control`]: drives a [`taskgate_faults::schedule::Schedule`].
-//! - [`run`]: one scenario run, in process or with a killed agent.
+//! - [`run`]: one scenario run, in process or with a killed agent, judged
+//!   against its tasks' [`shapes`].
 //! - [`leftovers`]: cgroups, mounts, processes and files a run left behind.
 //! - [`report`]: run results, replay tokens, the JUnit report.
 //! - [`shard`]: the gate split across machines, and merged back.
@@ -27,6 +28,7 @@ pub mod model;
 pub mod report;
 pub mod run;
 pub mod server;
+pub mod shapes;
 pub mod shard;
 pub mod watchdog;
 

@@ -214,6 +214,9 @@ pub fn describe(e: &Event) -> String {
         Event::Survivors { task, pids } => format!("alive  {task} after the run: pids {pids:?}"),
         Event::RestartCount { task, restarts } => format!("count  {task} restarts = {restarts}"),
         Event::AllocStatus(status) => format!("status {status:?}"),
+        Event::DesiredStop(stop) => {
+            format!("status desired {}", if *stop { "stop" } else { "run" })
+        }
     }
 }
 

@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use taskgate_engine::state::TaskRecord;
-use taskgate_engine::{AllocSummary, Engine, EngineConfig};
+use taskgate_engine::{AllocSummary, DesiredStatus, Engine, EngineConfig};
 use taskgate_faults::points;
 use taskgate_faults::schedule::Schedule;
 use taskgate_faults::{patience, Await, Fault, Hit, Intervention};
-use taskgate_oracle::{ExecRecord, TaskRole, TaskShape};
+use taskgate_oracle::ExecRecord;
 
 /// The restart jitter seed of every engine the harness runs, real or
 /// fake, in process or as an agent: a replay waits exactly as its run did.
@@ -330,11 +330,7 @@ impl<'a> Runner<'a> {
         Ok(Outcome {
             hits,
             execs: Vec::new(),
-            records: Records {
-                restart_counts: restart_counts(&tasks),
-                status: summary.map(|s| s.status.client),
-                ..Records::default()
-            },
+            records: summary_records(summary.as_ref()),
             tasks,
             problems,
         })
@@ -513,36 +509,21 @@ fn drive_faults(
     Ok(())
 }
 
+/// What an in-process run's summary says, for the history.
+pub(crate) fn summary_records(summary: Option<&AllocSummary>) -> Records {
+    let tasks = summary.map(|s| s.tasks.as_slice()).unwrap_or_default();
+    Records {
+        restart_counts: restart_counts(tasks),
+        status: summary.map(|s| s.status.client),
+        desired_stop: summary.map(|s| s.status.desired == DesiredStatus::Stop),
+        alloc_id: summary.map(|s| s.alloc_id.clone()),
+        ..Records::default()
+    }
+}
+
 /// Each task's restart count as its record holds it.
 pub(crate) fn restart_counts(tasks: &[TaskRecord]) -> Vec<(String, u32)> {
     tasks.iter().map(|t| (t.task.clone(), t.restarts)).collect()
-}
-
-/// The alloc's tasks as the invariants need to know them.
-pub(crate) fn shapes(scenario: &Scenario) -> Vec<TaskShape> {
-    scenario
-        .tasks()
-        .iter()
-        .map(|t| {
-            let sidecar = t.is_sidecar();
-            let role = if t.is_poststop() {
-                TaskRole::Poststop
-            } else if t.is_prestart() {
-                TaskRole::Prestart { sidecar }
-            } else if t.is_poststart() {
-                TaskRole::Poststart { sidecar }
-            } else {
-                TaskRole::Main { leader: t.leader }
-            };
-            TaskShape {
-                name: t.name.clone(),
-                role,
-                restart_attempts: t.restart.attempts,
-                restarts_on_success: scenario.job.job_type.restarts_on_success(t),
-                restarts_forever: t.restart.mode == taskgate_engine::jobspec::RestartMode::Delay,
-            }
-        })
-        .collect()
 }
 
 /// Builds the merged history and checks every invariant over it, then the
@@ -560,7 +541,8 @@ pub(crate) fn judge(
         &outcome.tasks,
         &outcome.records,
     );
-    let violations = taskgate_oracle::check(&history, &shapes(scenario));
+    let shapes = crate::shapes::shapes(scenario, outcome.records.alloc_id.as_deref());
+    let violations = taskgate_oracle::check(&history, &shapes);
     let expected = scenario.expect.status;
     if outcome.records.status != Some(expected) {
         problems.push(format!(

@@ -67,7 +67,9 @@ impl Server {
 
 /// `job`'s next version, an in-place change: every task's env and meta
 /// carry the version number, so the oracle can tell which version, whole
-/// or not, each attempt started with.
+/// or not, each attempt started with; and its kill timeout is halved
+/// (`taskgate_oracle::updates::kill_timeout_of`), so a running attempt
+/// killed with the new one would be killed too soon.
 pub fn next_version(job: &Job) -> Job {
     let mut next = job.clone();
     next.version += 1;
@@ -75,6 +77,7 @@ pub fn next_version(job: &Job) -> Job {
     for task in next.groups.iter_mut().flat_map(|g| &mut g.tasks) {
         task.env.insert(JOB_VERSION_ENV.into(), version.clone());
         task.meta.insert(JOB_VERSION_META.into(), version.clone());
+        task.kill_timeout /= 2;
     }
     next
 }
@@ -91,6 +94,11 @@ mod tests {
         let web = &next.groups[0].tasks[0];
         assert_eq!(web.env[JOB_VERSION_ENV], "2");
         assert_eq!(web.meta[JOB_VERSION_META], "2");
+        let first = job.groups[0].tasks[0].kill_timeout;
+        assert_eq!(
+            web.kill_timeout,
+            taskgate_oracle::updates::kill_timeout_of(first, 2)
+        );
         assert_eq!(job.check_in_place("g", &next), Ok(()));
     }
 }

@@ -19,13 +19,18 @@ use std::sync::Arc;
 use taskgate_executor::{
     ExecutorError, ExitResult, Remains, Resources, Rlimits, StopOutcome, TaskSpec,
 };
-use taskgate_faults::fault_point;
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::seeded::SeededBug;
+use taskgate_faults::{fault_point, record_point};
 use tokio::sync::{mpsc, watch};
 
+mod hook_runs;
 mod panic;
+mod restart_policy;
+mod restore;
 mod seeded;
+mod supervise;
+use restart_policy::Ask;
 #[cfg(test)]
 mod tests;
 pub use panic::PanicCleanup;
@@ -149,6 +154,10 @@ impl TaskRunner {
         let mut record = record;
         if SeededBug::RestartCountReset.active() && restoring {
             record.restarts = 0;
+            record.restart_window = None;
+        }
+        if SeededBug::RestartWindowLost.active() && restoring {
+            record.restart_window = None;
         }
         let handle = TaskRunnerHandle {
             task: task.clone(),
@@ -262,8 +271,11 @@ impl TaskRunner {
             panic!("task {}: {err}", self.task.name);
         }
         self.state_tx.send_replace(self.record.state.clone());
-        // What is restored is over: the next attempt starts afresh.
+        // What is restored is over, and no restart delay of its old life
+        // (a runner that panicked in one left it): the next attempt starts
+        // afresh, in the restart window the task was in.
         self.restoring = false;
+        self.record.restart_due = None;
         let attempt = self.current_attempt();
         self.emit(
             EventKind::RestartSignaled,
@@ -297,7 +309,8 @@ impl TaskRunner {
             Jitter::new(self.deps.restart_seed, &self.deps.alloc_id, self.name()),
             self.deps.clock.now(),
         )
-        .resumed(self.record.restarts);
+        .resumed(self.record.restarts, self.record.restart_window);
+        self.record.restart_window = Some(tracker.window());
         let mut attempt = self.record.committed.unwrap_or(0);
         let ended = (self.record.ended.clone())
             .filter(|e| e.attempt == attempt && !SeededBug::RerunCompletedTask.active());
@@ -306,15 +319,31 @@ impl TaskRunner {
                 return outcome;
             }
         } else if self.restoring {
-            if let Some(running) = self.restore(attempt).await {
-                let end = self.supervise(&running).await;
-                if let Some(outcome) = self
-                    .after_attempt(&running, end, attempt, &mut tracker)
-                    .await
-                {
-                    return outcome;
+            match self.restore(attempt).await {
+                Ok(running) => {
+                    let end = self.supervise(&running).await;
+                    if let Some(outcome) = self
+                        .after_attempt(&running, end, attempt, &mut tracker)
+                        .await
+                    {
+                        return outcome;
+                    }
                 }
+                // The alloc is stopping: the lost attempt is the stop's,
+                // and the task ends below (as Nomad's does, #1795).
+                Err(_) if self.should_shutdown() || self.killed() => {}
+                // Bug 1 of issue 22: a lost attempt is a failed start, which
+                // the restart policy decides on; it used to start the next
+                // attempt at once, uncounted, even with no restart left.
+                Err(why) if !SeededBug::LostAttemptUncounted.active() => {
+                    if let Some(outcome) = self.lost(why, attempt, &mut tracker).await {
+                        return outcome;
+                    }
+                }
+                Err(_) => {}
             }
+        } else if let Some(outcome) = self.rest_of_restart_delay(attempt).await {
+            return outcome;
         }
         // Nomad's `MAIN: for !tr.shouldShutdown()`.
         while !self.should_shutdown() {
@@ -423,53 +452,6 @@ impl TaskRunner {
         Ok((PrestartReceipt::mint(&self.task.name, attempt), setup))
     }
 
-    /// Takes the latest in-place update, if there is one the runner does
-    /// not run yet: its update hooks, then the new definition and restart
-    /// policy, all at once. A failed hook leaves the old definition whole;
-    /// the update is offered again at the next boundary.
-    fn take_update(&mut self, attempt: u32, tracker: &mut RestartTracker) {
-        let mut new = self.definition_rx.borrow().clone();
-        if new == self.task || SeededBug::UpdateNeverTaken.active() {
-            return;
-        }
-        if SeededBug::UpdateHalfTaken.active() {
-            new.meta.clone_from(&self.task.meta);
-        }
-        if let Err(err) = self.run_update_hooks(attempt, &new) {
-            self.emit(EventKind::HookFailed, attempt, err.to_string());
-            self.publish();
-            return;
-        }
-        let changed = self.task.fields_changed_by(&new).join(", ");
-        tracker.set_policy(new.restart.clone());
-        self.task = new;
-        self.emit(
-            EventKind::Updated,
-            attempt,
-            format!("Updated in place: {changed}"),
-        );
-        self.publish();
-    }
-
-    /// The update hooks, their fault points inside their guard: a panic
-    /// there is the hook's, and defers the update like an error does.
-    fn run_update_hooks(&mut self, attempt: u32, new: &Task) -> Result<(), HookError> {
-        let hooks = self.deps.hooks.clone();
-        let task = self.task.name.clone();
-        for hook in &hooks.update {
-            let mut ctx = self.context(attempt);
-            guarded(hook.name(), || {
-                let before = hook_point("update", Edge::Before, hook.name());
-                fault_point!(&before, &task, |msg| Err(HookError::Injected(msg)));
-                hook.update(&mut ctx, new)?;
-                let after = hook_point("update", Edge::After, hook.name());
-                fault_point!(&after, &task, |msg| Err(HookError::Injected(msg)));
-                Ok(())
-            })?;
-        }
-        Ok(())
-    }
-
     /// The linearization point (see `start_gate`). The committed attempt is
     /// persisted before the driver runs, so a restored agent knows to look
     /// for its executor instead of starting the attempt again.
@@ -514,163 +496,6 @@ impl TaskRunner {
         }
     }
 
-    /// Kills whatever is left of this task's earlier attempts (an executor
-    /// this agent cannot reach, a task tree whose executor died), as Nomad
-    /// does when a reattach fails (#1795, #17424), so that no attempt ever
-    /// runs beside another (B3).
-    async fn destroy_remains(&self) -> Result<Remains, ExecutorError> {
-        let destroyed = self
-            .deps
-            .driver
-            .destroy_remains(&self.deps.alloc_id, &self.task.name)
-            .await;
-        if let Err(err) = &destroyed {
-            tracing::error!(task = self.name(), error = %err, "destroying remains failed");
-        }
-        destroyed
-    }
-
-    /// A lost attempt: its executor is gone or unreachable. Once its remains
-    /// are destroyed the attempt is known to be over, and is reported killed;
-    /// if they could not be, it stays lost and unaccounted for.
-    async fn lose_attempt(&mut self, attempt: u32, why: String) {
-        if SeededBug::RestartBesideLostTask.active() {
-            self.emit(EventKind::Lost, attempt, why);
-            return;
-        }
-        let destroyed = self.destroy_remains().await;
-        self.emit(EventKind::Lost, attempt, why);
-        match destroyed {
-            Ok(remains) if remains.is_empty() => self.emit(
-                EventKind::Killed,
-                attempt,
-                "Nothing of the lost attempt was running",
-            ),
-            Ok(remains) => self.emit(
-                EventKind::Killed,
-                attempt,
-                format!("Killed what was left of the lost attempt: {remains}"),
-            ),
-            Err(err) => self.emit(
-                EventKind::Lost,
-                attempt,
-                format!("destroying what was left of it failed: {err}"),
-            ),
-        }
-    }
-
-    /// Waits for the task to exit, or kills it when told to die or to
-    /// restart.
-    async fn supervise(&mut self, running: &RunningTask) -> AttemptEnd {
-        let exited = tokio::select! {
-            biased;
-            _ = told(&mut self.kill_rx) => Err(EndedBy::Kill),
-            _ = asked(&mut self.restart_rx) => Err(EndedBy::Restart),
-            res = running.wait() => Ok(res),
-        };
-        let by = match exited {
-            Ok(Ok(result)) => {
-                self.record_end(&result, EndedBy::Exit);
-                return AttemptEnd::Exited(result);
-            }
-            Ok(Err(err)) => return AttemptEnd::Lost(err.to_string()),
-            Err(by) => by,
-        };
-        let attempt = self.current_attempt();
-        if by == EndedBy::Restart {
-            fault_point!(points::TR_RESTART_SIGNALED, self.name());
-            self.emit(
-                EventKind::RestartSignaled,
-                attempt,
-                "User requested restart",
-            );
-        } else {
-            fault_point!(points::TR_KILLING, self.name());
-        }
-        let delay = self.run_prekill_hooks(attempt);
-        if !delay.is_zero() {
-            self.publish();
-            let exited = tokio::select! {
-                res = running.wait() => Some(res),
-                _ = self.deps.clock.sleep(delay) => None,
-            };
-            // Gone during the delay: its end is the kill's.
-            match exited {
-                Some(Ok(result)) => return self.kill_done(attempt, Some(result), by),
-                Some(Err(err)) => return AttemptEnd::Lost(err.to_string()),
-                None => {}
-            }
-        }
-        let grace = self.task.kill_timeout;
-        self.emit(
-            EventKind::Killing,
-            attempt,
-            format!(
-                "Sent {}. Waiting {grace:?} before force killing",
-                self.task.kill_signal
-            ),
-        );
-        self.publish();
-        let stopped = running.stop(self.task.kill_signal, grace).await;
-        if let Err(err) = &stopped {
-            tracing::warn!(task = self.name(), error = %err, "stopping task failed");
-        }
-        let result = match running.wait().await {
-            Ok(result) => Some(result),
-            Err(err) => {
-                // Its executor is gone (killed, crashed) and may have left
-                // the task's tree running: destroyed here, so nothing of
-                // the attempt outlives its kill.
-                let why = format!("executor lost while stopping the task: {err}");
-                self.lose_attempt(attempt, why).await;
-                None
-            }
-        };
-        match (stopped, &result, by) {
-            // It completed before the restart reached it: a completion,
-            // which its restart policy decides on. Any other end the
-            // restart had asked for is the restart's.
-            (Ok(StopOutcome::AlreadyExited), Some(result), EndedBy::Restart)
-                if result.successful() =>
-            {
-                self.record_end(result, EndedBy::Exit);
-                return AttemptEnd::Exited(result.clone());
-            }
-            _ => {}
-        }
-        self.kill_done(attempt, result, by)
-    }
-
-    /// The attempt ended by the kill path (or during it), `by` a stop's
-    /// kill or a restart's. Without a result the attempt was lost, and
-    /// accounted for as such.
-    fn kill_done(&mut self, attempt: u32, result: Option<ExitResult>, by: EndedBy) -> AttemptEnd {
-        match &result {
-            Some(result) => {
-                self.emit(EventKind::Killed, attempt, "Task successfully killed");
-                self.record_end(result, by);
-            }
-            None => self.publish(),
-        }
-        if by == EndedBy::Restart {
-            AttemptEnd::Restarted(result)
-        } else {
-            AttemptEnd::Killed(result)
-        }
-    }
-
-    /// Persists how the current attempt ended before anything else happens
-    /// to it (B2: an agent killed in the exited hooks used to restore the
-    /// attempt as running, and start a completed task again).
-    fn record_end(&mut self, result: &ExitResult, by: EndedBy) {
-        self.record.ended = Some(AttemptEnded {
-            attempt: self.current_attempt(),
-            result: result.clone(),
-            by,
-        });
-        self.publish();
-    }
-
     /// Exited hooks, then the restart decision. `Some` ends the MAIN loop.
     async fn after_attempt(
         &mut self,
@@ -697,192 +522,18 @@ impl TaskRunner {
                 self.take_update(attempt, tracker);
                 let success = result.successful();
                 let failed = tracker.stopping_fails(success);
-                let decision = tracker.on_exit(success, self.deps.clock.now());
-                self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed })
-                    .await
+                let asked = Ask::Exit { success };
+                self.restart_or_stop(tracker, asked, attempt, |_| Outcome::Exited {
+                    result,
+                    failed,
+                })
+                .await
             }
             AttemptEnd::Lost(why) => {
                 self.lose_attempt(attempt, format!("executor lost: {why}"))
                     .await;
-                self.take_update(attempt, tracker);
-                let decision = tracker.on_start_error(true, self.deps.clock.now());
-                self.restart_or_stop(decision, attempt, |reason| Outcome::Failed {
-                    reason: format!("executor lost: {why}; {reason}"),
-                })
-                .await
-            }
-        }
-    }
-
-    /// Setting up or starting an attempt failed: report it and ask the
-    /// restart tracker. `Some` ends the MAIN loop.
-    async fn start_failed(
-        &mut self,
-        (kind, message, recoverable): (EventKind, String, bool),
-        attempt: u32,
-        tracker: &mut RestartTracker,
-    ) -> Option<Outcome> {
-        self.emit(kind, attempt, message.clone());
-        self.take_update(attempt, tracker);
-        let decision = tracker.on_start_error(recoverable, self.deps.clock.now());
-        self.restart_or_stop(decision, attempt, |_| Outcome::Failed { reason: message })
-            .await
-    }
-
-    /// Applies a restart decision: `Some(stop(reason))` ends the MAIN loop,
-    /// `None` means go round again for a new attempt after the delay.
-    async fn restart_or_stop(
-        &mut self,
-        decision: RestartDecision,
-        attempt: u32,
-        stop: impl FnOnce(String) -> Outcome,
-    ) -> Option<Outcome> {
-        let (delay, reason) = match decision {
-            RestartDecision::NotRestarting { reason } => {
-                self.emit(EventKind::NotRestarting, attempt, reason.clone());
-                return Some(stop(reason));
-            }
-            RestartDecision::Restart { delay, reason } => (delay, reason),
-        };
-        // A stop that ends a restart is the kill path at work, not a task
-        // failure: the task is killed between attempts, as in Nomad.
-        if self.should_shutdown() || self.killed() {
-            self.emit(EventKind::NotRestarting, attempt, "allocation is terminal");
-            return Some(Outcome::Killed { result: None });
-        }
-        self.emit(
-            EventKind::Restarting,
-            attempt,
-            format!("{reason}; restarting in {delay:?}"),
-        );
-        if matches!(self.record.state, TaskState::Running { .. }) {
-            self.set_state(TaskState::Pending);
-        }
-        self.record.restarts += 1;
-        self.publish();
-        let killed = tokio::select! {
-            biased;
-            _ = told(&mut self.kill_rx) => true,
-            _ = asked(&mut self.restart_rx) => {
-                self.emit(
-                    EventKind::RestartSignaled,
-                    attempt,
-                    "User requested restart: the restart delay is cut short",
-                );
-                self.publish();
-                false
-            }
-            _ = self.deps.clock.sleep(delay) => false,
-        };
-        if !killed {
-            return None;
-        }
-        self.emit(
-            EventKind::Killed,
-            attempt,
-            "killed while waiting to restart",
-        );
-        Some(Outcome::Killed { result: None })
-    }
-
-    /// The previous agent saw this attempt end, and died before it finished
-    /// with it: give its executor the shutdown the exited hooks owed it (if
-    /// it still answers), then decide as that agent would have. Never
-    /// starts the attempt again. `Some` ends the MAIN loop.
-    async fn restore_ended(
-        &mut self,
-        ended: AttemptEnded,
-        tracker: &mut RestartTracker,
-    ) -> Option<Outcome> {
-        let attempt = ended.attempt;
-        self.deps.gate.restore_committed(&self.task.name, attempt);
-        let info = self
-            .record
-            .handle
-            .clone()
-            .unwrap_or_else(|| unknown_handle(self.socket_path()));
-        match self.deps.driver.reattach(info).await {
-            Ok(running) => self.run_exited_hooks(&running, Some(&ended.result), attempt),
-            Err(_) => {
-                let _ = self.destroy_remains().await;
-            }
-        }
-        match ended.by {
-            EndedBy::Kill => {
-                return Some(Outcome::Killed {
-                    result: Some(ended.result),
-                })
-            }
-            EndedBy::Restart => {
-                self.restart_now(attempt);
-                return None;
-            }
-            EndedBy::Exit => {}
-        }
-        let result = ended.result;
-        self.emit(EventKind::Terminated, attempt, describe_exit(&result));
-        let success = result.successful();
-        let failed = tracker.stopping_fails(success);
-        let decision = tracker.on_exit(success, self.deps.clock.now());
-        self.restart_or_stop(decision, attempt, |_| Outcome::Exited { result, failed })
-            .await
-    }
-
-    /// A user restart ended the attempt: the next one follows as soon as
-    /// the start condition reopens, not counted against the restart policy
-    /// (as in Nomad).
-    fn restart_now(&mut self, attempt: u32) {
-        self.emit(
-            EventKind::Restarting,
-            attempt,
-            "User requested restart; not counted against the restart policy",
-        );
-        if matches!(self.record.state, TaskState::Running { .. }) {
-            self.set_state(TaskState::Pending);
-        }
-        self.publish();
-    }
-
-    /// Re-attaches to the executor of a task that was running (or whose start
-    /// was committed) when the previous agent died. Never re-runs prestart.
-    async fn restore(&mut self, attempt: u32) -> Option<RunningTask> {
-        // Committed but the handle was never persisted: the executor's socket
-        // path is deterministic, so look for it there.
-        let info = self
-            .record
-            .handle
-            .clone()
-            .unwrap_or_else(|| unknown_handle(self.socket_path()));
-        match self.deps.driver.reattach(info).await {
-            Ok(running) => {
-                self.deps.gate.restore_committed(&self.task.name, attempt);
-                if !matches!(self.record.state, TaskState::Running { .. }) {
-                    self.set_state(TaskState::Running { attempt });
-                }
-                self.emit(
-                    EventKind::Restored,
-                    attempt,
-                    "Re-attached to the running executor after an agent restart",
-                );
-                self.record.handle = Some(running.reattach_info());
-                self.publish();
-                Some(running)
-            }
-            Err(err) => {
-                // The attempt is over (its executor is gone); it counts as
-                // committed, so it is never started again under this number.
-                self.deps.gate.restore_committed(&self.task.name, attempt);
-                self.lose_attempt(
-                    attempt,
-                    format!("could not re-attach to the executor: {err}"),
-                )
-                .await;
-                self.record.handle = None;
-                if matches!(self.record.state, TaskState::Running { .. }) {
-                    self.set_state(TaskState::Pending);
-                }
-                self.publish();
-                None
+                self.lost(format!("executor lost: {why}"), attempt, tracker)
+                    .await
             }
         }
     }
@@ -913,16 +564,6 @@ impl TaskRunner {
             .unwrap_or(0)
     }
 
-    fn context(&mut self, attempt: u32) -> HookContext<'_> {
-        HookContext {
-            alloc_id: &self.deps.alloc_id,
-            task: &self.task,
-            alloc_dir: &self.deps.alloc_dir,
-            attempt,
-            record: &mut self.record,
-        }
-    }
-
     fn spec(&self, setup: &TaskSetup) -> TaskSpec {
         let task = &self.task;
         let dir = &self.deps.alloc_dir;
@@ -951,92 +592,6 @@ impl TaskRunner {
             kill_timeout: task.kill_timeout,
             rlimits: Rlimits::default(),
             oom_score_adj: taskgate_executor::DEFAULT_OOM_SCORE_ADJ,
-        }
-    }
-
-    fn run_poststart_hooks(&mut self, running: &RunningTask, attempt: u32) {
-        let hooks = self.deps.hooks.clone();
-        for hook in &hooks.poststart {
-            fault_point!(
-                &hook_point("poststart", Edge::Before, hook.name()),
-                self.name()
-            );
-            let mut ctx = self.context(attempt);
-            let res = guarded(hook.name(), || hook.poststart(&mut ctx, running));
-            self.hook_result(hook.name(), attempt, res);
-            fault_point!(
-                &hook_point("poststart", Edge::After, hook.name()),
-                self.name()
-            );
-        }
-    }
-
-    fn run_exited_hooks(
-        &mut self,
-        running: &RunningTask,
-        result: Option<&ExitResult>,
-        attempt: u32,
-    ) {
-        let hooks = self.deps.hooks.clone();
-        for hook in &hooks.exited {
-            fault_point!(
-                &hook_point("exited", Edge::Before, hook.name()),
-                self.name()
-            );
-            let mut ctx = self.context(attempt);
-            let res = guarded(hook.name(), || hook.exited(&mut ctx, running, result));
-            self.hook_result(hook.name(), attempt, res);
-            fault_point!(&hook_point("exited", Edge::After, hook.name()), self.name());
-        }
-    }
-
-    /// Prekill hooks; the longest hold on the kill signal they ask for.
-    fn run_prekill_hooks(&mut self, attempt: u32) -> std::time::Duration {
-        let hooks = self.deps.hooks.clone();
-        let mut hold = std::time::Duration::ZERO;
-        for hook in &hooks.prekill {
-            fault_point!(
-                &hook_point("prekill", Edge::Before, hook.name()),
-                self.name()
-            );
-            let mut ctx = self.context(attempt);
-            let mut asked = std::time::Duration::ZERO;
-            let res = guarded(hook.name(), || {
-                asked = hook.prekill(&mut ctx)?;
-                Ok(())
-            });
-            hold = hold.max(asked);
-            self.hook_result(hook.name(), attempt, res);
-            fault_point!(
-                &hook_point("prekill", Edge::After, hook.name()),
-                self.name()
-            );
-        }
-        hold
-    }
-
-    fn run_stop_hooks(&mut self) {
-        let hooks = self.deps.hooks.clone();
-        let attempt = self.current_attempt();
-        for hook in &hooks.stop {
-            fault_point!(&hook_point("stop", Edge::Before, hook.name()), self.name());
-            let mut ctx = self.context(attempt);
-            let res = guarded(hook.name(), || hook.stop(&mut ctx));
-            self.hook_result(hook.name(), attempt, res);
-            fault_point!(&hook_point("stop", Edge::After, hook.name()), self.name());
-        }
-    }
-
-    /// Hooks after the start are best effort, as in Nomad: a failure is an
-    /// event, not a reason to tear down a running task.
-    fn hook_result(&mut self, hook: &str, attempt: u32, res: Result<(), HookError>) {
-        match res {
-            Ok(()) => {}
-            // Only an injected error does not name its hook.
-            Err(err @ HookError::Injected(_)) => {
-                self.emit(EventKind::HookFailed, attempt, format!("{hook}: {err}"))
-            }
-            Err(err) => self.emit(EventKind::HookFailed, attempt, err.to_string()),
         }
     }
 

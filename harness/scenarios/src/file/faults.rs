@@ -10,7 +10,7 @@ use taskgate_engine::jobspec::hcl::edit::structure::{Attribute, Block};
 use taskgate_engine::jobspec::hcl::edit::Span;
 use taskgate_engine::jobspec::hcl::{closest, unknown, Cx, Schema};
 use taskgate_engine::jobspec::Job;
-use taskgate_faults::points::{ALLOC_POINTS, TASK_POINTS};
+use taskgate_faults::points::{ALLOC_POINTS, RECORDED_TASK_POINTS, TASK_POINTS};
 use taskgate_faults::{Action, Fault, Intervention, PointName};
 
 const FAULTS: Schema = Schema {
@@ -187,7 +187,7 @@ fn with(cx: &Cx, block: &Block, points: &Points) -> Result<Vec<Fault>> {
             .map_err(|e: String| cx.error(span.clone(), action_hint(e, &text)))?;
         points.check(cx, &fault.point, span.clone())?;
         if let Action::AwaitHit { point, .. } = &fault.action {
-            points.check(cx, point, span.clone())?;
+            points.check_awaited(cx, point, span.clone())?;
         }
         faults.push(fault);
     }
@@ -246,6 +246,20 @@ impl<'a> Points<'a> {
             ));
         }
         Ok(all)
+    }
+
+    /// A point a fault may await: one it could act at, or a task's point
+    /// that only records (an executor's record of its task's exit).
+    fn check_awaited(&self, cx: &Cx, name: &PointName, span: Option<Range<usize>>) -> Result<()> {
+        match name.scope() {
+            Some(task)
+                if RECORDED_TASK_POINTS.contains(&name.point.as_str())
+                    && self.tasks.contains(&task) =>
+            {
+                Ok(())
+            }
+            _ => self.check(cx, name, span),
+        }
     }
 
     /// A point name exactly as the engine reaches it (no wildcard).

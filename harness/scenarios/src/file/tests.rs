@@ -253,7 +253,7 @@ fn scenario_errors_point_at_the_mistake(#[case] src: &str, #[case] expected: &st
 )]
 #[case::bad_with_fault(
     "    each {\n      points = [\"ar.*\"]\n      action = \"error\"\n      with = [\"web:ex.after_cgroup=await(web:tr.nope@2)\"]\n    }",
-    "7:15: unknown point `tr.nope` in the per-task points (expected one of: tr.start_condition_met, tr.before_prestart, tr.after_prestart, tr.before_driver_start, tr.start_committed, ex.spawned, ex.after_cgroup, ex.before_bind, ex.after_mounts, ex.before_exec, tr.after_driver_start, tr.killing, tr.restart_signaled, tr.observed_terminal, tr.main_exited, hook.prestart.before.validate, hook.prestart.after.validate, hook.prestart.before.task_dir, hook.prestart.after.task_dir, hook.prestart.before.log_files, hook.prestart.after.log_files, hook.prestart.before.task_env, hook.prestart.after.task_env, hook.poststart.before.persist_handle, hook.poststart.after.persist_handle, hook.prekill.before.shutdown_delay, hook.prekill.after.shutdown_delay, hook.update.before.task_env, hook.update.after.task_env, hook.exited.before.executor_shutdown, hook.exited.after.executor_shutdown, hook.stop.before.forget_handle, hook.stop.after.forget_handle)"
+    "7:15: unknown point `tr.nope` in the per-task points (expected one of: tr.start_condition_met, tr.before_prestart, tr.after_prestart, tr.before_driver_start, tr.start_committed, ex.spawned, ex.after_cgroup, ex.before_bind, ex.after_mounts, ex.before_exec, tr.after_driver_start, tr.killing, tr.restart_signaled, tr.restart_delay, tr.restart_asked, tr.kill_asked, tr.observed_terminal, tr.main_exited, hook.prestart.before.validate, hook.prestart.after.validate, hook.prestart.before.task_dir, hook.prestart.after.task_dir, hook.prestart.before.log_files, hook.prestart.after.log_files, hook.prestart.before.task_env, hook.prestart.after.task_env, hook.poststart.before.persist_handle, hook.poststart.after.persist_handle, hook.prekill.before.shutdown_delay, hook.prekill.after.shutdown_delay, hook.update.before.task_env, hook.update.after.task_env, hook.exited.before.executor_shutdown, hook.exited.after.executor_shutdown, hook.stop.before.forget_handle, hook.stop.after.forget_handle)"
 )]
 #[case::pairs_event_park(
     "    pairs {\n      park = [\"web:tr.before_prestart\"]\n      event = \"park\"\n      at = [\"ar.*\"]\n    }",
@@ -261,6 +261,18 @@ fn scenario_errors_point_at_the_mistake(#[case] src: &str, #[case] expected: &st
 )]
 fn fault_errors_point_at_the_mistake(#[case] faults: &str, #[case] expected: &str) {
     assert_eq!(error_of(&faults_scenario(faults)), expected);
+}
+
+/// A point that only records (an executor's record of its task's exit)
+/// can be awaited, never acted at.
+#[test]
+fn a_recorded_point_is_awaited_not_faulted() {
+    let awaited = "    each {\n      points = [\"ar.*\"]\n      action = \"error\"\n      with = [\"web:ex.after_cgroup=await(web:ex.task_exited@1)\"]\n    }";
+    let parsed = parse_str(&faults_scenario(awaited));
+    assert!(parsed.is_ok(), "{parsed:?}");
+    let faulted =
+        "    each {\n      points = [\"web:ex.task_exited\"]\n      action = \"error\"\n    }";
+    assert!(error_of(&faults_scenario(faulted)).contains("unknown point `ex.task_exited`"));
 }
 
 #[test]

@@ -1,0 +1,189 @@
+//! How a task runner asks its restart policy after an attempt ends, and
+//! waits out a restart delay: cut short by a kill or a user restart, its
+//! end persisted so a restored agent waits out the rest.
+
+use super::*;
+
+/// What the restart tracker is asked about.
+#[derive(Clone, Copy)]
+pub(super) enum Ask {
+    Exit { success: bool },
+    StartError { recoverable: bool },
+}
+
+/// How a restart delay ended.
+pub(super) enum DelayEnd {
+    Elapsed,
+    /// Cut short by a user restart.
+    Restart,
+    Killed,
+}
+
+impl TaskRunner {
+    /// Setting up or starting an attempt failed: report it and ask the
+    /// restart tracker. `Some` ends the MAIN loop.
+    pub(super) async fn start_failed(
+        &mut self,
+        (kind, message, recoverable): (EventKind, String, bool),
+        attempt: u32,
+        tracker: &mut RestartTracker,
+    ) -> Option<Outcome> {
+        self.emit(kind, attempt, message.clone());
+        self.take_update(attempt, tracker);
+        let asked = Ask::StartError { recoverable };
+        self.restart_or_stop(tracker, asked, attempt, |_| Outcome::Failed {
+            reason: message,
+        })
+        .await
+    }
+
+    /// An attempt whose executor was lost (and its remains destroyed): a
+    /// failed start, which the restart policy decides on. `Some` ends the
+    /// MAIN loop.
+    pub(super) async fn lost(
+        &mut self,
+        why: String,
+        attempt: u32,
+        tracker: &mut RestartTracker,
+    ) -> Option<Outcome> {
+        self.take_update(attempt, tracker);
+        let asked = Ask::StartError { recoverable: true };
+        self.restart_or_stop(tracker, asked, attempt, |reason| Outcome::Failed {
+            reason: format!("{why}; {reason}"),
+        })
+        .await
+    }
+
+    /// Asks the restart tracker about an attempt's end and applies its
+    /// decision: `Some(stop(reason))` ends the MAIN loop, `None` means go
+    /// round again for a new attempt after the delay. The tracker's window
+    /// is persisted with the decision.
+    pub(super) async fn restart_or_stop(
+        &mut self,
+        tracker: &mut RestartTracker,
+        asked: Ask,
+        attempt: u32,
+        stop: impl FnOnce(String) -> Outcome,
+    ) -> Option<Outcome> {
+        let now = self.deps.clock.now();
+        let decision = match asked {
+            Ask::Exit { success } => tracker.on_exit(success, now),
+            Ask::StartError { recoverable } => tracker.on_start_error(recoverable, now),
+        };
+        self.record.restart_window = Some(tracker.window());
+        let (delay, reason) = match decision {
+            RestartDecision::NotRestarting { reason } => {
+                self.emit(EventKind::NotRestarting, attempt, reason.clone());
+                return Some(stop(reason));
+            }
+            RestartDecision::Restart { delay, reason } => (delay, reason),
+        };
+        // A stop that ends a restart is the kill path at work, not a task
+        // failure: the task is killed between attempts, as in Nomad.
+        if self.should_shutdown() || self.killed() {
+            self.emit(EventKind::NotRestarting, attempt, "allocation is terminal");
+            return Some(Outcome::Killed { result: None });
+        }
+        self.emit(
+            EventKind::Restarting,
+            attempt,
+            format!("{reason}; restarting in {delay:?}"),
+        );
+        if matches!(self.record.state, TaskState::Running { .. }) {
+            self.set_state(TaskState::Pending);
+        }
+        self.record.restarts += 1;
+        self.record.restart_due = Some(now + delay);
+        self.publish();
+        fault_point!(points::TR_RESTART_DELAY, self.name());
+        let end = self.wait_restart_delay(delay).await;
+        self.restart_delay_over(end, attempt)
+    }
+
+    /// The rest of a restart delay the previous agent began, and died in,
+    /// waited out as its policy asked: a restored agent never shortens a
+    /// restart delay (Nomad's skips the rest). `Some` ends the MAIN loop.
+    pub(super) async fn rest_of_restart_delay(&mut self, attempt: u32) -> Option<Outcome> {
+        let due = self.record.restart_due?;
+        if self.should_shutdown() {
+            return None;
+        }
+        let left = due.saturating_sub(self.deps.clock.now());
+        fault_point!(points::TR_RESTART_DELAY, self.name());
+        let end = self.wait_restart_delay(left).await;
+        self.restart_delay_over(end, attempt)
+    }
+
+    /// A restart delay ended: `None` goes on to the next attempt, `Some`
+    /// ends the MAIN loop (killed while waiting).
+    pub(super) fn restart_delay_over(&mut self, end: DelayEnd, attempt: u32) -> Option<Outcome> {
+        self.record.restart_due = None;
+        match end {
+            DelayEnd::Elapsed => None,
+            DelayEnd::Restart => {
+                self.emit(
+                    EventKind::RestartSignaled,
+                    attempt,
+                    "User requested restart: the restart delay is cut short",
+                );
+                self.publish();
+                None
+            }
+            DelayEnd::Killed => {
+                self.emit(
+                    EventKind::Killed,
+                    attempt,
+                    "killed while waiting to restart",
+                );
+                Some(Outcome::Killed { result: None })
+            }
+        }
+    }
+
+    /// Waits out a restart delay, unless a kill or a user restart cuts it
+    /// short.
+    pub(super) async fn wait_restart_delay(&mut self, delay: std::time::Duration) -> DelayEnd {
+        let woke = tokio::select! {
+            biased;
+            _ = told(&mut self.kill_rx) => DelayEnd::Killed,
+            _ = asked(&mut self.restart_rx) => DelayEnd::Restart,
+            _ = self.deps.clock.sleep(delay) => DelayEnd::Elapsed,
+        };
+        match woke {
+            DelayEnd::Elapsed => self.delay_ran_out(),
+            cut => cut,
+        }
+    }
+
+    /// The delay ran out. A kill or a user restart asked as it did wins the
+    /// tie; otherwise it ran out in full, which is recorded while both asks'
+    /// channels are held still: an ask is either seen here or made after
+    /// the record (the oracle orders stops and restarts by it).
+    pub(super) fn delay_ran_out(&self) -> DelayEnd {
+        let killed = self.kill_rx.borrow();
+        let _restart = self.restart_rx.borrow();
+        if *killed {
+            return DelayEnd::Killed;
+        }
+        if self.restart_rx.has_changed().unwrap_or(false) {
+            return DelayEnd::Restart;
+        }
+        record_point!(points::TR_RESTART_DELAY_ELAPSED, self.name());
+        DelayEnd::Elapsed
+    }
+
+    /// A user restart ended the attempt: the next one follows as soon as
+    /// the start condition reopens, not counted against the restart policy
+    /// (as in Nomad).
+    pub(super) fn restart_now(&mut self, attempt: u32) {
+        self.emit(
+            EventKind::Restarting,
+            attempt,
+            "User requested restart; not counted against the restart policy",
+        );
+        if matches!(self.record.state, TaskState::Running { .. }) {
+            self.set_state(TaskState::Pending);
+        }
+        self.publish();
+    }
+}

@@ -1,0 +1,184 @@
+//! Supervising a started attempt: its exit, or its kill (a stop's or a
+//! restart's), and accounting for what a lost executor left.
+
+use super::*;
+
+impl TaskRunner {
+    /// Kills whatever is left of this task's earlier attempts (an executor
+    /// this agent cannot reach, a task tree whose executor died), as Nomad
+    /// does when a reattach fails (#1795, #17424), so that no attempt ever
+    /// runs beside another (B3).
+    pub(super) async fn destroy_remains(&self) -> Result<Remains, ExecutorError> {
+        let destroyed = self
+            .deps
+            .driver
+            .destroy_remains(&self.deps.alloc_id, &self.task.name)
+            .await;
+        if let Err(err) = &destroyed {
+            tracing::error!(task = self.name(), error = %err, "destroying remains failed");
+        }
+        destroyed
+    }
+
+    /// A lost attempt: its executor is gone or unreachable. Once its remains
+    /// are destroyed the attempt is known to be over, and is reported killed;
+    /// if they could not be, it stays lost and unaccounted for.
+    pub(super) async fn lose_attempt(&mut self, attempt: u32, why: String) {
+        if SeededBug::RestartBesideLostTask.active() {
+            self.emit(EventKind::Lost, attempt, why);
+            return;
+        }
+        let destroyed = self.destroy_remains().await;
+        self.emit(EventKind::Lost, attempt, why);
+        match destroyed {
+            Ok(remains) if remains.is_empty() => self.emit(
+                EventKind::Killed,
+                attempt,
+                "Nothing of the lost attempt was running",
+            ),
+            Ok(remains) => self.emit(
+                EventKind::Killed,
+                attempt,
+                format!("Killed what was left of the lost attempt: {remains}"),
+            ),
+            Err(err) => self.emit(
+                EventKind::Lost,
+                attempt,
+                format!("destroying what was left of it failed: {err}"),
+            ),
+        }
+    }
+
+    /// Waits for the task to exit, or kills it when told to die or to
+    /// restart.
+    pub(super) async fn supervise(&mut self, running: &RunningTask) -> AttemptEnd {
+        let exited = tokio::select! {
+            biased;
+            _ = told(&mut self.kill_rx) => Err(EndedBy::Kill),
+            _ = asked(&mut self.restart_rx) => Err(EndedBy::Restart),
+            res = running.wait() => Ok(res),
+        };
+        let by = match exited {
+            Ok(Ok(result)) => {
+                self.record_end(&result, EndedBy::Exit);
+                return AttemptEnd::Exited(result);
+            }
+            Ok(Err(err)) => return AttemptEnd::Lost(err.to_string()),
+            Err(by) => by,
+        };
+        let attempt = self.current_attempt();
+        if by == EndedBy::Restart {
+            fault_point!(points::TR_RESTART_SIGNALED, self.name());
+            self.emit(
+                EventKind::RestartSignaled,
+                attempt,
+                "User requested restart",
+            );
+        } else {
+            fault_point!(points::TR_KILLING, self.name());
+        }
+        let delay = self.run_prekill_hooks(attempt);
+        if !delay.is_zero() {
+            self.publish();
+            let exited = tokio::select! {
+                res = running.wait() => Some(res),
+                _ = self.deps.clock.sleep(delay) => None,
+            };
+            // Gone during the delay: its end is the kill's (or the
+            // restart's), its executor's too.
+            match exited {
+                Some(Ok(result)) => return self.kill_done(attempt, Some(result), by),
+                Some(Err(err)) => {
+                    let why = format!("executor lost during the shutdown delay: {err}");
+                    self.lose_attempt(attempt, why).await;
+                    return self.kill_done(attempt, None, by);
+                }
+                None => {}
+            }
+        }
+        let grace = self.task.kill_timeout;
+        self.emit(
+            EventKind::Killing,
+            attempt,
+            format!(
+                "Sent {}. Waiting {grace:?} before force killing",
+                self.task.kill_signal
+            ),
+        );
+        self.publish();
+        let stopped = running.stop(self.task.kill_signal, grace).await;
+        if let Err(err) = &stopped {
+            tracing::warn!(task = self.name(), error = %err, "stopping task failed");
+        }
+        let result = match running.wait().await {
+            Ok(result) => Some(result),
+            Err(err) => {
+                // Its executor is gone (killed, crashed) and may have left
+                // the task's tree running: destroyed here, so nothing of
+                // the attempt outlives its kill.
+                let why = format!("executor lost while stopping the task: {err}");
+                self.lose_attempt(attempt, why).await;
+                None
+            }
+        };
+        match (stopped, &result, by) {
+            // It completed before the restart reached it: a completion,
+            // which its restart policy decides on. Any other end the
+            // restart had asked for is the restart's, an exit 0 of a task
+            // restarted on success too (bug 2 of issue 22: taken for an
+            // ordinary end, it waited out the policy's delay, holding the
+            // restart and every stop behind it).
+            (Ok(StopOutcome::AlreadyExited), Some(result), EndedBy::Restart)
+                if result.successful() && self.completes(result) =>
+            {
+                self.record_end(result, EndedBy::Exit);
+                return AttemptEnd::Exited(result.clone());
+            }
+            _ => {}
+        }
+        self.kill_done(attempt, result, by)
+    }
+
+    /// Whether `result` completes the task (a successful exit of a task not
+    /// restarted on success).
+    pub(super) fn completes(&self, result: &ExitResult) -> bool {
+        result.successful()
+            && (!self.deps.job_type.restarts_on_success(&self.task)
+                || SeededBug::RestartMeetsExitHangs.active())
+    }
+
+    /// The attempt ended by the kill path (or during it), `by` a stop's
+    /// kill or a restart's. Without a result the attempt was lost, and
+    /// accounted for as such.
+    pub(super) fn kill_done(
+        &mut self,
+        attempt: u32,
+        result: Option<ExitResult>,
+        by: EndedBy,
+    ) -> AttemptEnd {
+        match &result {
+            Some(result) => {
+                self.emit(EventKind::Killed, attempt, "Task successfully killed");
+                self.record_end(result, by);
+            }
+            None => self.publish(),
+        }
+        if by == EndedBy::Restart {
+            AttemptEnd::Restarted(result)
+        } else {
+            AttemptEnd::Killed(result)
+        }
+    }
+
+    /// Persists how the current attempt ended before anything else happens
+    /// to it (B2: an agent killed in the exited hooks used to restore the
+    /// attempt as running, and start a completed task again).
+    pub(super) fn record_end(&mut self, result: &ExitResult, by: EndedBy) {
+        self.record.ended = Some(AttemptEnded {
+            attempt: self.current_attempt(),
+            result: result.clone(),
+            by,
+        });
+        self.publish();
+    }
+}

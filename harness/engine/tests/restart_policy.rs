@@ -1,0 +1,296 @@
+//! The restart policy across restores, user restarts and intervals,
+//! against the fake driver; restart windows on the engine's virtual clock,
+//! where the host's would take minutes.
+
+mod support;
+
+use serial_test::serial;
+use std::sync::Arc;
+use std::time::Duration;
+use support::*;
+use taskgate_engine::clock::{Clock, SystemClock, VirtualClock};
+use taskgate_engine::driver::Driver;
+use taskgate_engine::fake_driver::Exit;
+use taskgate_engine::jobspec::{Job, JobType, RestartMode, RestartPolicy, Task};
+use taskgate_engine::state::StateDb;
+use taskgate_engine::task_state::EventKind;
+use taskgate_engine::{ClientStatus, RestartScope};
+use taskgate_faults::{points, scoped, Await};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn policy(attempts: u32, interval: Duration, delay: Duration) -> RestartPolicy {
+    RestartPolicy {
+        attempts,
+        interval,
+        delay,
+        mode: RestartMode::Fail,
+    }
+}
+
+fn web_with(restart: RestartPolicy) -> Task {
+    let mut web = task("web", None, false);
+    web.restart = restart;
+    web
+}
+
+/// The last event of `task` in `summary`, kind and message.
+fn last_event(summary: &taskgate_engine::AllocSummary, task: &str) -> (EventKind, String) {
+    let record = (summary.tasks.iter().find(|t| t.task == task)).expect("task");
+    let last = record.events.last().expect("an event");
+    (last.kind, last.message.clone())
+}
+
+/// Bug 1 (fixed): the executor died with its task while the agent was
+/// down and the policy allows no restart; the restored agent finds the
+/// attempt lost, and the policy decides: the task fails. (It used to start
+/// attempt 2 at once, uncounted.)
+#[test]
+#[serial]
+fn a_lost_attempt_at_restore_is_decided_by_the_policy() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 0);
+    first.shutdown_timeout(idle());
+    second
+        .block_on(home.driver.destroy_remains(&alloc_id, "web"))
+        .unwrap();
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    let summary = wait(&second, alloc);
+    assert_eq!(home.driver.starts("web"), 1);
+    assert_eq!(summary.status.client, ClientStatus::Failed);
+    let (kind, message) = last_event(&summary, "web");
+    assert_eq!(kind, EventKind::NotRestarting, "{message}");
+    assert!(
+        message.starts_with("Exceeded allowed attempts"),
+        "{message}"
+    );
+}
+
+/// With a restart left, the lost attempt is counted and restarted after
+/// the policy's delay (on the virtual clock, exactly it and its jitter).
+#[test]
+#[serial]
+fn a_lost_attempt_at_restore_is_counted() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 1);
+    first.shutdown_timeout(idle());
+    second
+        .block_on(home.driver.destroy_remains(&alloc_id, "web"))
+        .unwrap();
+    let state = StateDb::open(&home.dir.path().join("data/state.db")).unwrap();
+    let mut record = state.alloc(&alloc_id).unwrap().unwrap();
+    record.job.groups[0].tasks[0].restart.delay = Duration::from_secs(30);
+    state.put_alloc(&record).unwrap();
+    drop(state);
+    let clock = Arc::new(VirtualClock::default());
+    let engine = home.engine_on(clock.clone());
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    let control = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    assert_eq!(started_events(&second, &mut events, 1)[0].attempt, 2);
+    assert!(clock.now() >= Duration::from_secs(30), "{:?}", clock.now());
+    control.stop();
+    let summary = second
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(summary.tasks[0].restarts, 1);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
+/// A service alloc: `other` runs until stopped; `web` exits 0 at once the
+/// first time (then runs until stopped), restarted on success with
+/// `attempts` left and a half-hour delay.
+fn exit_0_job() -> Job {
+    let mut web = web_with(policy(2, 60 * MINUTE, 30 * MINUTE));
+    web.restart.mode = RestartMode::Fail;
+    Job {
+        job_type: JobType::Service,
+        ..job(vec![task("other", None, false), web])
+    }
+}
+
+/// Bug 2 (fixed): a user restart reaches `web` as it exits 0 (its stop
+/// answers "already exited"). That end is the restart's: no policy delay
+/// is waited (the virtual clock does not move), none counted. (The runner
+/// took it for an ordinary exit and waited out the half hour first.)
+#[test]
+#[serial]
+fn a_restart_that_meets_an_exit_0_is_the_restarts() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(0)]);
+    let clock = Arc::new(VirtualClock::default());
+    let engine = home.engine_on(clock.clone());
+    let after_start = scoped(Some("web"), points::TR_AFTER_DRIVER_START);
+    taskgate_faults::configure_fault(&format!("{after_start}=park").parse().unwrap());
+    let alloc = submit(&rt, &engine, &exit_0_job());
+    let control = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    // other runs (so the restart is accepted), and web is held before it
+    // sees its own exit.
+    wait_for(Await::Passed(scoped(
+        Some("other"),
+        "hook.poststart.after.persist_handle",
+    )));
+    wait_for(Await::Parked(after_start.clone()));
+    let restarted = rt.spawn(control.restart(RestartScope::Running));
+    wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_ASKED)));
+    taskgate_faults::release(Some("web"), points::TR_AFTER_DRIVER_START);
+    let done = rt.block_on(async { tokio::time::timeout(idle(), restarted).await });
+    assert_eq!(done.expect("restart hung").unwrap(), Ok(()));
+    assert_eq!(clock.now(), Duration::ZERO);
+    // The restart brings it back.
+    while !started_events(&rt, &mut events, 1)
+        .iter()
+        .any(|e| e.task == "web" && e.attempt == 2)
+    {}
+    control.stop();
+    let summary = rt
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    let web = summary.tasks.iter().find(|t| t.task == "web").unwrap();
+    assert_eq!(web.restarts, 0);
+}
+
+/// `web` fails at once; restarted (one attempt per `interval`) after 10 s
+/// on `clock`; its second attempt runs until the fake ends it.
+fn failed_once(
+    rt: &tokio::runtime::Runtime,
+    home: &Home,
+    clock: &Arc<VirtualClock>,
+    job: &Job,
+) -> String {
+    home.driver.script("web", [Exit::Code(1)]);
+    let engine = home.engine_on(clock.clone());
+    let alloc = submit(rt, &engine, job);
+    let alloc_id = alloc.alloc_id.clone();
+    let (mut events, _waiter) = alloc.into_parts();
+    assert_eq!(started_events(rt, &mut events, 2)[1].attempt, 2);
+    // The restart delay and its jitter, on the virtual clock.
+    assert!(clock.now() >= Duration::from_secs(10), "{:?}", clock.now());
+    drop(engine);
+    alloc_id
+}
+
+/// Bug 3 (fixed): the agent restarts while attempt 2 runs, an hour after
+/// the restart (one per 10 min); attempt 2 then fails. Its interval
+/// expired long ago: it is restarted. (The restored tracker's window began
+/// at the restore, with the task's one restart in it, and gave up.)
+#[test]
+#[serial]
+fn a_restore_keeps_the_restart_window() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let clock = Arc::new(VirtualClock::default());
+    let job = job(vec![web_with(policy(
+        1,
+        10 * MINUTE,
+        Duration::from_secs(10),
+    ))]);
+    failed_once(&first, &home, &clock, &job);
+    first.shutdown_timeout(idle());
+    clock.advance(60 * MINUTE);
+    let engine = home.engine_on(clock.clone());
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    let control = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    home.driver.exit("web", 1);
+    assert_eq!(started_events(&second, &mut events, 1)[0].attempt, 3);
+    control.stop();
+    let summary = second
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert_eq!(summary.tasks[0].restarts, 2);
+}
+
+/// Bug 3's twin (fixed): a restart of all tasks brings back `web`
+/// (completed an hour after its one restart); its next failure is judged
+/// in the window the task was in, long passed: it is restarted.
+#[test]
+#[serial]
+fn a_revived_task_keeps_its_restart_window() {
+    let rt = runtime();
+    let home = Home::new();
+    let clock = Arc::new(VirtualClock::default());
+    home.driver
+        .script("web", [Exit::Code(1), Exit::Code(0), Exit::Code(1)]);
+    let web = web_with(policy(1, 10 * MINUTE, Duration::from_secs(10)));
+    let engine = home.engine_on(clock.clone());
+    let alloc = submit(&rt, &engine, &job(vec![task("other", None, false), web]));
+    wait_for(Await::Passed(scoped(Some("web"), points::TR_MAIN_EXITED)));
+    clock.advance(60 * MINUTE);
+    let control = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    let restarted = rt.block_on(control.restart(RestartScope::All));
+    assert_eq!(restarted, Ok(()));
+    // Attempt 3 fails; its window passed, so attempt 4 follows.
+    while !started_events(&rt, &mut events, 1)
+        .iter()
+        .any(|e| e.task == "web" && e.attempt == 4)
+    {}
+    control.stop();
+    let summary = rt
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(home.driver.starts("web"), 4);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
+/// The agent dies inside a restart delay (an hour long here): the restored
+/// agent waits out the rest of it (it used to skip it, as Nomad does),
+/// and a stop meanwhile ends the wait, with no further attempt.
+#[test]
+#[serial]
+fn a_restart_delay_an_agent_kill_cut_short_is_waited_out() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1)]);
+    let job = job(vec![web_with(policy(1, 60 * MINUTE, 60 * MINUTE))]);
+    let engine = home.engine_on(Arc::new(SystemClock::default()));
+    let alloc = submit(&first, &engine, &job);
+    let delay = scoped(Some("web"), points::TR_RESTART_DELAY);
+    wait_for(Await::Passed(delay.clone()));
+    drop(alloc);
+    drop(engine);
+    first.shutdown_timeout(idle());
+    // The restored engine's hits alone from here.
+    taskgate_faults::reset();
+    let persisted = StateDb::open(&home.dir.path().join("data/state.db"))
+        .unwrap()
+        .allocs()
+        .unwrap();
+    let engine = home.engine_on(Arc::new(SystemClock::default()));
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    let web = engine
+        .state()
+        .tasks(&persisted[0].alloc_id)
+        .unwrap()
+        .remove(0);
+    let due = web.restart_due.expect("the delay's end was persisted");
+    assert!(due > SystemClock::default().now() + 50 * MINUTE, "{due:?}");
+    // The restored runner waits again, at the same point.
+    wait_for(Await::Passed(delay));
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    assert_eq!(home.driver.starts("web"), 1);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    let (kind, message) = last_event(&summary, "web");
+    assert_eq!(kind, EventKind::Killed, "{message}");
+    assert_eq!(summary.tasks[0].restart_due, None);
+}

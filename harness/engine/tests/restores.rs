@@ -1,0 +1,412 @@
+//! Restore rules against the fake driver: a new engine restores what the
+//! old one's runtime left when it was dropped mid-run.
+
+mod support;
+
+use serial_test::serial;
+use std::time::Duration;
+use support::*;
+use taskgate_engine::driver::Driver;
+use taskgate_engine::fake_driver::{Call, Exit};
+use taskgate_engine::state::{AttemptEnded, EndedBy};
+use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
+use taskgate_engine::{AllocSummary, ClientStatus};
+use taskgate_executor::ExitResult;
+use taskgate_faults::{points, Await};
+
+/// An agent that dies while attempt 2 runs: the restored agent reattaches
+/// to attempt 2's executor (not attempt 1's, whose handle the record held
+/// until attempt 2 was committed: B1), and neither finishes attempt 2 as
+/// if it were the ended attempt 1 nor starts a third.
+#[test]
+#[serial]
+fn a_restore_on_attempt_2_reattaches_to_attempt_2() {
+    let first = runtime();
+    let second = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1)]);
+    let mut web = task("web", None, false);
+    web.restart.attempts = 1;
+    web.restart.delay = Duration::ZERO;
+    let engine = home.engine();
+    let alloc = {
+        let _rt = first.enter();
+        engine.submit(&job(vec![web]), None).unwrap()
+    };
+    let (mut events, _waiter) = alloc.into_parts();
+    let started = started_events(&first, &mut events, 2);
+    assert_eq!(
+        started.iter().map(|e| e.attempt).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    first.shutdown_timeout(idle());
+    drop(engine);
+
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    assert_eq!(home.driver.starts("web"), 2, "{:?}", home.driver.calls());
+    let web = &summary.tasks[0];
+    assert_eq!((web.committed, web.launched), (Some(2), Some(2)));
+    assert!(
+        (web.events.iter()).any(|e| e.kind == EventKind::Restored && e.attempt == 2),
+        "{:?}",
+        web.events
+    );
+    assert!(
+        matches!(
+            &web.state,
+            TaskState::Dead {
+                outcome: Outcome::Killed { .. }
+            }
+        ),
+        "{:?}",
+        web.state
+    );
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert!(home.driver.live().is_empty());
+}
+
+/// An agent that goes away while its tasks run (its runtime dropped, as a
+/// crash would leave them) is restored by a new engine: both tasks are
+/// re-attached, none started again, and a stop then ends them.
+#[test]
+#[serial]
+fn a_restored_engine_reattaches_instead_of_starting_again() {
+    let first = runtime();
+    let second = runtime();
+    let home = Home::new();
+    let engine = home.engine();
+    let alloc = {
+        let _rt = first.enter();
+        engine.submit(&report_job(), None).unwrap()
+    };
+    // Started events go out once the task's record (its handle) is persisted.
+    let (mut events, _waiter) = alloc.into_parts();
+    let mut started = Vec::new();
+    while started.len() < 2 {
+        let event = first
+            .block_on(async { tokio::time::timeout(idle(), events.recv()).await })
+            .expect("engine hung")
+            .expect("event stream open");
+        if event.kind == EventKind::Started {
+            started.push(event.task);
+        }
+    }
+    // The old agent is gone: its tasks dropped, its database closed.
+    first.shutdown_timeout(idle());
+    drop(engine);
+
+    let engine = home.engine();
+    let restored = {
+        let _rt = second.enter();
+        engine.restore().unwrap()
+    };
+    assert!(restored.skipped.is_empty());
+    assert_eq!(restored.allocs.len(), 1);
+    let alloc = restored.allocs.into_iter().next().unwrap();
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    assert_eq!(home.driver.starts("leader"), 1, "{:?}", home.driver.calls());
+    assert_eq!(
+        home.driver.starts("sidecar"),
+        1,
+        "{:?}",
+        home.driver.calls()
+    );
+    let reattached: Vec<Call> = home
+        .driver
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, Call::Reattach { .. }))
+        .collect();
+    assert_eq!(reattached.len(), 2, "{reattached:?}");
+    assert!(reattached
+        .iter()
+        .all(|c| matches!(c, Call::Reattach { found: true, .. })));
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert!(home.driver.live().is_empty());
+    // Each task got its own record back, and says it was restored.
+    for (record, name) in summary.tasks.iter().zip(["leader", "sidecar"]) {
+        assert_eq!(record.task, name);
+        assert!(
+            record.events.iter().any(|e| e.kind == EventKind::Restored),
+            "{name}: {:?}",
+            record.events
+        );
+    }
+}
+
+/// Restore rule: an alloc whose record cannot be decoded is skipped, with
+/// its key and why, and every other alloc is restored and runs to its end.
+#[test]
+#[serial]
+fn an_undecodable_record_skips_only_its_alloc() {
+    let first = runtime();
+    let second = runtime();
+    let home = Home::new();
+    let engine = home.engine();
+    let (good, bad) = {
+        let _rt = first.enter();
+        let good = engine.submit(&report_job(), None).unwrap();
+        let bad = engine
+            .submit(&job(vec![task("web", None, false)]), None)
+            .unwrap();
+        (good.alloc_id.clone(), bad.alloc_id.clone())
+    };
+    first.shutdown_timeout(idle());
+    drop(engine);
+    // A record an older or damaged agent wrote: not the shape this one reads.
+    home.corrupt_alloc_record(&bad);
+
+    let engine = home.engine();
+    let restored = {
+        let _rt = second.enter();
+        engine.restore().unwrap()
+    };
+    assert_eq!(restored.skipped.len(), 1);
+    let skipped = &restored.skipped[0];
+    assert_eq!(skipped.key, bad);
+    let message = skipped.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "alloc {bad} not restored: state database record {bad}:"
+        )),
+        "{message}"
+    );
+    assert_eq!(restored.allocs.len(), 1);
+    let alloc = restored.allocs.into_iter().next().unwrap();
+    assert_eq!(alloc.alloc_id, good);
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
+/// Restore rule: the committed attempt ended (its end persisted) before the
+/// agent died; the restored agent finishes it, and never runs it again.
+#[test]
+#[serial]
+fn a_restored_attempt_that_had_ended_is_finished_not_run_again() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 0);
+    first.shutdown_timeout(idle());
+    edit_web_record(&home, &alloc_id, |web| {
+        web.ended = Some(AttemptEnded {
+            attempt: 1,
+            result: ExitResult::with_code(0),
+            by: EndedBy::Exit,
+        });
+    });
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    // No stop: the restored attempt is over, so the alloc is.
+    let summary = wait(&second, alloc);
+    assert_eq!(home.driver.starts("web"), 1, "{:?}", home.driver.calls());
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert!(home.driver.live().is_empty(), "its executor was shut down");
+}
+
+/// Restore rule: reattach fails (here, the socket answers for another
+/// executor than the record names); the remains are destroyed before the
+/// restart, so the new attempt is not refused and never runs beside them.
+#[test]
+#[serial]
+fn a_failed_reattach_destroys_the_remains_before_the_restart() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 1);
+    first.shutdown_timeout(idle());
+    edit_web_record(&home, &alloc_id, |web| {
+        let handle = web.handle.as_mut().expect("the handle was persisted");
+        handle.executor_pid += 100;
+    });
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    let updates = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    let started = started_events(&second, &mut events, 1);
+    assert_eq!(started[0].attempt, 2);
+    let calls = home.driver.calls();
+    let destroyed = calls.iter().position(|c| {
+        *c == Call::DestroyRemains {
+            task: "web".into(),
+            found: true,
+        }
+    });
+    let restarted = calls.iter().rposition(|c| matches!(c, Call::Start { .. }));
+    assert!(destroyed < restarted && destroyed.is_some(), "{calls:?}");
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::StartFailed { .. })),
+        "{calls:?}"
+    );
+    updates.stop();
+    let summary = second
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert!(home.driver.live().is_empty());
+    assert_eq!(
+        lost_attempt_end(&summary),
+        "Killed what was left of the lost attempt"
+    );
+}
+
+/// How the lost attempt 1 was accounted for: its Killed event's message,
+/// up to the remains it names.
+fn lost_attempt_end(summary: &AllocSummary) -> String {
+    let web = &summary.tasks[0];
+    let killed = (web.events.iter())
+        .find(|e| e.kind == EventKind::Killed && e.attempt == 1)
+        .unwrap_or_else(|| panic!("no Killed event for attempt 1: {:?}", web.events));
+    killed.message.split(':').next().unwrap().to_string()
+}
+
+/// Restore rule: the executor died with its task while the agent was down;
+/// reattach fails, and the lost attempt is reported killed with nothing
+/// left of it, then restarted.
+#[test]
+#[serial]
+fn a_lost_attempt_with_nothing_left_is_said_so() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 1);
+    first.shutdown_timeout(idle());
+    second
+        .block_on(home.driver.destroy_remains(&alloc_id, "web"))
+        .unwrap();
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    let updates = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    assert_eq!(started_events(&second, &mut events, 1)[0].attempt, 2);
+    updates.stop();
+    let summary = second
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(
+        lost_attempt_end(&summary),
+        "Nothing of the lost attempt was running"
+    );
+}
+
+/// Committing attempt 2 forgets attempt 1's handle at once (B1): held right
+/// after the commit, the persisted record names no executor.
+#[test]
+#[serial]
+fn committing_an_attempt_forgets_the_previous_attempts_handle() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1)]);
+    taskgate_faults::configure_fault(&"web:tr.start_committed@2=park".parse().unwrap());
+    let mut web = task("web", None, false);
+    web.restart.attempts = 1;
+    web.restart.delay = Duration::ZERO;
+    let engine = home.engine();
+    let alloc = submit(&rt, &engine, &job(vec![web]));
+    let committed = taskgate_faults::scoped(Some("web"), points::TR_START_COMMITTED);
+    wait_for(Await::Parked(committed.clone()));
+    let record = engine.state().tasks(&alloc.alloc_id).unwrap().remove(0);
+    assert_eq!(record.committed, Some(2));
+    assert_eq!(record.handle, None, "attempt 1's executor still named");
+    taskgate_faults::release(Some("web"), points::TR_START_COMMITTED);
+    alloc.stop();
+    let summary = wait(&rt, alloc);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
+/// How an attempt ended is persisted before the exited hooks run (B2): held
+/// at the first of them, the record already has it.
+#[test]
+#[serial]
+fn an_attempts_end_is_persisted_before_the_exited_hooks() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(3)]);
+    let before_hooks = "web:hook.exited.before.executor_shutdown";
+    taskgate_faults::configure_fault(&format!("{before_hooks}=park").parse().unwrap());
+    let engine = home.engine();
+    let alloc = submit(&rt, &engine, &job(vec![task("web", None, false)]));
+    wait_for(Await::Parked(before_hooks.into()));
+    let record = engine.state().tasks(&alloc.alloc_id).unwrap().remove(0);
+    let ended = record.ended.expect("the end was not persisted");
+    assert_eq!(
+        (ended.attempt, ended.result.exit_code, ended.by),
+        (1, Some(3), EndedBy::Exit)
+    );
+    taskgate_faults::release_all();
+    let summary = wait(&rt, alloc);
+    assert_eq!(summary.status.client, ClientStatus::Failed);
+}
+
+/// Each attempt's end is recorded under its own number: attempt 2's end
+/// is attempt 2's, so a restore that finds it never runs attempt 2 again.
+#[test]
+#[serial]
+fn an_attempts_end_is_recorded_under_its_number() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1), Exit::Code(0)]);
+    let mut web = task("web", None, false);
+    web.restart.attempts = 1;
+    web.restart.delay = Duration::from_millis(1);
+    let engine = home.engine();
+    let alloc = submit(&rt, &engine, &job(vec![web]));
+    let summary = wait(&rt, alloc);
+    let web = &summary.tasks[0];
+    let ended = web.ended.as_ref().expect("the end is recorded");
+    assert_eq!((ended.attempt, ended.result.exit_code), (2, Some(0)));
+    let terminated: Vec<u32> = (web.events.iter())
+        .filter(|e| e.kind == EventKind::Terminated)
+        .map(|e| e.attempt)
+        .collect();
+    assert_eq!(terminated, [1, 2]);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}
+
+/// Restore rule: the agent died after its executor started but before the
+/// handle was persisted; the restored agent finds the executor at the
+/// task's socket and reattaches, instead of starting the attempt again.
+#[test]
+#[serial]
+fn a_restore_without_a_handle_finds_the_executor_at_its_socket() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 0);
+    first.shutdown_timeout(idle());
+    edit_web_record(&home, &alloc_id, |web| web.handle = None);
+    let engine = home.engine();
+    let alloc = {
+        let _rt = second.enter();
+        engine.restore().unwrap().allocs.remove(0)
+    };
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    let socket =
+        taskgate_executor::socket_path(&home.dir.path().join("data/run"), &alloc_id, "web");
+    let reattached: Vec<Call> = (home.driver.calls().into_iter())
+        .filter(|c| matches!(c, Call::Reattach { .. }))
+        .collect();
+    assert_eq!(
+        reattached,
+        [Call::Reattach {
+            socket,
+            found: true
+        }]
+    );
+    assert_eq!(home.driver.starts("web"), 1, "{:?}", home.driver.calls());
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+}

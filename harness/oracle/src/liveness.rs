@@ -1,0 +1,221 @@
+//! Liveness of what a run delivers: a stop, a restart or an update takes
+//! effect before the run ends, and never waits on a timer the run did not
+//! ask for. The timers a run asks for are kill grace periods, shutdown
+//! delays and its faults' delays; a restart delay of the policy is not
+//! one a stop or a restart may wait on: both cut it short.
+//!
+//! Judged on the harness's deliveries, the update handler's progress
+//! (`ar.*`), and the task runners' record that a restart delay ran out in
+//! full (`tr.restart_delay_elapsed`). The alloc runner's asks
+//! (`tr.kill_asked`, `tr.restart_asked`) are recorded once the runner can
+//! see them, and a runner records a delay run out only while it sees no
+//! ask, so an ask recorded first was there to be seen. A kill that lands
+//! as a delay runs out wins that tie; one the runner ignored for the
+//! delay's whole rest shows in time: the runner is done only as the delay
+//! would have run out, though it was told in the delay's first half.
+
+use crate::attempts::{attempts, is_hit};
+use crate::invariants::{AllocStatus, Event, TaskShape, Violation};
+use taskgate_faults::points::{
+    AR_ALLOC_TERMINAL, AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, AR_UPDATE_APPLIED,
+    HARNESS_UPDATE_DELIVERED, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DELAY,
+    TR_RESTART_DELAY_ELAPSED,
+};
+use taskgate_faults::scoped;
+
+pub const COMMANDS_TAKE_EFFECT: &str =
+    "every stop, restart and update takes effect, never after a restart delay it should have cut short, and a stop stays final";
+
+fn violation(task: Option<&str>, detail: String) -> Violation {
+    Violation {
+        invariant: COMMANDS_TAKE_EFFECT,
+        task: task.map(str::to_string),
+        detail,
+    }
+}
+
+/// [`COMMANDS_TAKE_EFFECT`], over each agent's life: no task's restart
+/// delay runs out in full once its runner was told to die or asked to
+/// restart (until that restart is done); every restart accepted takes its
+/// targets down, and every stop and update delivered is applied, before
+/// the run ends (unless the agent was killed first, or, for a stop or an
+/// update, the alloc finished first); and an alloc made terminal by a
+/// stop ends with its desired status `stop`.
+pub fn check_commands_take_effect(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut lives = vec![0];
+    lives
+        .extend((0..history.len()).filter(|&i| matches!(history[i], Event::AgentRestarted { .. })));
+    lives.push(history.len());
+    let finished = history.iter().any(|e| {
+        matches!(
+            e,
+            Event::AllocStatus(AllocStatus::Complete | AllocStatus::Failed)
+        )
+    });
+    for (n, life) in lives.windows(2).enumerate() {
+        let last = n + 2 == lives.len();
+        let (from, to) = (life[0], life[1]);
+        for task in tasks {
+            out.extend(delays_cut_short(history, &task.name, from, to));
+            out.extend(kills_end_delays(history, task, from, to));
+        }
+        out.extend(restarts_done(history, from, to, last));
+        if last && !finished {
+            out.extend(updates_applied(history, from, to));
+        }
+    }
+    let terminal = history.iter().any(|e| is_hit(e, AR_ALLOC_TERMINAL));
+    let kept = history.iter().rev().find_map(|e| match e {
+        Event::DesiredStop(stop) => Some(*stop),
+        _ => None,
+    });
+    if terminal && kept == Some(false) {
+        out.push(violation(
+            None,
+            "a stop made the alloc terminal, but it ended with its desired status `run`".into(),
+        ));
+    }
+    out
+}
+
+/// A delay that runs out in full while its task has been told to die, or
+/// asked to restart by a restart not yet done, held that up.
+fn delays_cut_short(history: &[Event], task: &str, from: usize, to: usize) -> Vec<Violation> {
+    let (kill, restart, elapsed) = (
+        scoped(Some(task), TR_KILL_ASKED),
+        scoped(Some(task), TR_RESTART_ASKED),
+        scoped(Some(task), TR_RESTART_DELAY_ELAPSED),
+    );
+    let mut told = None;
+    let mut asked = None;
+    let mut out = Vec::new();
+    for (i, event) in history.iter().enumerate().take(to).skip(from) {
+        if is_hit(event, &kill) {
+            told = told.or(Some(i));
+        } else if is_hit(event, &restart) {
+            // A restart brings back a task told to die.
+            told = None;
+            asked = Some(i);
+        } else if is_hit(event, AR_RESTART_TARGETS_DOWN) {
+            asked = None;
+        } else if is_hit(event, &elapsed) {
+            let why = match (told, asked) {
+                (Some(at), _) => format!("it was told to die at #{at}"),
+                (None, Some(at)) => format!("a restart asked it at #{at} and was not done"),
+                (None, None) => continue,
+            };
+            out.push(violation(
+                Some(task),
+                format!("its restart delay ran out in full at #{i}, though {why}"),
+            ));
+        }
+    }
+    out
+}
+
+/// A task told to die in its restart delay is done (`tr.main_exited`)
+/// before the delay would have run out, unless it was told in the delay's
+/// last half: a runner takes a moment to wind down, never half a delay.
+/// The delay is the one the policy draws for that restart (its jitter
+/// too); a delay-mode restart past its attempts is not judged (it waits
+/// for the next window instead).
+fn kills_end_delays(history: &[Event], task: &TaskShape, from: usize, to: usize) -> Vec<Violation> {
+    let (begun, told, done) = (
+        scoped(Some(&task.name), TR_RESTART_DELAY),
+        scoped(Some(&task.name), TR_KILL_ASKED),
+        scoped(Some(&task.name), TR_MAIN_EXITED),
+    );
+    let all = attempts(history, &task.name);
+    let hit_at = |i: usize| match &history[i] {
+        Event::FaultHit(h) => h.at_us,
+        _ => 0,
+    };
+    let mut out = Vec::new();
+    for b in (from..to).filter(|&i| is_hit(&history[i], &begun)) {
+        let k = (all.iter().skip(1))
+            .filter(|a| a.at < b && !a.by_user)
+            .count();
+        let exhausted = task.restarts_forever && k >= task.restart_attempts as usize;
+        let Some(wait) = task.restart_waits.get(k).filter(|_| !exhausted) else {
+            continue;
+        };
+        let wait = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+        let next = all.iter().map(|a| a.at).find(|&a| a > b).unwrap_or(to);
+        let Some(t) = (b..next.min(to)).find(|&i| is_hit(&history[i], &told)) else {
+            continue;
+        };
+        let Some(d) = (t..to).find(|&i| is_hit(&history[i], &done)) else {
+            continue;
+        };
+        let ends = hit_at(b).saturating_add(wait);
+        if hit_at(t) < hit_at(b).saturating_add(wait / 2) && hit_at(d) >= ends {
+            out.push(violation(
+                Some(&task.name),
+                format!(
+                    "told to die at #{t} in its restart delay begun at #{b}, and done only at #{d}, as the {:.3}s delay ran out",
+                    wait as f64 / 1e6
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// Every accepted restart's targets go down within the agent's life; in
+/// the last life, within the run.
+fn restarts_done(history: &[Event], from: usize, to: usize, last: bool) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for accepted in (from..to).filter(|&i| is_hit(&history[i], AR_RESTART_ACCEPTED)) {
+        let done = (accepted..to).any(|i| is_hit(&history[i], AR_RESTART_TARGETS_DOWN));
+        if done || !last {
+            continue;
+        }
+        let queued = (accepted..to)
+            .filter(|&i| is_delivery(&history[i]))
+            .map(|i| format!("#{i}"))
+            .collect::<Vec<_>>();
+        out.push(violation(
+            None,
+            format!(
+                "the restart accepted at #{accepted} never took its targets down{}",
+                if queued.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; the stop or update delivered at {} waited behind it",
+                        queued.join(", ")
+                    )
+                }
+            ),
+        ));
+    }
+    out
+}
+
+/// In the last agent's life of a run whose alloc never finished, every
+/// stop and update delivered was applied.
+fn updates_applied(history: &[Event], from: usize, to: usize) -> Vec<Violation> {
+    let delivered: Vec<usize> = (from..to).filter(|&i| is_delivery(&history[i])).collect();
+    let applied = (from..to)
+        .filter(|&i| is_hit(&history[i], AR_UPDATE_APPLIED))
+        .count();
+    delivered
+        .iter()
+        .skip(applied)
+        .map(|at| {
+            violation(
+                None,
+                format!("the stop or update delivered at #{at} never took effect"),
+            )
+        })
+        .collect()
+}
+
+fn is_delivery(event: &Event) -> bool {
+    matches!(event, Event::StopDelivered { .. }) || is_hit(event, HARNESS_UPDATE_DELIVERED)
+}
+
+#[cfg(test)]
+#[path = "liveness_tests.rs"]
+mod tests;
