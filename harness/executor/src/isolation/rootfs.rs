@@ -14,6 +14,9 @@ use nix::mount::{MntFlags, MsFlags};
 use nix::sys::stat::{Mode, SFlag};
 use std::path::{Path, PathBuf};
 
+#[cfg(test)]
+pub(crate) mod tests;
+
 /// What of /proc a task may read but never write, as runc's default spec
 /// has it: the kernel's tunables (core_pattern: a program run as host root
 /// on the next crash), the sysrq trigger, interrupt and bus settings.

@@ -114,6 +114,12 @@ impl RecordingSyscalls {
         self
     }
 
+    /// `path` is gone again.
+    pub(crate) fn without_entry(mut self, path: &Path) -> Self {
+        self.entries.remove(path);
+        self
+    }
+
     /// Fails the `index`th call (from 0) with `errno`.
     pub(crate) fn failing_at(mut self, index: usize, errno: Errno) -> Self {
         self.failure = Some((Failure::At(index), errno));
