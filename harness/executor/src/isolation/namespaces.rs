@@ -14,6 +14,9 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use taskgate_faults::points;
 
+#[cfg(test)]
+mod tests;
+
 pub(crate) enum Forked {
     Parent(Pid),
     Child,
