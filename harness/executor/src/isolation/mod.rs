@@ -8,13 +8,14 @@ pub mod device_filter;
 mod namespaces;
 mod rootfs;
 mod seccomp;
+mod syscalls;
 
 use crate::error::ExecutorError;
 use crate::spec::TaskSpec;
 use crate::sys::pidfd_open;
 use crate::validate::Credentials;
 use cgroup::TaskCgroup;
-use namespaces::{bring_up_loopback, clone_task, Forked};
+use namespaces::{clone_task, set_up_namespaces, Forked};
 use nix::fcntl::OFlag;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::wait::waitpid;
@@ -26,6 +27,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use syscalls::LinuxSyscalls;
 use taskgate_faults::points;
 
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
@@ -119,18 +121,7 @@ fn child_main(
     // the task must not inherit either.
     reset_signals()?;
     nix::unistd::setsid().map_err(ExecutorError::io("setsid"))?;
-    // Now that the task is in its cgroup: its cgroup namespace is rooted
-    // there, so /proc/self/cgroup names no host path.
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
-        .map_err(ExecutorError::io("unshare the cgroup namespace"))?;
-    rootfs::enter_root(launch.root_dir, spec, &launch.creds)?;
-    taskgate_faults::fault_point!(points::EX_AFTER_MOUNTS, scope, |msg| Err(
-        ExecutorError::Injected(msg)
-    ));
-    nix::unistd::sethostname(&spec.task_name).map_err(ExecutorError::io("sethostname"))?;
-    if spec.network_isolation {
-        bring_up_loopback()?;
-    }
+    set_up_namespaces(&LinuxSyscalls, spec, launch.root_dir, &launch.creds)?;
     caps::apply_rlimits(&spec.rlimits)?;
     caps::apply_oom_score_adj(spec.oom_score_adj)?;
     redirect_stdio(&launch.stdout, &launch.stderr)?;

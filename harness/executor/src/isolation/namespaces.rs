@@ -1,10 +1,21 @@
-//! Creating the task process directly inside its new namespaces.
+//! Creating the task process directly inside its new namespaces, and
+//! making them the task's own: its cgroup namespace, its root, its hostname,
+//! its loopback.
 
+use super::rootfs;
+use super::syscalls::Syscalls;
 use crate::error::ExecutorError;
+use crate::spec::TaskSpec;
+use crate::validate::Credentials;
 use nix::sched::CloneFlags;
 use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
 use nix::unistd::Pid;
 use std::os::fd::AsRawFd;
+use std::path::Path;
+use taskgate_faults::points;
+
+#[cfg(test)]
+mod tests;
 
 pub(crate) enum Forked {
     Parent(Pid),
@@ -19,13 +30,7 @@ pub(crate) enum Forked {
 /// As for `fork`: the caller must be single-threaded, so the child inherits
 /// no lock held by another thread.
 pub(crate) unsafe fn clone_task(network_isolation: bool) -> Result<Forked, ExecutorError> {
-    let mut flags = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWIPC;
-    if network_isolation {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
+    let flags = clone_flags(network_isolation);
     // A null stack makes clone behave like fork (copy-on-write, same stack).
     let rc = libc::syscall(
         libc::SYS_clone,
@@ -43,6 +48,44 @@ pub(crate) unsafe fn clone_task(network_isolation: bool) -> Result<Forked, Execu
         0 => Ok(Forked::Child),
         pid => Ok(Forked::Parent(Pid::from_raw(pid as i32))),
     }
+}
+
+/// The namespaces the task process is cloned into.
+fn clone_flags(network_isolation: bool) -> CloneFlags {
+    let mut flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWIPC;
+    if network_isolation {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    flags
+}
+
+/// Run in the task process once it is in its cgroup, before anything of
+/// the task's own: roots its cgroup namespace there, builds and enters its
+/// root on `root_dir` ([`rootfs::enter_root`]), names its host, and brings
+/// up its loopback if it has a network namespace of its own.
+pub(crate) fn set_up_namespaces(
+    sys: &impl Syscalls,
+    spec: &TaskSpec,
+    root_dir: &Path,
+    creds: &Credentials,
+) -> Result<(), ExecutorError> {
+    // The task is in its cgroup by now: its cgroup namespace is rooted
+    // there, so /proc/self/cgroup names no host path.
+    sys.unshare(CloneFlags::CLONE_NEWCGROUP)
+        .map_err(ExecutorError::io("unshare the cgroup namespace"))?;
+    rootfs::enter_root(sys, root_dir, spec, creds)?;
+    taskgate_faults::fault_point!(points::EX_AFTER_MOUNTS, spec.task_name.as_str(), |msg| {
+        Err(ExecutorError::Injected(msg))
+    });
+    sys.sethostname(&spec.task_name)
+        .map_err(ExecutorError::io("sethostname"))?;
+    if spec.network_isolation {
+        sys.bring_up_loopback()?;
+    }
+    Ok(())
 }
 
 /// A new network namespace holds only `lo`, and down: bring it up so the
