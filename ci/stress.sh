@@ -9,7 +9,9 @@
 #
 # Usage: ci/stress.sh TASKGATE LEGACY_TASKGATE [REPEAT]
 #   TASKGATE         a failpoints build of taskgate (the fixed engine)
-#   LEGACY_TASKGATE  a failpoints,legacy-prestart-skip build
+#   LEGACY_TASKGATE  a build carrying the report's bug: the zoo build, with
+#                    TASKGATE_SEEDED_BUG=legacy-prestart-skip in the
+#                    environment (which TASKGATE ignores)
 #   REPEAT           runs per replay token (default 100)
 # Run as root. Prints a summary table; exits 1 on any differing verdict.
 set -euo pipefail

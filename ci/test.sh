@@ -6,27 +6,29 @@
 # Stages, each with a header, its duration and its verdict; a failing stage
 # does not stop the later ones, except those that need what it built:
 #   build      cargo build of every target with the failpoints feature, and
-#              the legacy-prestart-skip binaries (same target dir, so the
-#              dependencies are built once) copied to target/legacy-bin/,
-#              and each seeded bug's binaries to target/zoo/<bug>/
+#              the zoo binaries (every seeded bug, one chosen per run by
+#              TASKGATE_SEEDED_BUG; same target dir, so the dependencies
+#              are built once) copied to target/zoo/
 #   test       the workspace tests on this host
 #   gate       the release gate (`taskgate gate`): the whole catalogue, full
 #              enumeration + random schedules, JUnit XML at
 #              target/taskgate-gate.xml; zero violations required
-#   legacy     proof that the gate can fail: the legacy build (the report's
-#              original logic) must make `explore sidecar-stop` fail
+#   legacy     proof that the gate can fail: the zoo build with the report's
+#              own bug (legacy-prestart-skip, the original logic) must make
+#              `explore sidecar-stop` fail
 #   zoo        ci/zoo.sh: the gate must fail, on an invariant, within 60 s
 #              at the reference VM's pace (the fixed gate is timed beside
-#              them), on every seeded bug (each a cargo feature re-creating
-#              one orchestrator bug) and on the legacy build; prints each
-#              one's time to its first failure
+#              them), on every seeded bug (each re-creating one
+#              orchestrator bug, the report's own first); prints each one's
+#              time to its first failure
 #   fake       ci/fake.sh: the wide search as nobody, against the engine's
-#              fake driver; on the legacy build it fails on exactly the
+#              fake driver; with the report's bug it fails on exactly the
 #              schedules the real executor fails on
 #   stress     ci/stress.sh: the same verdicts when the harness is starved of
 #              CPU (20% of one core, beside a busy load): replay tokens 100 of
 #              100 times, the explore's set of failing schedules
-#   lint       ci/lint.sh: the GitHub workflow (actionlint), the Vagrantfile,
+#   lint       ci/lint.sh: cargo fmt --check, clippy -D warnings (default and
+#              all features), the GitHub workflow (actionlint), the Vagrantfile,
 #              the systemd unit (systemd-analyze verify)
 #   qemu-v2    README command 1 (the default alloc to Complete), then the
 #   qemu-v1    executor, escape, cgroup, engine, harness and agent tests, in a qemu
@@ -80,15 +82,17 @@ export QEMU_MATRIX_TIMEOUT=${QEMU_MATRIX_TIMEOUT:-1500}
 # ==========================================================================
 # THE TEST INVOCATION: change the build/test commands here, and only here.
 BUILD_CMD=(cargo build --workspace --all-targets --features failpoints,privileged)
-LEGACY_FEATURES=failpoints,legacy-prestart-skip
-LEGACY_DIR=target/legacy-bin
+ZOO_BIN=target/zoo/taskgate
+# The report's own bug, chosen in the zoo build. The fixed binaries run
+# beside it with the same environment, and must ignore it.
+LEGACY_ENV=(env TASKGATE_SEEDED_BUG=legacy-prestart-skip)
 # PROPTEST_CASES: the jobspec fuzz target runs 10000 cases per property (~20 s).
 TEST_CMD=(env PROPTEST_CASES=10000 cargo test --workspace --features failpoints,privileged -- --test-threads=1)
 GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml)
-LEGACY_EXPLORE_CMD=("$LEGACY_DIR/taskgate" explore sidecar-stop --random 0 --expect-violation)
-ZOO_CMD=(ci/zoo.sh run "$LEGACY_DIR")
-FAKE_CMD=(ci/fake.sh target/debug/taskgate "$LEGACY_DIR/taskgate")
-STRESS_CMD=(ci/stress.sh target/debug/taskgate "$LEGACY_DIR/taskgate" "${STRESS_REPEAT:-100}")
+LEGACY_EXPLORE_CMD=("${LEGACY_ENV[@]}" "$ZOO_BIN" explore sidecar-stop --random 0 --expect-violation)
+ZOO_CMD=(ci/zoo.sh run)
+FAKE_CMD=("${LEGACY_ENV[@]}" ci/fake.sh target/debug/taskgate "$ZOO_BIN")
+STRESS_CMD=("${LEGACY_ENV[@]}" ci/stress.sh target/debug/taskgate "$ZOO_BIN" "${STRESS_REPEAT:-100}")
 LINT_CMD=(ci/lint.sh)
 # Integration tests (tests/NAME.rs) that also run in the qemu cgroup v2 / v1
 # guests, with the same features, and the arguments given to their binaries.
@@ -147,10 +151,7 @@ skip() { # skip NAME REASON
 
 build_all() {
     "${BUILD_CMD[@]}" &&
-        cargo build --bins --features "$LEGACY_FEATURES" &&
-        mkdir -p "$LEGACY_DIR" &&
-        cp target/debug/taskgate target/debug/taskgate-executor "$LEGACY_DIR/" &&
-        # Each seeded bug, then back to the fixed binaries.
+        # The zoo, then back to the fixed binaries.
         ci/zoo.sh build
 }
 
@@ -171,7 +172,7 @@ ci/leftovers.sh --save "$baseline"
 built=1
 if wants build; then
     stage build build_all || built=0
-elif [ ! -x target/debug/taskgate ] || [ ! -x "$LEGACY_DIR/taskgate" ]; then
+elif [ ! -x target/debug/taskgate ] || [ ! -x "$ZOO_BIN" ]; then
     built=0
 fi
 needs_build() { # needs_build NAME COMMAND...: a stage that runs what `build` built

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# ci/zoo.sh: the bug zoo. Each seeded bug (harness/faults/src/seeded.rs, one
-# cargo feature `bug-<name>` each) re-creates one lifecycle bug from an
-# orchestrator's history; the report's own bug is the legacy build.
+# ci/zoo.sh: the bug zoo. Each seeded bug (harness/faults/src/seeded.rs)
+# re-creates one lifecycle bug from an orchestrator's history, the report's
+# own first. One zoo build (the `zoo` feature) carries them all; each run
+# chooses one by TASKGATE_SEEDED_BUG.
 #
-#   ci/zoo.sh list                  the seeded bugs' features, one per line
-#   ci/zoo.sh build                 builds each into target/zoo/<feature>/
-#   ci/zoo.sh run LEGACY_DIR        runs the gate on each (and on the legacy
-#                                   build in LEGACY_DIR): it must fail, on an
-#                                   invariant, within 60 s of its start at
-#                                   the reference VM's pace
+#   ci/zoo.sh list                  the seeded bugs' names, one per line
+#   ci/zoo.sh build                 builds the zoo into target/zoo/, then the
+#                                   fixed failpoints binaries again
+#   ci/zoo.sh run                   runs the gate on each bug: it must fail,
+#                                   on an invariant, within 60 s of its
+#                                   start at the reference VM's pace
 #
 # `run` prints one line per bug with the run that caught it and the time to
 # that first failure, and exits non-zero if any bug was not caught in time.
@@ -24,6 +25,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export LC_ALL=C
 
 ZOO_DIR=target/zoo
+BUG_ENV=TASKGATE_SEEDED_BUG
 LIMIT_S=60
 # The fixed build's whole gate on the reference VM (the project's 2-core VM,
 # debug build, nothing else running), in seconds. Raise it when the
@@ -32,29 +34,27 @@ REFERENCE_GATE_S=40
 # How many times slower than the reference this machine runs the gate now.
 SLOWDOWN=1
 
-bugs() {
-    sed -n 's/^\(bug-[a-z0-9-]*\) = \[\]$/\1/p' harness/faults/Cargo.toml
+bugs() { # the names in seeded.rs's seeded_bugs! table, in its order
+    sed -n 's/^    [A-Za-z]* = "\([a-z0-9-]*\)",$/\1/p' harness/faults/src/seeded.rs
 }
 
 build() {
-    local bug
-    for bug in $(bugs); do
-        echo "== building $bug"
-        cargo build --bins --features "failpoints,taskgate-faults/$bug"
-        mkdir -p "$ZOO_DIR/$bug"
-        cp target/debug/taskgate target/debug/taskgate-executor "$ZOO_DIR/$bug/"
-    done
+    echo "== building the zoo: every seeded bug, one chosen per run"
+    cargo build --bins --features zoo
+    mkdir -p "$ZOO_DIR"
+    cp target/debug/taskgate target/debug/taskgate-executor "$ZOO_DIR/"
     # Back to the fixed binaries (cached: only copied into place again).
     cargo build --bins --features failpoints
 }
 
-# catch NAME DIR: the gate on DIR's build must fail on a violation; its
-# time to that failure is appended to $RESULTS (judged once paced).
+# catch NAME: the zoo's gate with bug NAME chosen must fail on a violation;
+# its time to that failure is appended to $RESULTS (judged once paced).
 catch() {
-    local name=$1 dir=$2 out rc line secs violation
+    local name=$1 out rc line secs violation
     out=$(mktemp "${TMPDIR:-/tmp}/ci-zoo.XXXXXX")
     set +e
-    RUST_BACKTRACE=0 "$dir/taskgate" gate --fail-fast --junit "$dir/gate.xml" >"$out" 2>&1
+    env RUST_BACKTRACE=0 "$BUG_ENV=$name" "$ZOO_DIR/taskgate" gate --fail-fast \
+        --junit "$ZOO_DIR/$name.xml" >"$out" 2>&1
     rc=$?
     set -e
     line=$(grep '^first failure: ' "$out" || true)
@@ -88,37 +88,38 @@ judge() {
     done <"$RESULTS"
 }
 
-# pace: times the fixed build's whole gate (it must pass) and raises
-# SLOWDOWN to this machine's slowdown against the reference, if larger.
+# pace BUILD...: times a whole gate that must pass, of the fixed build
+# (with a bug named, which it must ignore) or of the zoo with none chosen,
+# and raises SLOWDOWN to this machine's slowdown against the reference.
 pace() {
     local started took
     started=$(date +%s.%N)
-    RUST_BACKTRACE=0 target/debug/taskgate gate >/dev/null 2>&1 || {
-        echo "ci/zoo.sh: the fixed build's gate failed: the zoo cannot be paced" >&2
+    env RUST_BACKTRACE=0 "$@" gate >/dev/null 2>&1 || {
+        echo "ci/zoo.sh: a bug-free gate failed ($*): the zoo cannot be paced" >&2
         exit 1
     }
     took=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     SLOWDOWN=$(awk -v t="$took" -v r="$REFERENCE_GATE_S" -v f="$SLOWDOWN" \
         'BEGIN { x = t / r; if (x < f) x = f; printf "%.2f", x }')
-    echo "zoo: the fixed build's gate took ${took}s here (reference ${REFERENCE_GATE_S}s): slowdown ${SLOWDOWN}"
+    echo "zoo: a bug-free gate ($*) took ${took}s here (reference ${REFERENCE_GATE_S}s): slowdown ${SLOWDOWN}"
 }
 
 run() {
-    local legacy=$1 bug missed=0 n=0
+    local bug missed=0 n=0
     RESULTS=$(mktemp "${TMPDIR:-/tmp}/ci-zoo-results.XXXXXX")
     trap 'rm -f "$RESULTS"' EXIT
-    pace
-    catch legacy-prestart-skip "$legacy" || missed=$((missed + 1))
-    n=$((n + 1))
+    [ -x "$ZOO_DIR/taskgate" ] || {
+        echo "ci/zoo.sh: $ZOO_DIR/taskgate is missing: run ci/zoo.sh build" >&2
+        exit 2
+    }
+    # The fixed build carries no bug even when one is named.
+    pace "$BUG_ENV=$(bugs | head -n 1)" target/debug/taskgate
     for bug in $(bugs); do
-        [ -x "$ZOO_DIR/$bug/taskgate" ] || {
-            echo "ci/zoo.sh: $ZOO_DIR/$bug/taskgate is missing: run ci/zoo.sh build" >&2
-            exit 2
-        }
-        catch "$bug" "$ZOO_DIR/$bug" || missed=$((missed + 1))
+        catch "$bug" || missed=$((missed + 1))
         n=$((n + 1))
     done
-    pace
+    # The zoo with no bug chosen is the fixed engine.
+    pace "$ZOO_DIR/taskgate"
     judge
     echo "zoo: $((n - missed - SLOW)) of $n seeded bugs caught, each within ${LIMIT_S}s at the reference pace"
     [ "$missed" = 0 ] && [ "$SLOW" = 0 ]
@@ -127,12 +128,9 @@ run() {
 case "${1:-}" in
 list) bugs ;;
 build) build ;;
-run)
-    [ $# = 2 ] || { echo "usage: ci/zoo.sh run LEGACY_DIR" >&2; exit 2; }
-    run "$2"
-    ;;
+run) run ;;
 *)
-    echo "usage: ci/zoo.sh list | build | run LEGACY_DIR" >&2
+    echo "usage: ci/zoo.sh list | build | run" >&2
     exit 2
     ;;
 esac

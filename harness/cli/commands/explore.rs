@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long)]
     pub first_failure: bool,
     /// Succeed only if some schedule fails: proves the gate can fail (used
-    /// with a `legacy-prestart-skip` build).
+    /// with the zoo build and TASKGATE_SEEDED_BUG=legacy-prestart-skip).
     #[arg(long)]
     pub expect_violation: bool,
     /// Write the replay tokens of the failing runs here, one per line,

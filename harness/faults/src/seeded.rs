@@ -1,126 +1,176 @@
 //! Seeded bugs: each re-creates one lifecycle bug from an orchestrator's
-//! history in the engine or the executor, compiled in only by its cargo
-//! feature (`taskgate-faults/bug-<name>`), so that CI can prove the gate
-//! catches the whole class (`ci/zoo.sh`). A default build has none: every
-//! [`SeededBug::active`] is then a constant `false` the compiler removes.
-//! (The report's own bug, `legacy-prestart-skip`, predates this and is the
-//! engine's feature.)
+//! history in the engine or the executor, so that CI can prove the gate
+//! catches the whole class (`ci/zoo.sh`). They are compiled only into a zoo
+//! build (the `zoo` feature), all of them in one build, and one is chosen
+//! per process by [`SEEDED_BUG_ENV`], which the agents and executors a run
+//! starts inherit. Without the feature, [`SeededBug::active`] is a constant
+//! `false` the compiler removes, whatever the environment says.
 
-/// One seeded bug; its feature is `bug-` and its name in kebab case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SeededBug {
+use std::sync::OnceLock;
+
+/// The environment variable that chooses a zoo build's seeded bug, by name;
+/// unset, a zoo build has none.
+pub const SEEDED_BUG_ENV: &str = "TASKGATE_SEEDED_BUG";
+
+macro_rules! seeded_bugs {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal,)+) => {
+        /// One seeded bug, named in kebab case.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum SeededBug {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl SeededBug {
+            /// Every seeded bug, in the zoo's order.
+            pub const ALL: &'static [SeededBug] = &[$(SeededBug::$variant,)+];
+
+            /// The bug's name, as [`SEEDED_BUG_ENV`] and `ci/zoo.sh` spell it.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(SeededBug::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
+seeded_bugs! {
+    /// The report's own bug (Nomad's task runner before the fix): a stop
+    /// that lands between the shutdown check and the driver start skips
+    /// the prestart hooks, yet the task starts, in a task dir that does
+    /// not exist. The start gate is bypassed too: only a kill refuses.
+    LegacyPrestartSkip = "legacy-prestart-skip",
     /// Nomad #5883/#5945: a restored agent forgets that the committed
     /// attempt already ended, and runs a completed task again (B2).
-    RerunCompletedTask,
+    RerunCompletedTask = "rerun-completed-task",
     /// Nomad #17424: an attempt whose executor is lost (dead, or gone while
     /// the agent was down) is restarted without killing what is left of
     /// it, so the new attempt runs beside the old tree (B3).
-    RestartBesideLostTask,
+    RestartBesideLostTask = "restart-beside-lost-task",
     /// Nomad #24219: a lost executor is killed, but its task tree is not;
     /// the tree lives on, orphaned.
-    OrphanedTaskTree,
+    OrphanedTaskTree = "orphaned-task-tree",
     /// Nomad #13055: sidecars are told to die together with the main
     /// tasks, instead of after them (B5).
-    SidecarsKilledWithMains,
+    SidecarsKilledWithMains = "sidecars-killed-with-mains",
     /// Nomad #17971: a poststop task's last events are never published, so
     /// it shows as started and never finished.
-    PoststopEventsLost,
+    PoststopEventsLost = "poststop-events-lost",
     /// Kubernetes #36485: after a node restart, completed init containers
     /// run again.
-    InitRerunAfterRestore,
+    InitRerunAfterRestore = "init-rerun-after-restore",
     /// Kubernetes #140309: after a node restart, an init container whose
     /// setup had run is taken as completed, and the main task starts
     /// without it.
-    InitSkippedAfterRestore,
+    InitSkippedAfterRestore = "init-skipped-after-restore",
     /// B1: attempt 2 is committed while the record still names attempt 1's
     /// executor, so a restore reattaches to the wrong one.
-    StaleHandle,
+    StaleHandle = "stale-handle",
     /// B4: the launch takes no task lock, so a second executor can start
     /// while the first one has not bound its socket yet.
-    UnlockedLaunch,
+    UnlockedLaunch = "unlocked-launch",
     /// A restored agent forgets the task's restarts and grants its policy's
     /// attempts afresh.
-    RestartCountReset,
+    RestartCountReset = "restart-count-reset",
     /// The alloc reports complete although a task failed.
-    StatusHidesFailure,
+    StatusHidesFailure = "status-hides-failure",
     /// A task runner keeps the definition it was created with: an in-place
     /// update reaches the alloc's record, never a restarted attempt.
-    UpdateNeverTaken,
+    UpdateNeverTaken = "update-never-taken",
     /// A task runner takes an in-place update's env but keeps its old meta:
     /// the next attempt starts half-way between two versions.
-    UpdateHalfTaken,
+    UpdateHalfTaken = "update-half-taken",
     /// Nomad #19403: a user restart tells every task at once, sidecars
     /// with the main tasks, instead of in the kill order.
-    RestartKillsAllAtOnce,
+    RestartKillsAllAtOnce = "restart-kills-all-at-once",
     /// A restart of the running tasks brings the completed prestart task
     /// back too, as only a restart of all tasks may.
-    RestartRerunsCompletedPrestart,
+    RestartRerunsCompletedPrestart = "restart-reruns-completed-prestart",
     /// Issue 22, bug 1: a restored agent that finds an attempt lost starts
     /// the next one at once, with no restart decision: uncounted, even
     /// with no restart left.
-    LostAttemptUncounted,
+    LostAttemptUncounted = "lost-attempt-uncounted",
     /// Issue 22, bug 2: a user restart that meets a task's exit 0 (its
     /// stop answers "already exited") takes it for an ordinary end, even
     /// for a task restarted on success: the restart waits out the
     /// policy's delay.
-    RestartMeetsExitHangs,
+    RestartMeetsExitHangs = "restart-meets-exit-hangs",
     /// Issue 22, bug 3: a restored tracker forgets its window and counts
     /// every restart of the task's life in one beginning at the restore.
-    RestartWindowLost,
+    RestartWindowLost = "restart-window-lost",
 }
 
 impl SeededBug {
-    /// Whether this build carries the bug.
-    pub const fn active(self) -> bool {
-        match self {
-            SeededBug::RerunCompletedTask => cfg!(feature = "bug-rerun-completed-task"),
-            SeededBug::RestartBesideLostTask => cfg!(feature = "bug-restart-beside-lost-task"),
-            SeededBug::OrphanedTaskTree => cfg!(feature = "bug-orphaned-task-tree"),
-            SeededBug::SidecarsKilledWithMains => cfg!(feature = "bug-sidecars-killed-with-mains"),
-            SeededBug::PoststopEventsLost => cfg!(feature = "bug-poststop-events-lost"),
-            SeededBug::InitRerunAfterRestore => cfg!(feature = "bug-init-rerun-after-restore"),
-            SeededBug::InitSkippedAfterRestore => cfg!(feature = "bug-init-skipped-after-restore"),
-            SeededBug::StaleHandle => cfg!(feature = "bug-stale-handle"),
-            SeededBug::UnlockedLaunch => cfg!(feature = "bug-unlocked-launch"),
-            SeededBug::RestartCountReset => cfg!(feature = "bug-restart-count-reset"),
-            SeededBug::StatusHidesFailure => cfg!(feature = "bug-status-hides-failure"),
-            SeededBug::UpdateNeverTaken => cfg!(feature = "bug-update-never-taken"),
-            SeededBug::UpdateHalfTaken => cfg!(feature = "bug-update-half-taken"),
-            SeededBug::RestartKillsAllAtOnce => cfg!(feature = "bug-restart-kills-all-at-once"),
-            SeededBug::RestartRerunsCompletedPrestart => {
-                cfg!(feature = "bug-restart-reruns-completed-prestart")
-            }
-            SeededBug::LostAttemptUncounted => cfg!(feature = "bug-lost-attempt-uncounted"),
-            SeededBug::RestartMeetsExitHangs => cfg!(feature = "bug-restart-meets-exit-hangs"),
-            SeededBug::RestartWindowLost => cfg!(feature = "bug-restart-window-lost"),
-        }
+    /// Whether this process carries the bug: only in a zoo build, and only
+    /// the one [`SEEDED_BUG_ENV`] names.
+    #[inline]
+    pub fn active(self) -> bool {
+        cfg!(feature = "zoo") && chosen() == Some(self)
     }
+
+    /// The bug named `name`.
+    pub fn from_name(name: &str) -> Result<SeededBug, UnknownSeededBug> {
+        SeededBug::ALL
+            .iter()
+            .copied()
+            .find(|bug| bug.name() == name)
+            .ok_or_else(|| UnknownSeededBug(name.to_string()))
+    }
+}
+
+/// A name that is no seeded bug.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no seeded bug is named {0:?} (the zoo's bugs: ci/zoo.sh list)")]
+pub struct UnknownSeededBug(pub String);
+
+/// The bug [`SEEDED_BUG_ENV`] names, read once per process. A misspelt
+/// name aborts the process: a zoo run that silently carried no bug would
+/// pass and prove nothing.
+fn chosen() -> Option<SeededBug> {
+    static CHOSEN: OnceLock<Option<SeededBug>> = OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let name = std::env::var(SEEDED_BUG_ENV).ok()?;
+        match SeededBug::from_name(&name) {
+            Ok(bug) => Some(bug),
+            Err(err) => panic!("{SEEDED_BUG_ENV}: {err}"),
+        }
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    /// The features in Cargo.toml and the `active` match name the same set:
-    /// a feature without a bug would build nothing, and CI builds each one.
+    use super::*;
+
     #[test]
-    fn every_bug_feature_is_matched() {
-        let manifest = include_str!("../Cargo.toml");
-        let source = include_str!("seeded.rs");
-        let features: Vec<&str> = manifest
-            .lines()
-            .filter_map(|l| l.split_once(" = []").map(|(name, _)| name.trim()))
-            .filter(|name| name.starts_with("bug-"))
-            .collect();
-        assert!(
-            features.len() >= 10,
-            "the zoo has ten bugs or more: {features:?}"
-        );
-        for feature in &features {
-            let used = format!("cfg!(feature = \"{feature}\")");
-            assert_eq!(source.matches(&used).count(), 1, "{feature}");
+    fn every_name_is_distinct_and_found() {
+        assert!(SeededBug::ALL.len() >= 10, "the zoo has ten bugs or more");
+        for bug in SeededBug::ALL {
+            assert_eq!(SeededBug::from_name(bug.name()), Ok(*bug));
         }
         assert_eq!(
-            source.matches("cfg!(feature = \"bug-").count(),
-            features.len()
+            SeededBug::from_name("bug-nope"),
+            Err(UnknownSeededBug("bug-nope".into()))
         );
+    }
+
+    /// ci/zoo.sh reads the names from this file's table, line by line.
+    #[test]
+    fn the_zoo_script_reads_every_name() {
+        let listed: Vec<&str> = include_str!("seeded.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("    ")?.split_once(" = \""))
+            .filter(|(variant, _)| variant.chars().all(|c| c.is_ascii_alphanumeric()))
+            .filter_map(|(_, rest)| rest.strip_suffix("\","))
+            .collect();
+        let names: Vec<&str> = SeededBug::ALL.iter().map(|b| b.name()).collect();
+        assert_eq!(listed, names);
+    }
+
+    /// A build without the zoo carries no bug (ci/zoo.sh also runs the
+    /// fixed binaries with a bug named in the environment: they pass).
+    #[cfg(not(feature = "zoo"))]
+    #[test]
+    fn no_bug_without_the_zoo_feature() {
+        assert!(SeededBug::ALL.iter().all(|bug| !bug.active()));
     }
 }

@@ -113,8 +113,6 @@ pub struct RestartAsk {
 /// Why prestart did not produce a receipt.
 #[derive(Debug, thiserror::Error)]
 enum PrestartError {
-    // The legacy build skips prestart instead of refusing it.
-    #[cfg_attr(feature = "legacy-prestart-skip", allow(dead_code))]
     #[error("allocation is terminal")]
     AllocTerminal,
     #[error(transparent)]
@@ -416,22 +414,20 @@ impl TaskRunner {
     /// mints the receipt the start gate demands.
     fn prestart(&mut self, attempt: u32) -> Result<(PrestartReceipt, TaskSetup), PrestartError> {
         if self.should_shutdown() {
-            #[cfg(feature = "legacy-prestart-skip")]
-            {
-                // The report's original logic, kept only to prove the harness
-                // catches it: skip the hooks and still hand out a receipt.
-                fault_point!(points::TR_OBSERVED_TERMINAL, self.name());
-                tracing::trace!(
-                    task = self.name(),
-                    "skipping prestart hooks since allocation is terminal"
-                );
-                return Ok((
-                    PrestartReceipt::mint(&self.task.name, attempt),
-                    TaskSetup::default(),
-                ));
+            if !SeededBug::LegacyPrestartSkip.active() {
+                return Err(PrestartError::AllocTerminal);
             }
-            #[cfg(not(feature = "legacy-prestart-skip"))]
-            return Err(PrestartError::AllocTerminal);
+            // The report's original logic: skip the hooks and still hand
+            // out a receipt.
+            fault_point!(points::TR_OBSERVED_TERMINAL, self.name());
+            tracing::trace!(
+                task = self.name(),
+                "skipping prestart hooks since allocation is terminal"
+            );
+            return Ok((
+                PrestartReceipt::mint(&self.task.name, attempt),
+                TaskSetup::default(),
+            ));
         }
         let mut setup = TaskSetup::default();
         let hooks = self.deps.hooks.clone();
@@ -457,18 +453,16 @@ impl TaskRunner {
     /// for its executor instead of starting the attempt again.
     fn commit(&mut self, receipt: PrestartReceipt) -> Result<(), StartRefused> {
         let attempt = receipt.attempt();
-        #[cfg(feature = "legacy-prestart-skip")]
-        {
+        if SeededBug::LegacyPrestartSkip.active() {
             // The report's check: only the kill context, not the alloc status.
-            let _ = &self.deps.gate;
             if self.killed() {
                 return Err(StartRefused::Killed);
             }
+        } else {
+            self.deps
+                .gate
+                .commit_start(receipt, self.task.is_poststop())?;
         }
-        #[cfg(not(feature = "legacy-prestart-skip"))]
-        self.deps
-            .gate
-            .commit_start(receipt, self.task.is_poststop())?;
         self.record.committed = Some(attempt);
         // The handle named the previous attempt's executor; from here on the
         // committed attempt's executor is found at its socket path until its
