@@ -211,7 +211,7 @@ fn taskgate(home: &EngineHome, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_taskgate"));
     cmd.args(args)
         .arg("--data-dir")
-        .arg(home.data_dir())
+        .arg(home.data_dir().path())
         .env("RUST_BACKTRACE", "0")
         .env_remove("TASKGATE_LOG")
         .env_remove(taskgate_faults::FAULTS_ENV)
@@ -386,11 +386,7 @@ fn a_new_agent_reattaches_to_every_task_of_a_killed_one(#[case] signal: Signal) 
     let mut idle_task = Running::start(&home, &["logs", "-f", &alloc, "idle"]);
     echo.expect_line(&["ready"]);
     idle_task.expect_line(&["idle up"]);
-    let fifo = home
-        .data_dir()
-        .join("allocs")
-        .join(&alloc)
-        .join("echo/local/in");
+    let fifo = home.data_dir().alloc(&alloc).join("echo/local/in");
     common::write_fifo(&fifo, "before\n");
     echo.expect_line(&["got before"]);
     let procs = |task| common::task_cgroup_procs(&parent, &alloc, task);

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use taskgate_engine::DataDir;
 use taskgate_executor::{
     CgroupParent, CgroupTree, Executor, ExecutorConfig, ExecutorError, LogConfig, ReattachInfo,
     Resources, Rlimits, TaskSpec,
@@ -328,12 +329,12 @@ impl EngineHome {
         self.dir.path()
     }
 
-    pub fn data_dir(&self) -> PathBuf {
-        self.path().join("data")
+    pub fn data_dir(&self) -> DataDir {
+        DataDir::new(self.path().join("data"))
     }
 
     pub fn run_dir(&self) -> PathBuf {
-        self.data_dir().join("run")
+        self.data_dir().run()
     }
 
     pub fn config(&self) -> taskgate_engine::EngineConfig {
@@ -403,19 +404,19 @@ pub fn engine_runtime() -> tokio::runtime::Runtime {
 /// (`taskgate.<alloc>.*`) of these allocs in any hierarchy, no mount and no
 /// process (command line, open fd or cgroup) mentioning the data dir or an
 /// alloc id, and no socket or spec file in `<data_dir>/run`.
-pub fn assert_engine_left_nothing(data_dir: &Path, alloc_ids: &[String]) {
+pub fn assert_engine_left_nothing(data_dir: &DataDir, alloc_ids: &[String]) {
     let found = engine_leftovers(data_dir, alloc_ids);
     assert!(found.is_empty(), "leftovers: {found:#?}");
 }
 
 /// What [`assert_engine_left_nothing`] looks for, as a list.
-pub fn engine_leftovers(data_dir: &Path, alloc_ids: &[String]) -> Vec<String> {
+pub fn engine_leftovers(data_dir: &DataDir, alloc_ids: &[String]) -> Vec<String> {
     let mut found = Vec::new();
     for id in alloc_ids {
         let cgroups = taskgate_cgroups(Path::new("/sys/fs/cgroup"), &format!("taskgate.{id}."));
         found.extend(cgroups.iter().map(|c| format!("cgroup {}", c.display())));
     }
-    let root = data_dir.to_string_lossy().to_string();
+    let root = data_dir.path().to_string_lossy().to_string();
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     found.extend(
         mountinfo
@@ -430,7 +431,7 @@ pub fn engine_leftovers(data_dir: &Path, alloc_ids: &[String]) -> Vec<String> {
             .into_iter()
             .map(|p| format!("process {p}")),
     );
-    let run_dir = data_dir.join("run");
+    let run_dir = data_dir.run();
     if let Ok(entries) = std::fs::read_dir(&run_dir) {
         found.extend(entries.map(|e| format!("file {}", e.unwrap().path().display())));
     }

@@ -20,7 +20,7 @@ fn agent(
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_taskgate"));
     cmd.arg("agent")
         .arg("--data-dir")
-        .arg(home.data_dir())
+        .arg(home.data_dir().path())
         .arg("--executor-bin")
         .arg(env!("CARGO_BIN_EXE_taskgate-executor"))
         .args(home.agent_args())
@@ -71,7 +71,7 @@ struct AgentRestart {
 /// then restores with a second agent that stops the alloc.
 fn kill_and_restore(kill_at: &str) -> AgentRestart {
     let home = EngineHome::new();
-    std::fs::create_dir_all(home.data_dir()).unwrap();
+    std::fs::create_dir_all(home.data_dir().path()).unwrap();
     let job_path = home.path().join("job.json");
     std::fs::write(&job_path, serde_json::to_vec(&report_alloc()).unwrap()).unwrap();
     let log = home.path().join("faults.jsonl");
@@ -116,7 +116,7 @@ fn kill_and_restore(kill_at: &str) -> AgentRestart {
     );
 
     let hits = taskgate_faults::read_log(&log).unwrap();
-    let state = StateDb::open(&home.data_dir().join("state.db")).expect("state db");
+    let state = StateDb::open(&home.data_dir().state_db()).expect("state db");
     let allocs = state.allocs().unwrap();
     assert_eq!(allocs.len(), 1, "{allocs:#?}");
     let alloc = &allocs[0];

@@ -29,7 +29,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         !control::agent_serves(data_dir),
         "another agent already serves {} (its socket: {})",
         data_dir.display(),
-        control::socket_path(data_dir).display()
+        data_dir.control_socket().display()
     );
     let agent = Agent::new(args.agent.open_engine()?);
     let runtime = super::runtime()?;
@@ -45,7 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         tracing::info!(
             restored = restored.len(),
-            socket = %control::socket_path(data_dir).display(),
+            socket = %data_dir.control_socket().display(),
             "agent serving"
         );
         #[cfg(feature = "failpoints")]

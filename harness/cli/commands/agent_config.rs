@@ -6,7 +6,7 @@ use anyhow::Context;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use taskgate_engine::state::StateDb;
-use taskgate_engine::{Engine, EngineConfig};
+use taskgate_engine::{DataDir, Engine, EngineConfig};
 use taskgate_executor::{CgroupParent, ParentChoice};
 
 /// Where `--data-dir` points unless given.
@@ -18,13 +18,13 @@ pub struct ClientArgs {
     /// Where the state database, alloc dirs, executor sockets and the control
     /// socket live.
     #[arg(long, default_value = DEFAULT_DATA_DIR)]
-    pub data_dir: PathBuf,
+    pub data_dir: DataDir,
 }
 
 impl ClientArgs {
     /// The state database, opened here (when no agent holds it).
     pub fn open_state(&self) -> anyhow::Result<StateDb> {
-        let path = self.data_dir.join("state.db");
+        let path = self.data_dir.state_db();
         anyhow::ensure!(
             path.exists(),
             "no state database at {} (nothing has run with this --data-dir)",
@@ -65,7 +65,7 @@ pub struct AgentArgs {
 }
 
 impl AgentArgs {
-    pub fn data_dir(&self) -> &std::path::Path {
+    pub fn data_dir(&self) -> &DataDir {
         &self.client.data_dir
     }
 
@@ -108,7 +108,7 @@ impl AgentArgs {
 
     pub fn engine_config(&self) -> anyhow::Result<EngineConfig> {
         Ok(EngineConfig {
-            data_dir: self.data_dir().to_path_buf(),
+            data_dir: self.data_dir().clone(),
             executor_bin: match &self.executor_bin {
                 Some(bin) => bin.clone(),
                 None => super::sibling_executor()?,

@@ -54,11 +54,14 @@ impl HarnessArgs {
         // act from inside this process, at the points its faults name.
         let servers: Arc<Mutex<Vec<Arc<Server>>>> = Arc::default();
         let delivering = servers.clone();
-        taskgate_scenarios::interventions::install(agent.data_dir().to_path_buf(), move |what| {
-            for server in lock(&delivering).iter() {
-                server.deliver(what);
-            }
-        });
+        taskgate_scenarios::interventions::install(
+            agent.data_dir().path().to_path_buf(),
+            move |what| {
+                for server in lock(&delivering).iter() {
+                    server.deliver(what);
+                }
+            },
+        );
         Ok(Some(Harness {
             args: self.clone(),
             servers,

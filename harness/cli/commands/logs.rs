@@ -49,7 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(log.copy_to(&mut out)?);
     }
     // Watched before the first read, so nothing written after it is missed.
-    let run_dir = args.client.data_dir.join("run");
+    let run_dir = args.client.data_dir.run();
     let watch = LogWatch::new(log.dir(), &run_dir)?;
     // The agent says when the allocation ends; without one nothing can end
     // it, and the logs are followed until a new agent comes (its control

@@ -15,7 +15,7 @@ use taskgate_engine::alloc::AllocStatus;
 use taskgate_engine::control::{self, ControlAnswer, ControlRequest, ControlServer, Replies};
 use taskgate_engine::jobspec::{self, Job};
 use taskgate_engine::task_state::TaskEvent;
-use taskgate_engine::ClientStatus;
+use taskgate_engine::{ClientStatus, DataDir};
 use taskgate_executor::LogStream;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -83,7 +83,7 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
     if args.detach {
         return Ok(());
     }
-    let (dir, id) = (data_dir.to_path_buf(), alloc_id.clone());
+    let (dir, id) = (data_dir.clone(), alloc_id.clone());
     std::thread::spawn(move || stop_on_interrupt(signals, &dir, &id));
     let status = follow_remote(replies)?;
     let entries = super::status::read_status(&args.agent.client)?;
@@ -93,7 +93,7 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
 
 /// Takes the blocked signals: Ctrl-C stops the allocation; SIGTERM or
 /// SIGHUP detaches, leaving it to the agent.
-fn stop_on_interrupt(signals: SigSet, data_dir: &Path, alloc_id: &str) {
+fn stop_on_interrupt(signals: SigSet, data_dir: &DataDir, alloc_id: &str) {
     let mut stopping = false;
     loop {
         match signals.wait() {
@@ -207,13 +207,13 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
     }
 }
 
-fn print_placed(data_dir: &Path, alloc_id: &str, job: &str) {
+fn print_placed(data_dir: &DataDir, alloc_id: &str, job: &str) {
     super::say!("==> alloc {alloc_id} of job {job:?} placed");
     super::say!("==> restart with: {}", restart_command(data_dir, alloc_id));
 }
 
 /// The end of a run: the status, each task's logs, and a failure's exit code.
-fn finish(data_dir: &Path, entry: &AllocEntry, status: AllocStatus) -> anyhow::Result<()> {
+fn finish(data_dir: &DataDir, entry: &AllocEntry, status: AllocStatus) -> anyhow::Result<()> {
     super::say!(
         "==> alloc {} finished: {:?}",
         entry.alloc.alloc_id,
@@ -227,7 +227,7 @@ fn finish(data_dir: &Path, entry: &AllocEntry, status: AllocStatus) -> anyhow::R
 }
 
 /// Every task's stdout and stderr, all of their rotated files.
-fn print_logs(data_dir: &Path, entry: &AllocEntry) {
+fn print_logs(data_dir: &DataDir, entry: &AllocEntry) {
     for task in entry.alloc.tasks() {
         for stream in LogStream::BOTH {
             let mut text = Vec::new();
@@ -255,14 +255,14 @@ fn print_logs(data_dir: &Path, entry: &AllocEntry) {
 }
 
 /// How to restart `alloc_id`'s tasks.
-fn restart_command(data_dir: &Path, alloc_id: &str) -> String {
+fn restart_command(data_dir: &DataDir, alloc_id: &str) -> String {
     let data_dir = data_dir_arg(data_dir);
     format!("taskgate restart{data_dir} {alloc_id} [TASK] [--all-tasks]")
 }
 
 /// ` --data-dir DIR` for a command line, when not the default.
-fn data_dir_arg(data_dir: &Path) -> String {
-    if data_dir == Path::new(DEFAULT_DATA_DIR) {
+fn data_dir_arg(data_dir: &DataDir) -> String {
+    if data_dir.path() == Path::new(DEFAULT_DATA_DIR) {
         String::new()
     } else {
         format!(" --data-dir {}", data_dir.display())

@@ -8,11 +8,11 @@
 use super::agent_config::ClientArgs;
 use anyhow::Context;
 use serde::Serialize;
-use std::path::Path;
 use taskgate_engine::agent::AllocEntry;
 use taskgate_engine::control::{self, ControlAnswer, ControlError, ControlRequest, RequestError};
 use taskgate_engine::state::{AllocRecord, TaskRecord};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
+use taskgate_engine::DataDir;
 use taskgate_executor::ExitResult;
 
 /// Events shown per task without `--verbose`, as Nomad's `alloc status`.
@@ -114,7 +114,7 @@ pub fn read_status(client: &ClientArgs) -> anyhow::Result<Vec<AllocEntry>> {
 pub fn find_alloc<'a>(
     entries: &'a [AllocEntry],
     name: &str,
-    data_dir: &Path,
+    data_dir: &DataDir,
 ) -> anyhow::Result<&'a AllocEntry> {
     let ids: Vec<String> = entries.iter().map(|e| e.alloc.alloc_id.clone()).collect();
     let id = match taskgate_engine::agent::find_id(ids.iter(), name) {

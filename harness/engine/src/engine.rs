@@ -5,6 +5,7 @@ use crate::alloc::{ClientStatus, DesiredStatus};
 use crate::alloc_dir::AllocDir;
 use crate::alloc_runner::{self, AllocHandle};
 use crate::clock::Clock;
+use crate::data_dir::DataDir;
 use crate::driver::{Driver, ExecDriver};
 use crate::hooks::HookSet;
 use crate::jobspec::Job;
@@ -13,15 +14,13 @@ use crate::task_runner::{SpecDefaults, TaskRunnerDeps};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use taskgate_executor::{CgroupParent, CgroupTree, ExecutorConfig, ExecutorError, Released};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// Holds `state.db`, `allocs/<id>/` and `run/` (executor sockets and
-    /// the agent's control socket).
-    pub data_dir: PathBuf,
+    pub data_dir: DataDir,
     /// The per-task executor binary (`taskgate-executor`).
     pub executor_bin: PathBuf,
     /// Host directories bind-mounted read-only into every task's root.
@@ -102,7 +101,7 @@ impl Engine {
         let tree = CgroupTree::claim(&config.cgroup_parent)?;
         let driver = Arc::new(ExecDriver::new(ExecutorConfig {
             executor_bin: config.executor_bin.clone(),
-            run_dir: run_dir(&config.data_dir),
+            run_dir: config.data_dir.run(),
             cgroup_parent: config.cgroup_parent.clone(),
         }));
         Ok(Engine::assemble(config, state, driver, Some(tree)))
@@ -171,7 +170,7 @@ impl Engine {
         })?;
         let alloc_id = new_alloc_id()?;
         let record = AllocRecord {
-            alloc_dir: self.config.data_dir.join("allocs").join(&alloc_id),
+            alloc_dir: self.config.data_dir.alloc(&alloc_id),
             alloc_id,
             job: job.clone(),
             group: group.name.clone(),
@@ -211,7 +210,7 @@ impl Engine {
             self.defaults.clone(),
             self.config.clock.clone(),
         );
-        let run_dir = run_dir(&self.config.data_dir);
+        let run_dir = self.config.data_dir.run();
         let (job_type, restart_seed) = (record.job.job_type, self.config.restart_seed);
         alloc_runner::spawn(record, tasks, self.state.clone(), move |gate, events| {
             TaskRunnerDeps {
@@ -241,9 +240,9 @@ impl Drop for Engine {
 /// Creates the data dir's layout and opens its state database, both root's only.
 fn open_state(config: &EngineConfig) -> Result<Arc<StateDb>, EngineError> {
     for dir in [
-        config.data_dir.clone(),
-        config.data_dir.join("allocs"),
-        run_dir(&config.data_dir),
+        config.data_dir.path().to_path_buf(),
+        config.data_dir.allocs(),
+        config.data_dir.run(),
     ] {
         std::fs::create_dir_all(&dir).map_err(|source| EngineError::Io {
             what: "creating",
@@ -251,12 +250,12 @@ fn open_state(config: &EngineConfig) -> Result<Arc<StateDb>, EngineError> {
             source,
         })?;
     }
-    let db_path = config.data_dir.join("state.db");
+    let db_path = config.data_dir.state_db();
     let state = Arc::new(StateDb::open(&db_path)?);
     // Whoever reaches an executor's socket can stop or kill its task, and
     // the agent's control socket restart any; the state database holds
     // every job's environment: root only.
-    for (path, mode) in [(run_dir(&config.data_dir), 0o700), (db_path, 0o600)] {
+    for (path, mode) in [(config.data_dir.run(), 0o700), (db_path, 0o600)] {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(
             |source| EngineError::Io {
                 what: "restricting",
@@ -268,15 +267,10 @@ fn open_state(config: &EngineConfig) -> Result<Arc<StateDb>, EngineError> {
     Ok(state)
 }
 
-/// The file naming the cgroup parent a data dir's tasks live under.
-fn cgroup_parent_file(data_dir: &Path) -> PathBuf {
-    data_dir.join("cgroup-parent")
-}
-
 /// The cgroup parent the last engine of `data_dir` used, if any: where the
 /// tasks it left for the next agent live.
-pub fn recorded_cgroup_parent(data_dir: &Path) -> Option<CgroupParent> {
-    let text = std::fs::read_to_string(cgroup_parent_file(data_dir)).ok()?;
+pub fn recorded_cgroup_parent(data_dir: &DataDir) -> Option<CgroupParent> {
+    let text = std::fs::read_to_string(data_dir.cgroup_parent_file()).ok()?;
     CgroupParent::new(text.trim()).ok()
 }
 
@@ -284,7 +278,7 @@ pub fn recorded_cgroup_parent(data_dir: &Path) -> Option<CgroupParent> {
 /// live under (a restore would not find their task cgroups, and could start
 /// an attempt beside a task it lost), then records the parent.
 fn record_cgroup_parent(config: &EngineConfig, state: &StateDb) -> Result<(), EngineError> {
-    let file = cgroup_parent_file(&config.data_dir);
+    let file = config.data_dir.cgroup_parent_file();
     let given = &config.cgroup_parent;
     if let Ok(recorded) = std::fs::read_to_string(&file) {
         let recorded = recorded.trim();
@@ -306,12 +300,6 @@ fn record_cgroup_parent(config: &EngineConfig, state: &StateDb) -> Result<(), En
         path: file,
         source,
     })
-}
-
-/// Where the executor sockets and the agent's control socket live: made
-/// root only by [`Engine::open_with`].
-pub(crate) fn run_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("run")
 }
 
 /// A random id in UUID form (hex and dashes, never a '.', which the oracle
@@ -346,7 +334,7 @@ mod tests {
     fn the_socket_dir_and_the_state_database_are_for_root_only() {
         let home = tempfile::tempdir().unwrap();
         let config = EngineConfig {
-            data_dir: home.path().join("data"),
+            data_dir: DataDir::new(home.path().join("data")),
             executor_bin: PathBuf::from("/nonexistent/taskgate-executor"),
             chroot_env: BTreeMap::new(),
             default_user: "nobody".into(),
@@ -355,13 +343,11 @@ mod tests {
             restart_seed: 0,
             cgroup_parent: crate::fake_driver::FakeDriver::cgroup_parent(),
         };
-        let driver = Arc::new(crate::fake_driver::FakeDriver::new(run_dir(
-            &config.data_dir,
-        )));
+        let driver = Arc::new(crate::fake_driver::FakeDriver::new(config.data_dir.run()));
         let engine = Engine::open_with(config.clone(), driver).unwrap();
         let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(run_dir(&config.data_dir)), 0o700);
-        assert_eq!(mode(config.data_dir.join("state.db")), 0o600);
+        assert_eq!(mode(config.data_dir.run()), 0o700);
+        assert_eq!(mode(config.data_dir.state_db()), 0o600);
         drop(engine);
     }
 }

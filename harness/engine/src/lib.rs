@@ -7,6 +7,7 @@ mod alloc_dir;
 mod alloc_runner;
 pub mod clock;
 pub mod control;
+mod data_dir;
 pub mod driver;
 mod engine;
 pub mod fake_driver;
@@ -25,6 +26,7 @@ pub use alloc::{
 };
 pub use alloc_dir::AllocDir;
 pub use alloc_runner::{AllocControl, AllocHandle, AllocSummary, AllocWaiter};
+pub use data_dir::DataDir;
 pub use engine::{
     recorded_cgroup_parent, Engine, EngineConfig, EngineError, Restored, SkippedAlloc,
 };

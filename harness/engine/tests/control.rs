@@ -16,7 +16,7 @@ use taskgate_engine::fake_driver::{Exit, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, JobType, Task};
 use taskgate_engine::task_state::EventKind;
 use taskgate_engine::RestartScope;
-use taskgate_engine::{ClientStatus, DesiredStatus, Engine, EngineConfig, RestartRefused};
+use taskgate_engine::{ClientStatus, DataDir, DesiredStatus, Engine, EngineConfig, RestartRefused};
 
 /// How long a step may take before the test calls it hung.
 fn idle() -> Duration {
@@ -35,8 +35,8 @@ struct Home {
 impl Home {
     fn new() -> Home {
         let dir = tempfile::tempdir().unwrap();
-        let data_dir = dir.path().join("data");
-        let driver = FakeDriver::new(data_dir.join("run"));
+        let data_dir = DataDir::new(dir.path().join("data"));
+        let driver = FakeDriver::new(data_dir.run());
         let me = nix::unistd::User::from_uid(nix::unistd::getuid())
             .unwrap()
             .expect("the test's own user");
@@ -64,12 +64,12 @@ impl Home {
         }
     }
 
-    fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
+    fn data_dir(&self) -> DataDir {
+        DataDir::new(self.dir.path().join("data"))
     }
 
     fn socket(&self) -> PathBuf {
-        control::socket_path(&self.data_dir())
+        self.data_dir().control_socket()
     }
 
     fn serve(&self) -> Result<ControlServer, BindError> {

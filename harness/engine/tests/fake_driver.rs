@@ -226,7 +226,7 @@ fn a_task_keeps_its_last_ten_events_and_the_stream_carries_all() {
     assert_eq!(kept.len(), 10);
     assert_eq!(kept[..], streamed[streamed.len() - 10..]);
     drop(engine);
-    let persisted = StateDb::open(&home.dir.path().join("data/state.db"))
+    let persisted = StateDb::open(&home.data_dir().state_db())
         .unwrap()
         .tasks(&summary.alloc_id)
         .unwrap();

@@ -83,7 +83,7 @@ fn a_lost_attempt_at_restore_is_counted() {
     second
         .block_on(home.driver.destroy_remains(&alloc_id, "web"))
         .unwrap();
-    let state = StateDb::open(&home.dir.path().join("data/state.db")).unwrap();
+    let state = StateDb::open(&home.data_dir().state_db()).unwrap();
     let mut record = state.alloc(&alloc_id).unwrap().unwrap();
     record.job.groups[0].tasks[0].restart.delay = Duration::from_secs(30);
     state.put_alloc(&record).unwrap();
@@ -268,7 +268,7 @@ fn a_restart_delay_an_agent_kill_cut_short_is_waited_out() {
     first.shutdown_timeout(idle());
     // The restored engine's hits alone from here.
     taskgate_faults::reset();
-    let persisted = StateDb::open(&home.dir.path().join("data/state.db"))
+    let persisted = StateDb::open(&home.data_dir().state_db())
         .unwrap()
         .allocs()
         .unwrap();

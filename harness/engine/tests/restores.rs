@@ -395,8 +395,7 @@ fn a_restore_without_a_handle_finds_the_executor_at_its_socket() {
     };
     alloc.stop();
     let summary = wait(&second, alloc);
-    let socket =
-        taskgate_executor::socket_path(&home.dir.path().join("data/run"), &alloc_id, "web");
+    let socket = taskgate_executor::socket_path(&home.data_dir().run(), &alloc_id, "web");
     let reattached: Vec<Call> = (home.driver.calls().into_iter())
         .filter(|c| matches!(c, Call::Reattach { .. }))
         .collect();

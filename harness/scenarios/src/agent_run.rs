@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 use taskgate_engine::state::{AllocRecord, StateDb, TaskRecord};
+use taskgate_engine::DataDir;
 use taskgate_faults::{patience, Action, Fault};
 
 pub(crate) fn run(
@@ -144,7 +145,7 @@ pub(crate) fn run(
 /// delivers the stop again too, which changes nothing.
 fn stopped_while_down(data_dir: &Path) -> Result<(), LabError> {
     let engine = |e: taskgate_engine::state::StateError| LabError::Engine(e.to_string());
-    let state = StateDb::open(&data_dir.join("state.db")).map_err(engine)?;
+    let state = StateDb::open(&DataDir::new(data_dir).state_db()).map_err(engine)?;
     for mut alloc in state.allocs().map_err(engine)? {
         alloc.desired = taskgate_engine::DesiredStatus::Stop;
         state.put_alloc(&alloc).map_err(engine)?;
@@ -154,7 +155,7 @@ fn stopped_while_down(data_dir: &Path) -> Result<(), LabError> {
 
 fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>), LabError> {
     let engine = |e: taskgate_engine::state::StateError| LabError::Engine(e.to_string());
-    let state = StateDb::open(&data_dir.join("state.db")).map_err(engine)?;
+    let state = StateDb::open(&DataDir::new(data_dir).state_db()).map_err(engine)?;
     let alloc = state.allocs().map_err(engine)?.into_iter().next();
     let tasks = match &alloc {
         Some(a) => state.tasks(&a.alloc_id).map_err(engine)?,

@@ -15,7 +15,7 @@ use crate::run::{
 };
 use std::time::Instant;
 use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
-use taskgate_engine::{Engine, EngineConfig};
+use taskgate_engine::{DataDir, Engine, EngineConfig};
 use taskgate_faults::points::EX_SPAWNED;
 use taskgate_faults::{Action, Hit};
 use taskgate_oracle::{Answer, ExecIdentity, ExecRecord};
@@ -67,8 +67,8 @@ impl FakeRunner<'_> {
         }
         let description = Plan::InProcess(plan).describe();
         let home = tempfile::tempdir().map_err(|e| LabError::Engine(e.to_string()))?;
-        let data_dir = home.path().to_path_buf();
-        let driver = FakeDriver::new(data_dir.join("run"));
+        let data_dir = DataDir::new(home.path());
+        let driver = FakeDriver::new(data_dir.run());
         // Tasks that run to completion by their role exit at once, as often
         // as their policy and a run's user restarts may start them; every
         // other task runs until stopped.
@@ -94,9 +94,9 @@ impl FakeRunner<'_> {
         .map_err(|e| LabError::Engine(e.to_string()))?;
         taskgate_faults::reset();
         // The hits go to a log too, for the faults that await one.
-        let log = data_dir.join("faults.jsonl");
+        let log = home.path().join("faults.jsonl");
         taskgate_faults::log_to(Some(&log)).map_err(|e| LabError::Engine(e.to_string()))?;
-        let driven = drive(&engine, scenario, &plan, &data_dir, self.runtime);
+        let driven = drive(&engine, scenario, &plan, data_dir.path(), self.runtime);
         let hits = taskgate_faults::history();
         taskgate_faults::reset();
         let _ = taskgate_faults::log_to(None);

@@ -9,6 +9,7 @@ use nix::unistd::Pid;
 use std::collections::BTreeSet;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use taskgate_engine::DataDir;
 use taskgate_faults::{patience, Intervention};
 use taskgate_oracle::ExecIdentity;
 
@@ -27,7 +28,7 @@ impl TaskProcesses {
 
 /// The allocations a data dir holds (each has a directory under `allocs/`).
 fn alloc_ids(data_dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(data_dir.join("allocs"))
+    std::fs::read_dir(DataDir::new(data_dir).allocs())
         .into_iter()
         .flatten()
         .flatten()

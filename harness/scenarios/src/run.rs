@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use taskgate_engine::state::TaskRecord;
-use taskgate_engine::{AllocSummary, DesiredStatus, Engine, EngineConfig};
+use taskgate_engine::{AllocSummary, DataDir, DesiredStatus, Engine, EngineConfig};
 use taskgate_faults::points;
 use taskgate_faults::schedule::Schedule;
 use taskgate_faults::{patience, Await, Fault, Hit, Intervention};
@@ -206,12 +206,12 @@ impl<'a> Runner<'a> {
         };
         report.problems.extend(leftovers::find(
             &data_dir.display().to_string(),
-            Some(&data_dir.join("run")),
+            Some(&DataDir::new(&data_dir).run()),
         ));
         // Task cgroups are named after the alloc, not the data dir. What a
         // bug leaked is reported, and swept so the next run (and the host)
         // starts clean.
-        for alloc in std::fs::read_dir(data_dir.join("allocs"))
+        for alloc in std::fs::read_dir(DataDir::new(&data_dir).allocs())
             .into_iter()
             .flatten()
             .flatten()
@@ -247,7 +247,7 @@ impl<'a> Runner<'a> {
             .collect();
         let log = data_dir.join("faults.jsonl");
         let first = self.lab.begin_run(
-            data_dir.join("allocs"),
+            DataDir::new(data_dir).allocs(),
             may_start_late,
             FaultSource::Log(log.clone()),
         );
@@ -268,7 +268,7 @@ impl<'a> Runner<'a> {
 
     pub(crate) fn engine_config(&self, data_dir: &Path) -> EngineConfig {
         EngineConfig {
-            data_dir: data_dir.to_path_buf(),
+            data_dir: DataDir::new(data_dir),
             executor_bin: self.lab.executor_bin().to_path_buf(),
             chroot_env: self.lab.chroot_env().clone(),
             default_user: "nobody".to_string(),

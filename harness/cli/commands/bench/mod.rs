@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use taskgate_engine::jobspec::{Group, Job, JobType, Task};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
-use taskgate_engine::{AllocHandle, ClientStatus, Engine, EngineConfig};
+use taskgate_engine::{AllocHandle, ClientStatus, DataDir, Engine, EngineConfig};
 use taskgate_executor::{
     CgroupParent, CgroupTree, Executor, ExecutorConfig, LogConfig, ReattachInfo, Resources,
     Rlimits, TaskSpec,
@@ -360,7 +360,7 @@ impl Bench {
         concurrency: usize,
     ) -> anyhow::Result<EngineRun> {
         let engine = Engine::open(EngineConfig {
-            data_dir: scratch.dir.join("engine"),
+            data_dir: DataDir::new(scratch.dir.join("engine")),
             executor_bin: self.executor.executor_bin.clone(),
             chroot_env: self.chroot_env.clone(),
             default_user: "nobody".into(),

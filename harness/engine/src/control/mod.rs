@@ -11,21 +11,16 @@ pub use server::{BoundSocket, ControlServer};
 
 use crate::agent::AllocEntry;
 use crate::alloc::{AllocStatus, RestartRefused, RestartScope};
-use crate::engine::run_dir;
+use crate::data_dir::DataDir;
 use crate::jobspec::Job;
 use crate::task_state::TaskEvent;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The longest request line the server reads: a job with its environment
 /// fits (the jobspec caps it at `ARG_MAX` per task), garbage does not.
 pub const MAX_REQUEST_BYTES: usize = 16 << 20;
-
-/// Where the agent with this data dir listens.
-pub fn socket_path(data_dir: &Path) -> PathBuf {
-    run_dir(data_dir).join("control.sock")
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ControlRequest {
@@ -135,8 +130,8 @@ pub enum RequestError {
 }
 
 /// Whether an agent serves `data_dir` right now.
-pub fn agent_serves(data_dir: &Path) -> bool {
-    std::os::unix::net::UnixStream::connect(socket_path(data_dir)).is_ok()
+pub fn agent_serves(data_dir: &DataDir) -> bool {
+    std::os::unix::net::UnixStream::connect(data_dir.control_socket()).is_ok()
 }
 
 /// A reply stream: each line the agent sends for one request.
@@ -172,8 +167,8 @@ impl Replies {
 }
 
 /// Sends `req` to the agent serving `data_dir`; the replies follow.
-pub fn send(data_dir: &Path, req: &ControlRequest) -> Result<Replies, RequestError> {
-    let path = socket_path(data_dir);
+pub fn send(data_dir: &DataDir, req: &ControlRequest) -> Result<Replies, RequestError> {
+    let path = data_dir.control_socket();
     let mut stream = match std::os::unix::net::UnixStream::connect(&path) {
         Ok(stream) => stream,
         Err(err) => return Err(connect_error(path, err)),
@@ -193,7 +188,7 @@ pub fn send(data_dir: &Path, req: &ControlRequest) -> Result<Replies, RequestErr
 
 /// Sends `req` and waits for its one reply (for a restart: until it is
 /// done; for a drain: until every allocation finished).
-pub fn request(data_dir: &Path, req: &ControlRequest) -> Result<ControlAnswer, RequestError> {
+pub fn request(data_dir: &DataDir, req: &ControlRequest) -> Result<ControlAnswer, RequestError> {
     send(data_dir, req)?.next_answer()
 }
 

@@ -2,10 +2,10 @@
 //! the Tokio runtime, concurrently with every other.
 
 use super::{
-    socket_path, BindError, ControlAnswer, ControlError, ControlReply, ControlRequest,
-    MAX_REQUEST_BYTES,
+    BindError, ControlAnswer, ControlError, ControlReply, ControlRequest, MAX_REQUEST_BYTES,
 };
 use crate::agent::{Agent, Followed, Following};
+use crate::data_dir::DataDir;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
@@ -38,8 +38,8 @@ impl ControlServer {
     /// Binds `<data_dir>/run/control.sock` (whose dir the engine made). A
     /// socket file nobody answers on is a dead agent's, and replaced. Call
     /// within a Tokio runtime.
-    pub fn bind(data_dir: &Path) -> Result<BoundSocket, BindError> {
-        let path = socket_path(data_dir);
+    pub fn bind(data_dir: &DataDir) -> Result<BoundSocket, BindError> {
+        let path = data_dir.control_socket();
         let io = |what| {
             let path = path.clone();
             move |source| BindError::Io { what, path, source }

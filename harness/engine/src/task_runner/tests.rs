@@ -17,7 +17,8 @@ fn runner_with(
     dir: &std::path::Path,
     hooks: impl FnOnce(&mut HookSet),
 ) -> (TaskRunner, TaskRunnerHandle, FakeDriver) {
-    let driver = FakeDriver::new(dir.join("run"));
+    let data_dir = crate::DataDir::new(dir);
+    let driver = FakeDriver::new(data_dir.run());
     let me = nix::unistd::User::from_uid(nix::unistd::getuid())
         .unwrap()
         .expect("the test's own user");
@@ -27,17 +28,17 @@ fn runner_with(
     task.restart.attempts = 0;
     let deps = TaskRunnerDeps {
         alloc_id: "a1".into(),
-        alloc_dir: AllocDir::new(dir.join("alloc")),
+        alloc_dir: AllocDir::new(data_dir.alloc("a1")),
         hooks: Arc::new(hook_set),
         driver: Arc::new(driver.clone()),
         gate: Arc::new(StartGate::new()),
-        state: Arc::new(StateDb::open(&dir.join("state.db")).unwrap()),
+        state: Arc::new(StateDb::open(&data_dir.state_db()).unwrap()),
         defaults: Arc::new(SpecDefaults {
             chroot_env: BTreeMap::new(),
             default_user: me.name,
             pids_max: 8,
         }),
-        run_dir: dir.join("run"),
+        run_dir: data_dir.run(),
         clock: Arc::new(SystemClock::default()),
         job_type: crate::jobspec::JobType::Batch,
         restart_seed: 0,

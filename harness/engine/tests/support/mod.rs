@@ -11,7 +11,7 @@ use taskgate_engine::fake_driver::{Call, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, JobType, Lifecycle, LifecycleHook, Task};
 use taskgate_engine::state::{StateDb, TaskRecord};
 use taskgate_engine::task_state::{EventKind, TaskEvent};
-use taskgate_engine::{AllocHandle, AllocSummary, Engine, EngineConfig};
+use taskgate_engine::{AllocHandle, AllocSummary, DataDir, Engine, EngineConfig};
 use taskgate_faults::Await;
 
 pub fn idle() -> Duration {
@@ -36,16 +36,19 @@ impl Home {
     /// Overwrites `alloc_id`'s record in the state database with bytes
     /// that are not a record.
     pub fn corrupt_alloc_record(&self, alloc_id: &str) {
-        let state =
-            taskgate_engine::state::StateDb::open(&self.dir.path().join("data/state.db")).unwrap();
+        let state = taskgate_engine::state::StateDb::open(&self.data_dir().state_db()).unwrap();
         state.put_raw_alloc(alloc_id, b"{\"alloc_id\": 7}").unwrap();
     }
 
     pub fn new() -> Home {
         taskgate_faults::reset();
         let dir = tempfile::tempdir().unwrap();
-        let driver = FakeDriver::new(dir.path().join("data/run"));
+        let driver = FakeDriver::new(DataDir::new(dir.path().join("data")).run());
         Home { dir, driver }
+    }
+
+    pub fn data_dir(&self) -> DataDir {
+        DataDir::new(self.dir.path().join("data"))
     }
 
     pub fn engine(&self) -> Engine {
@@ -58,7 +61,7 @@ impl Home {
             .unwrap()
             .expect("the test's own user");
         let config = EngineConfig {
-            data_dir: self.dir.path().join("data"),
+            data_dir: self.data_dir(),
             executor_bin: "/nonexistent".into(),
             chroot_env: BTreeMap::new(),
             default_user: me.name,
@@ -190,7 +193,7 @@ pub fn agent_died_while_web_ran(
 
 /// Changes the dead agent's record of `web`.
 pub fn edit_web_record(home: &Home, alloc_id: &str, edit: impl FnOnce(&mut TaskRecord)) {
-    let state = StateDb::open(&home.dir.path().join("data/state.db")).unwrap();
+    let state = StateDb::open(&home.data_dir().state_db()).unwrap();
     let mut web = state.tasks(alloc_id).unwrap().remove(0);
     edit(&mut web);
     state.put_task(alloc_id, &web).unwrap();
