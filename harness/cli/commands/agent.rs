@@ -1,10 +1,11 @@
 //! `taskgate agent`: the daemon. It restores every allocation an earlier
-//! agent left (the README's restore rules), then serves the control socket
-//! (`run`, `stop`, `status`, `logs`, `restart`, `drain`) until it is told to
-//! go. On SIGTERM, SIGINT or SIGHUP it exits and leaves every task running,
-//! as Nomad's client does: the next agent reattaches to them. `taskgate
-//! drain` stops every allocation first, then the agent exits. It stays in
-//! the foreground: systemd (dist/systemd/taskgate.service) supervises it.
+//! agent left (the restore rules in docs/lifecycle.md), then serves the
+//! control socket (`run`, `stop`, `status`, `logs`, `restart`, `drain`)
+//! until it is told to go. On SIGTERM, SIGINT or SIGHUP it exits and leaves
+//! every task running, as Nomad's client does: the next agent reattaches to
+//! them. `taskgate drain` stops every allocation first, then the agent
+//! exits. It stays in the foreground: systemd
+//! (dist/systemd/taskgate.service) supervises it.
 
 use super::agent_config::AgentArgs;
 use std::sync::Arc;

@@ -59,7 +59,8 @@ pub struct AgentArgs {
     /// The cgroup (a path from the hierarchy's root) that holds every task
     /// cgroup and executor, or `auto`: the one this data dir's tasks live
     /// in, else the cgroup systemd delegated to the agent, else
-    /// /taskgate.slice (v2) or /taskgate (v1). See README, "Cgroups".
+    /// /taskgate.slice (v2) or /taskgate (v1). See docs/isolation.md,
+    /// "Cgroups".
     #[arg(long, value_name = "CGROUP|auto", default_value = "auto")]
     pub cgroup_parent: String,
 }

@@ -1,5 +1,5 @@
 //! What a restored task runner does with the attempt the previous agent
-//! left (see the README's restore rules).
+//! left (see the restore rules in docs/lifecycle.md).
 
 use super::*;
 
