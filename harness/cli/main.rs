@@ -65,6 +65,9 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Err(err) = taskgate_faults::seeded::chosen() {
+        anyhow::bail!("{}: {err}", taskgate_faults::seeded::SEEDED_BUG_ENV);
+    }
     // The agent logs what it does (to journald under systemd); a command
     // run by hand says only what went wrong. TASKGATE_LOG overrides both.
     let level = match cli.command {

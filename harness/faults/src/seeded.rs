@@ -105,7 +105,7 @@ impl SeededBug {
     /// the one [`SEEDED_BUG_ENV`] names.
     #[inline]
     pub fn active(self) -> bool {
-        cfg!(feature = "zoo") && chosen() == Some(self)
+        cfg!(feature = "zoo") && chosen_once() == Some(self)
     }
 
     /// The bug named `name`.
@@ -123,18 +123,24 @@ impl SeededBug {
 #[error("no seeded bug is named {0:?} (the zoo's bugs: ci/zoo.sh list)")]
 pub struct UnknownSeededBug(pub String);
 
-/// The bug [`SEEDED_BUG_ENV`] names, read once per process. A misspelt
-/// name aborts the process: a zoo run that silently carried no bug would
-/// pass and prove nothing.
-fn chosen() -> Option<SeededBug> {
+/// The bug [`SEEDED_BUG_ENV`] names in a zoo build (always `None` in any
+/// other): a program calls this first, to refuse a misspelt name with an
+/// error rather than run with no bug and prove nothing.
+pub fn chosen() -> Result<Option<SeededBug>, UnknownSeededBug> {
+    if !cfg!(feature = "zoo") {
+        return Ok(None);
+    }
+    match std::env::var(SEEDED_BUG_ENV) {
+        Ok(name) => SeededBug::from_name(&name).map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
+/// [`chosen`], read once per process; a misspelt name that [`chosen`] did
+/// not refuse first aborts here.
+fn chosen_once() -> Option<SeededBug> {
     static CHOSEN: OnceLock<Option<SeededBug>> = OnceLock::new();
-    *CHOSEN.get_or_init(|| {
-        let name = std::env::var(SEEDED_BUG_ENV).ok()?;
-        match SeededBug::from_name(&name) {
-            Ok(bug) => Some(bug),
-            Err(err) => panic!("{SEEDED_BUG_ENV}: {err}"),
-        }
-    })
+    *CHOSEN.get_or_init(|| chosen().unwrap_or_else(|err| panic!("{SEEDED_BUG_ENV}: {err}")))
 }
 
 #[cfg(test)]
