@@ -92,12 +92,16 @@ judge() {
 # (with a bug named, which it must ignore) or of the zoo with none chosen,
 # and raises SLOWDOWN to this machine's slowdown against the reference.
 pace() {
-    local started took
+    local started took out
+    out=$(mktemp "${TMPDIR:-/tmp}/ci-zoo-pace.XXXXXX")
     started=$(date +%s.%N)
-    env RUST_BACKTRACE=0 "$@" gate >/dev/null 2>&1 || {
-        echo "ci/zoo.sh: a bug-free gate failed ($*): the zoo cannot be paced" >&2
+    env RUST_BACKTRACE=0 "$@" gate --junit "$ZOO_DIR/pace.xml" >"$out" 2>&1 || {
+        echo "ci/zoo.sh: a bug-free gate failed ($*): the zoo cannot be paced; its failures:" >&2
+        grep -v '^\[[0-9]*/[0-9]*] pass ' "$out" >&2
+        rm -f "$out"
         exit 1
     }
+    rm -f "$out"
     took=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     SLOWDOWN=$(awk -v t="$took" -v r="$REFERENCE_GATE_S" -v f="$SLOWDOWN" \
         'BEGIN { x = t / r; if (x < f) x = f; printf "%.2f", x }')
