@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use taskgate_engine::agent::{Agent, Followed, Following};
+use taskgate_engine::control::ControlError;
 use taskgate_engine::jobspec::Job;
 use taskgate_engine::task_state::EventKind;
 use taskgate_faults::Intervention;
@@ -95,7 +96,16 @@ impl Harness {
         let record = state
             .alloc(&alloc_id)?
             .context("alloc vanished from the state database")?;
-        let (_, control) = agent.control(&alloc_id)?;
+        let control = match agent.control(&alloc_id) {
+            Ok((_, control)) => control,
+            // Every task was dead at the restore, and the alloc ended
+            // before the harness asked: nothing is left to deliver to it.
+            Err(ControlError::Finished { status, .. }) => {
+                super::say!("alloc {alloc_id} finished: {:?}", status.client);
+                return Ok(());
+            }
+            Err(err) => return Err(err.into()),
+        };
         let server = Arc::new(Server::new(control, record.job.clone()));
         lock(&self.servers).push(server.clone());
         if self.args.stop {
