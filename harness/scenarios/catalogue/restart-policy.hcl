@@ -233,6 +233,54 @@ scenario "prestart-task-fails" {
   }
 }
 
+scenario "prestart-task-fails-final" {
+  about = "a prestart task exits 1 with no restart left: the alloc fails and the main task never starts; the siblings' kill is held a second, so that a start wrongly let through would reach its exec"
+  job "init-fails" {
+    group "g" {
+      task "init" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        lifecycle {
+          hook = "prestart"
+        }
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo init fails; exit 1"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    then = "run-to-end"
+    each {
+      # Widens the window a wrong start would need: the verdict on a
+      # correct engine never depends on it, only how surely a start that
+      # a failed prestart task let through reaches its exec.
+      points = ["init:tr.kill_asked"]
+      action = "delay(1000)"
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
 scenario "attempts-left" {
   about = "a service and its sidecar with restarts left: a setup failure, an executor or a task tree SIGKILLed, an executor frozen until the stop reaches it, an update, a restart of the running or of all tasks, at the service's start; retried by the policy, then stopped"
   job   = "jobs/retried-pair.hcl"
