@@ -205,6 +205,13 @@ impl Drop for Lab {
                 tracing::error!(error = %err, "stopping the exec gate");
             }
         }
+        // Each run's engine gives the lab's cgroup parent back, but not
+        // while a bug's leaked processes still live in it (the run reported
+        // and killed them): the lab removes what is left of its own tree.
+        let parent = self.cgroup_parent.as_str().trim_start_matches('/');
+        for left in crate::leftovers::remove_cgroup_tree(parent) {
+            eprintln!("the lab could not remove its {left}");
+        }
         if self.keep.get() {
             if let Some(work) = self.work.take() {
                 // The marked tmpfs is unmounted when `_marked` drops after

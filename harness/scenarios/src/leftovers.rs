@@ -39,6 +39,35 @@ pub fn sweep_cgroups(needle: &str) -> Vec<String> {
     found
 }
 
+/// Removes the cgroup trees whose top is named `name` (a lab's own cgroup
+/// parent), in every hierarchy: SIGKILLs what a bug left running in them,
+/// waits for it to exit, then removes the dirs deepest first. Returns what
+/// could not be removed.
+pub fn remove_cgroup_tree(name: &str) -> Vec<String> {
+    let mut dirs = cgroup_dirs(name);
+    let pids: std::collections::BTreeSet<i32> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
+        .flat_map(|procs| {
+            procs
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect();
+    let pids: Vec<i32> = pids.into_iter().collect();
+    // A stopped process dies of SIGKILL too; a frozen one would not.
+    crate::interventions::kill_and_reap(&pids);
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    dirs.into_iter()
+        .filter_map(|dir| {
+            std::fs::remove_dir(&dir)
+                .err()
+                .map(|err| format!("cgroup {}: {err}", dir.display()))
+        })
+        .collect()
+}
+
 fn cgroup_dirs(needle: &str) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for root in cgroup_mounts() {
