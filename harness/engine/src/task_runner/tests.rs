@@ -123,11 +123,13 @@ fn an_exit_is_described_as_nomad_does(
 
 struct FailingPoststart;
 
-impl crate::hooks::PoststartHook for FailingPoststart {
+impl crate::hooks::Hook for FailingPoststart {
     fn name(&self) -> &'static str {
         "failing"
     }
+}
 
+impl crate::hooks::PoststartHook for FailingPoststart {
     fn poststart(&self, _: &mut HookContext<'_>, _: &RunningTask) -> Result<(), HookError> {
         Err(HookError::Failed {
             hook: "failing",

@@ -169,16 +169,4 @@ impl TaskRunner {
             AttemptEnd::Killed(result)
         }
     }
-
-    /// Persists how the current attempt ended before anything else happens
-    /// to it (B2: an agent killed in the exited hooks used to restore the
-    /// attempt as running, and start a completed task again).
-    pub(super) fn record_end(&mut self, result: &ExitResult, by: EndedBy) {
-        self.record.ended = Some(AttemptEnded {
-            attempt: self.current_attempt(),
-            result: result.clone(),
-            by,
-        });
-        self.publish();
-    }
 }
