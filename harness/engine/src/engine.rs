@@ -328,23 +328,13 @@ fn new_alloc_id() -> Result<String, EngineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::SystemClock;
 
     #[test]
     fn the_socket_dir_and_the_state_database_are_for_root_only() {
         let home = tempfile::tempdir().unwrap();
-        let config = EngineConfig {
-            data_dir: DataDir::new(home.path().join("data")),
-            executor_bin: PathBuf::from("/nonexistent/taskgate-executor"),
-            chroot_env: BTreeMap::new(),
-            default_user: "nobody".into(),
-            pids_max: 8,
-            clock: Arc::new(SystemClock::default()),
-            restart_seed: 0,
-            cgroup_parent: crate::fake_driver::FakeDriver::cgroup_parent(),
-        };
-        let driver = Arc::new(crate::fake_driver::FakeDriver::new(config.data_dir.run()));
-        let engine = Engine::open_with(config.clone(), driver).unwrap();
+        let config = EngineConfig::for_fake(DataDir::new(home.path().join("data")));
+        let driver = crate::fake_driver::FakeDriver::for_engine(&config);
+        let engine = driver.open_engine(config.clone()).unwrap();
         let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(config.data_dir.run()), 0o700);
         assert_eq!(mode(config.data_dir.state_db()), 0o600);
