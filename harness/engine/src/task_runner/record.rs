@@ -49,8 +49,8 @@ impl TaskRunner {
     }
 
     /// Persists how the current attempt ended before anything else happens
-    /// to it (B2: an agent killed in the exited hooks used to restore the
-    /// attempt as running, and start a completed task again).
+    /// to it (an agent killed in the exited hooks used to restore the attempt
+    /// as running, and start a completed task again: docs/bugs.md, B2).
     pub(super) fn record_end(&mut self, result: &ExitResult, by: EndedBy) {
         self.record.ended = Some(AttemptEnded {
             attempt: self.current_attempt(),

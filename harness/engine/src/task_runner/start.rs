@@ -60,8 +60,8 @@ impl TaskRunner {
         self.record.committed = Some(attempt);
         // The handle named the previous attempt's executor; from here on the
         // committed attempt's executor is found at its socket path until its
-        // own handle is persisted (B1: a restore reattached to the stale one,
-        // and the new executor ran with no supervisor).
+        // own handle is persisted (a restore used to reattach to the stale
+        // one, and the new executor ran with no supervisor: docs/bugs.md, B1).
         if !SeededBug::StaleHandle.active() {
             self.record.handle = None;
         }
