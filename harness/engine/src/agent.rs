@@ -8,7 +8,7 @@ use crate::alloc::{AllocStatus, RestartRefused, RestartScope};
 use crate::alloc_runner::{AllocControl, AllocHandle};
 use crate::control::ControlError;
 use crate::engine::{Engine, EngineError, SkippedAlloc};
-use crate::jobspec::Job;
+use crate::job::Job;
 use crate::state::{AllocRecord, StateError, TaskRecord};
 use crate::task_state::TaskEvent;
 use serde::{Deserialize, Serialize};

@@ -8,7 +8,7 @@ use crate::clock::Clock;
 use crate::data_dir::DataDir;
 use crate::driver::{Driver, ExecDriver};
 use crate::hooks::HookSet;
-use crate::jobspec::Job;
+use crate::job::Job;
 use crate::state::{AllocRecord, StateDb, StateError};
 use crate::task_runner::{SpecDefaults, TaskRunnerDeps};
 use std::collections::BTreeMap;

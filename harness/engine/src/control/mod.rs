@@ -12,7 +12,7 @@ pub use server::{BoundSocket, ControlServer};
 use crate::agent::AllocEntry;
 use crate::alloc::{AllocStatus, RestartRefused, RestartScope};
 use crate::data_dir::DataDir;
-use crate::jobspec::Job;
+use crate::job::Job;
 use crate::task_state::TaskEvent;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
@@ -228,7 +228,7 @@ mod tests {
                 alloc: "5f0c".into(),
             },
             ControlRequest::Submit {
-                job: crate::jobspec::builtin_default(),
+                job: crate::job::builtin_default(),
                 group: Some("g".into()),
                 follow: true,
             },

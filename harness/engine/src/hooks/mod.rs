@@ -19,7 +19,7 @@ pub use persist_handle::PersistHandleHook;
 pub use phase::{hook_points, Hook, HookPhase, PhaseHook};
 pub use shutdown_delay::ShutdownDelayHook;
 pub use task_dir::TaskDirHook;
-pub use task_env::{TaskEnvHook, META_PREFIX};
+pub use task_env::TaskEnvHook;
 pub use validate::ValidateHook;
 
 #[cfg(test)]
@@ -27,7 +27,7 @@ mod tests;
 
 use crate::alloc_dir::AllocDir;
 use crate::driver::RunningTask;
-use crate::jobspec::Task;
+use crate::job::Task;
 use crate::state::TaskRecord;
 use crate::task_state::{EventKind, TaskEvent};
 use std::collections::BTreeMap;

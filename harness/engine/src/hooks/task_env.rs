@@ -4,7 +4,7 @@
 //! what the next attempt's environment changes.
 
 use super::{Hook, HookContext, HookError, PrestartHook, TaskSetup, UpdateHook};
-use crate::jobspec::Task;
+use crate::job::{Task, META_PREFIX};
 use crate::task_state::EventKind;
 use std::collections::BTreeMap;
 
@@ -35,9 +35,6 @@ impl TaskEnvHook {
         env
     }
 }
-
-/// Nomad's prefix for a task's `meta` entries in its environment.
-pub const META_PREFIX: &str = "NOMAD_META_";
 
 impl Hook for TaskEnvHook {
     fn name(&self) -> &'static str {

@@ -5,7 +5,7 @@
 
 use super::{HookContext, LogFilesHook, PrestartHook, TaskDirHook, TaskSetup};
 use crate::alloc_dir::AllocDir;
-use crate::jobspec::Task;
+use crate::job::Task;
 use crate::state::TaskRecord;
 use std::path::Path;
 

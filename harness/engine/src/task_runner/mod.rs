@@ -15,7 +15,7 @@ use crate::hooks::{
     guarded, ExitedHook, HookContext, HookError, HookSet, PoststartHook, PrekillHook, PrestartHook,
     StopHook, TaskSetup, UpdateHook,
 };
-use crate::jobspec::{JobType, Task};
+use crate::job::{JobType, Task};
 use crate::restart::{Jitter, RestartDecision, RestartTracker};
 use crate::start_gate::{PrestartReceipt, StartGate, StartRefused};
 use crate::state::{AttemptEnded, EndedBy, StateDb, TaskRecord};

@@ -40,7 +40,7 @@ fn runner_with(
         }),
         run_dir: data_dir.run(),
         clock: Arc::new(SystemClock::default()),
-        job_type: crate::jobspec::JobType::Batch,
+        job_type: crate::job::JobType::Batch,
         restart_seed: 0,
         events: mpsc::unbounded_channel().0,
     };
