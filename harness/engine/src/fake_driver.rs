@@ -8,9 +8,7 @@
 //! the symptom in docs/nomad-prestart-race-report.txt: a start whose task dir prestart never built fails,
 //! as the real executor's does.
 
-use crate::clock::SystemClock;
 use crate::driver::{Driver, DriverFuture, RunningTask, TaskHandle};
-use crate::{DataDir, Engine, EngineConfig, EngineError};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,26 +17,6 @@ use taskgate_executor::{
     ExecutorError, ExitResult, KillSignal, ReattachInfo, Remains, StopOutcome, TaskSpec,
 };
 use tokio::sync::watch;
-
-impl EngineConfig {
-    /// An engine's configuration for the fake driver, in `data_dir`: no
-    /// executor binary (the fake runs none), no chroot, tasks as `nobody`,
-    /// 8 processes a task, the system clock, restart seed 0, and the fake's
-    /// cgroup parent (it claims none). Change what a test needs with
-    /// `EngineConfig { default_user, ..EngineConfig::for_fake(data_dir) }`.
-    pub fn for_fake(data_dir: DataDir) -> EngineConfig {
-        EngineConfig {
-            data_dir,
-            executor_bin: PathBuf::from("/nonexistent/taskgate-executor"),
-            chroot_env: BTreeMap::new(),
-            default_user: "nobody".into(),
-            pids_max: 8,
-            clock: Arc::new(SystemClock::default()),
-            restart_seed: 0,
-            cgroup_parent: FakeDriver::cgroup_parent(),
-        }
-    }
-}
 
 /// How one start of a task ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,18 +87,6 @@ impl FakeDriver {
     /// parent, which nothing claims ([`crate::Engine::open_with`] does not).
     pub fn cgroup_parent() -> taskgate_executor::CgroupParent {
         taskgate_executor::CgroupParent::new("/taskgate-fake-driver").expect("a valid path")
-    }
-
-    /// A driver for an engine with `config`: its executors answer in the
-    /// config's data dir (see [`FakeDriver::new`]).
-    pub fn for_engine(config: &EngineConfig) -> FakeDriver {
-        FakeDriver::new(config.data_dir.run())
-    }
-
-    /// Opens an engine with `config` on this driver. Its world outlives the
-    /// engine: open another on the same driver to restore what it left.
-    pub fn open_engine(&self, config: EngineConfig) -> Result<Engine, EngineError> {
-        Engine::open_with(config, Arc::new(self.clone()))
     }
 
     /// A driver whose tasks answer at the socket paths real executors in

@@ -6,16 +6,15 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use taskgate_engine::agent::{Agent, Followed, Following};
+use taskgate_engine::agent::{Agent, ControlServer, Followed, Following};
 use taskgate_engine::control::{
-    self, BindError, ControlAnswer, ControlError, ControlReply, ControlRequest, ControlServer,
-    RequestError,
+    self, BindError, ControlAnswer, ControlError, ControlReply, ControlRequest, RequestError,
 };
 use taskgate_engine::fake_driver::{Exit, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, JobType, Task};
 use taskgate_engine::task_state::EventKind;
 use taskgate_engine::RestartScope;
-use taskgate_engine::{ClientStatus, DataDir, DesiredStatus, EngineConfig, RestartRefused};
+use taskgate_engine::{ClientStatus, DataDir, DesiredStatus, Engine, EngineConfig, RestartRefused};
 
 /// How long a step may take before the test calls it hung.
 fn idle() -> Duration {
@@ -41,8 +40,8 @@ impl Home {
             default_user: me.name,
             ..EngineConfig::for_fake(DataDir::new(dir.path().join("data")))
         };
-        let driver = FakeDriver::for_engine(&config);
-        let engine = driver.open_engine(config).unwrap();
+        let driver = config.fake_driver();
+        let engine = Engine::open_on_fake(config, &driver).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(4)
             .enable_all()

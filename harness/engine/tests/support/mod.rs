@@ -42,9 +42,7 @@ impl Home {
     pub fn new() -> Home {
         taskgate_faults::reset();
         let dir = tempfile::tempdir().unwrap();
-        let driver = FakeDriver::for_engine(&EngineConfig::for_fake(DataDir::new(
-            dir.path().join("data"),
-        )));
+        let driver = EngineConfig::for_fake(DataDir::new(dir.path().join("data"))).fake_driver();
         Home { dir, driver }
     }
 
@@ -63,7 +61,7 @@ impl Home {
             clock,
             ..EngineConfig::for_fake(self.data_dir())
         };
-        self.driver.open_engine(config).unwrap()
+        Engine::open_on_fake(config, &self.driver).unwrap()
     }
 }
 
