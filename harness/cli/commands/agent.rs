@@ -9,8 +9,8 @@
 
 use super::agent_config::AgentArgs;
 use std::sync::Arc;
-use taskgate_engine::agent::Agent;
-use taskgate_engine::control::{self, ControlServer};
+use taskgate_engine::agent::{Agent, ControlServer};
+use taskgate_engine::control;
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(clap::Args)]

@@ -1,7 +1,7 @@
 //! The allocation as the client sees it: desired status from the server,
 //! client status derived from its tasks' states.
 
-use crate::jobspec::Job;
+use crate::job::Job;
 use serde::{Deserialize, Serialize};
 
 /// What the server wants for the allocation.

@@ -6,7 +6,7 @@
 use crate::alloc::{
     AllocStatus, AllocUpdate, ClientStatus, DesiredStatus, RestartRefused, RestartScope,
 };
-use crate::jobspec::Job;
+use crate::job::Job;
 use crate::lifecycle::{kill_reason, live_client_status, may_start, KillReason, Member, Stage};
 use crate::start_gate::StartGate;
 use crate::state::{AllocRecord, StateDb, TaskRecord};

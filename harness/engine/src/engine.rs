@@ -5,10 +5,12 @@ use crate::alloc::{ClientStatus, DesiredStatus};
 use crate::alloc_dir::AllocDir;
 use crate::alloc_runner::{self, AllocHandle};
 use crate::clock::Clock;
+use crate::clock::SystemClock;
 use crate::data_dir::DataDir;
 use crate::driver::{Driver, ExecDriver};
+use crate::fake_driver::FakeDriver;
 use crate::hooks::HookSet;
-use crate::jobspec::Job;
+use crate::job::Job;
 use crate::state::{AllocRecord, StateDb, StateError};
 use crate::task_runner::{SpecDefaults, TaskRunnerDeps};
 use std::collections::BTreeMap;
@@ -35,6 +37,32 @@ pub struct EngineConfig {
     /// The cgroup subtree this engine's tasks and executors live in
     /// (claimed by [`Engine::open`]); one per data dir while tasks live.
     pub cgroup_parent: CgroupParent,
+}
+
+impl EngineConfig {
+    /// An engine's configuration for the fake driver, in `data_dir`: no
+    /// executor binary (the fake runs none), no chroot, tasks as `nobody`,
+    /// 8 processes a task, the system clock, restart seed 0, and the fake's
+    /// cgroup parent (it claims none). Change what a test needs with
+    /// `EngineConfig { default_user, ..EngineConfig::for_fake(data_dir) }`.
+    pub fn for_fake(data_dir: DataDir) -> EngineConfig {
+        EngineConfig {
+            data_dir,
+            executor_bin: PathBuf::from("/nonexistent/taskgate-executor"),
+            chroot_env: BTreeMap::new(),
+            default_user: "nobody".into(),
+            pids_max: 8,
+            clock: Arc::new(SystemClock::default()),
+            restart_seed: 0,
+            cgroup_parent: FakeDriver::cgroup_parent(),
+        }
+    }
+
+    /// The fake driver for an engine with this configuration: its
+    /// executors answer in the config's data dir (see [`FakeDriver::new`]).
+    pub fn fake_driver(&self) -> FakeDriver {
+        FakeDriver::new(self.data_dir.run())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -108,6 +136,13 @@ impl Engine {
     }
 
     /// Opens the engine with `driver` (the fake one in tests).
+    /// Opens an engine with `config` on `driver`, the fake. The fake's world
+    /// outlives the engine: open another on the same driver to restore
+    /// what it left.
+    pub fn open_on_fake(config: EngineConfig, driver: &FakeDriver) -> Result<Engine, EngineError> {
+        Engine::open_with(config, Arc::new(driver.clone()))
+    }
+
     pub fn open_with(config: EngineConfig, driver: Arc<dyn Driver>) -> Result<Engine, EngineError> {
         let state = open_state(&config)?;
         Ok(Engine::assemble(config, state, driver, None))
@@ -328,23 +363,12 @@ fn new_alloc_id() -> Result<String, EngineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::SystemClock;
 
     #[test]
     fn the_socket_dir_and_the_state_database_are_for_root_only() {
         let home = tempfile::tempdir().unwrap();
-        let config = EngineConfig {
-            data_dir: DataDir::new(home.path().join("data")),
-            executor_bin: PathBuf::from("/nonexistent/taskgate-executor"),
-            chroot_env: BTreeMap::new(),
-            default_user: "nobody".into(),
-            pids_max: 8,
-            clock: Arc::new(SystemClock::default()),
-            restart_seed: 0,
-            cgroup_parent: crate::fake_driver::FakeDriver::cgroup_parent(),
-        };
-        let driver = Arc::new(crate::fake_driver::FakeDriver::new(config.data_dir.run()));
-        let engine = Engine::open_with(config.clone(), driver).unwrap();
+        let config = EngineConfig::for_fake(DataDir::new(home.path().join("data")));
+        let engine = Engine::open_on_fake(config.clone(), &config.fake_driver()).unwrap();
         let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(config.data_dir.run()), 0o700);
         assert_eq!(mode(config.data_dir.state_db()), 0o600);

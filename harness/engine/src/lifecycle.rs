@@ -4,7 +4,7 @@
 //! own. The alloc runner applies them; the tables below pin them down.
 
 use crate::alloc::ClientStatus;
-use crate::jobspec::{LifecycleHook, Task};
+use crate::job::{LifecycleHook, Task};
 use crate::task_state::{Outcome, TaskState};
 
 /// When in an allocation's life a task runs.

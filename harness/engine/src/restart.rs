@@ -1,7 +1,7 @@
 //! Nomad's restart tracker: how many restarts an `interval` allows, and what
 //! `mode` does once they are used up.
 
-use crate::jobspec::{RestartMode, RestartPolicy};
+use crate::job::{RestartMode, RestartPolicy};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use taskgate_faults::rng::SplitMix64;
@@ -55,7 +55,7 @@ impl Jitter {
 pub struct RestartTracker {
     policy: RestartPolicy,
     /// Nomad's `onSuccess`: a successful exit is restarted too (see
-    /// [`crate::jobspec::JobType::restarts_on_success`]).
+    /// [`crate::job::JobType::restarts_on_success`]).
     on_success: bool,
     jitter: Jitter,
     /// Restarts within the current interval.

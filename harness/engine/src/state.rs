@@ -3,7 +3,7 @@
 //! schema change shows up as a readable decode error, not silent garbage.
 
 use crate::alloc::{ClientStatus, DesiredStatus};
-use crate::jobspec::Job;
+use crate::job::Job;
 use crate::restart::RestartWindow;
 use crate::task_state::{TaskEvent, TaskState};
 use redb::{Database, TableDefinition};
@@ -58,7 +58,7 @@ pub struct AllocRecord {
 
 impl AllocRecord {
     /// The tasks of the allocation's group.
-    pub fn tasks(&self) -> Vec<crate::jobspec::Task> {
+    pub fn tasks(&self) -> Vec<crate::job::Task> {
         self.job
             .groups
             .iter()

@@ -1,16 +1,14 @@
 //! The agent's control socket against the fake driver: what a client is
 //! told for each kind of request, and the socket file's life. No root.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use taskgate_engine::agent::{Agent, Followed, Following};
+use taskgate_engine::agent::{Agent, ControlServer, Followed, Following};
 use taskgate_engine::control::{
-    self, BindError, ControlAnswer, ControlError, ControlReply, ControlRequest, ControlServer,
-    RequestError,
+    self, BindError, ControlAnswer, ControlError, ControlReply, ControlRequest, RequestError,
 };
 use taskgate_engine::fake_driver::{Exit, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, JobType, Task};
@@ -35,22 +33,15 @@ struct Home {
 impl Home {
     fn new() -> Home {
         let dir = tempfile::tempdir().unwrap();
-        let data_dir = DataDir::new(dir.path().join("data"));
-        let driver = FakeDriver::new(data_dir.run());
         let me = nix::unistd::User::from_uid(nix::unistd::getuid())
             .unwrap()
             .expect("the test's own user");
         let config = EngineConfig {
-            data_dir,
-            executor_bin: "/nonexistent".into(),
-            chroot_env: BTreeMap::new(),
             default_user: me.name,
-            pids_max: 8,
-            clock: Arc::new(taskgate_engine::clock::SystemClock::default()),
-            restart_seed: 0,
-            cgroup_parent: FakeDriver::cgroup_parent(),
+            ..EngineConfig::for_fake(DataDir::new(dir.path().join("data")))
         };
-        let engine = Engine::open_with(config, Arc::new(driver.clone())).unwrap();
+        let driver = config.fake_driver();
+        let engine = Engine::open_on_fake(config, &driver).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(4)
             .enable_all()

@@ -16,7 +16,7 @@ use taskgate_faults::{points, Await};
 
 /// An agent that dies while attempt 2 runs: the restored agent reattaches
 /// to attempt 2's executor (not attempt 1's, whose handle the record held
-/// until attempt 2 was committed: B1), and neither finishes attempt 2 as
+/// until attempt 2 was committed, docs/bugs.md B1), and neither finishes attempt 2 as
 /// if it were the ended attempt 1 nor starts a third.
 #[test]
 #[serial]
@@ -303,8 +303,9 @@ fn a_lost_attempt_with_nothing_left_is_said_so() {
     );
 }
 
-/// Committing attempt 2 forgets attempt 1's handle at once (B1): held right
-/// after the commit, the persisted record names no executor.
+/// Committing attempt 2 forgets attempt 1's handle at once (a restore in
+/// between used to reattach to attempt 1's executor, docs/bugs.md B1):
+/// held right after the commit, the persisted record names no executor.
 #[test]
 #[serial]
 fn committing_an_attempt_forgets_the_previous_attempts_handle() {
@@ -328,8 +329,10 @@ fn committing_an_attempt_forgets_the_previous_attempts_handle() {
     assert_eq!(summary.status.client, ClientStatus::Complete);
 }
 
-/// How an attempt ended is persisted before the exited hooks run (B2): held
-/// at the first of them, the record already has it.
+/// How an attempt ended is persisted before the exited hooks run (an agent
+/// killed in them used to restore a completed task as running and start it
+/// again, docs/bugs.md B2): held at the first of them, the record already
+/// has it.
 #[test]
 #[serial]
 fn an_attempts_end_is_persisted_before_the_exited_hooks() {

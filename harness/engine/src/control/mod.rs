@@ -3,20 +3,24 @@
 //! agent. One JSON request line per connection, answered by one JSON reply
 //! line, or by a stream of them for what follows an allocation (an event
 //! per line, then its end). Access control is the run dir's mode, 0700:
-//! only root reaches the socket (see [`crate::Engine::open_with`]).
+//! only root reaches the socket (see [`crate::Engine::open_with`]). The
+//! agent's side, the server, is [`crate::agent::ControlServer`].
 
-mod server;
-
-pub use server::{BoundSocket, ControlServer};
-
-use crate::agent::AllocEntry;
 use crate::alloc::{AllocStatus, RestartRefused, RestartScope};
 use crate::data_dir::DataDir;
-use crate::jobspec::Job;
+use crate::job::Job;
+use crate::state::{AllocRecord, TaskRecord};
 use crate::task_state::TaskEvent;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::path::PathBuf;
+
+/// One allocation and its tasks, as the state database holds them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocEntry {
+    pub alloc: AllocRecord,
+    pub tasks: Vec<TaskRecord>,
+}
 
 /// The longest request line the server reads: a job with its environment
 /// fits (the jobspec caps it at `ARG_MAX` per task), garbage does not.
@@ -228,7 +232,7 @@ mod tests {
                 alloc: "5f0c".into(),
             },
             ControlRequest::Submit {
-                job: crate::jobspec::builtin_default(),
+                job: crate::job::builtin_default(),
                 group: Some("g".into()),
                 follow: true,
             },

@@ -1,17 +1,19 @@
 //! Exited: once the exit result is in hand, tell the executor to tear down
 //! the task's cgroup and go away.
 
-use super::{ExitedHook, HookContext, HookError};
+use super::{ExitedHook, Hook, HookContext, HookError};
 use crate::driver::RunningTask;
 use taskgate_executor::ExitResult;
 
 pub struct ExecutorShutdownHook;
 
-impl ExitedHook for ExecutorShutdownHook {
+impl Hook for ExecutorShutdownHook {
     fn name(&self) -> &'static str {
         "executor_shutdown"
     }
+}
 
+impl ExitedHook for ExecutorShutdownHook {
     fn exited(
         &self,
         _ctx: &mut HookContext<'_>,

@@ -6,6 +6,7 @@ mod executor_shutdown;
 mod forget_handle;
 mod log_files;
 mod persist_handle;
+mod phase;
 mod shutdown_delay;
 mod task_dir;
 mod task_env;
@@ -15,9 +16,10 @@ pub use executor_shutdown::ExecutorShutdownHook;
 pub use forget_handle::ForgetHandleHook;
 pub use log_files::LogFilesHook;
 pub use persist_handle::PersistHandleHook;
+pub use phase::{hook_points, Hook, HookPhase, PhaseHook};
 pub use shutdown_delay::ShutdownDelayHook;
 pub use task_dir::TaskDirHook;
-pub use task_env::{TaskEnvHook, META_PREFIX};
+pub use task_env::TaskEnvHook;
 pub use validate::ValidateHook;
 
 #[cfg(test)]
@@ -25,7 +27,7 @@ mod tests;
 
 use crate::alloc_dir::AllocDir;
 use crate::driver::RunningTask;
-use crate::jobspec::Task;
+use crate::job::Task;
 use crate::state::TaskRecord;
 use crate::task_state::{EventKind, TaskEvent};
 use std::collections::BTreeMap;
@@ -104,13 +106,11 @@ impl HookError {
     }
 }
 
-pub trait PrestartHook: Send + Sync {
-    fn name(&self) -> &'static str;
+pub trait PrestartHook: Hook {
     fn prestart(&self, ctx: &mut HookContext<'_>, setup: &mut TaskSetup) -> Result<(), HookError>;
 }
 
-pub trait PoststartHook: Send + Sync {
-    fn name(&self) -> &'static str;
+pub trait PoststartHook: Hook {
     fn poststart(&self, ctx: &mut HookContext<'_>, task: &RunningTask) -> Result<(), HookError>;
 }
 
@@ -119,8 +119,7 @@ pub trait PoststartHook: Send + Sync {
 /// whoever talks to it. Returns how long the signal must then be held back
 /// (the longest ask of all prekill hooks wins; a task that exits meanwhile
 /// ends the wait). Not run for an attempt that is not running.
-pub trait PrekillHook: Send + Sync {
-    fn name(&self) -> &'static str;
+pub trait PrekillHook: Hook {
     fn prekill(&self, ctx: &mut HookContext<'_>) -> Result<std::time::Duration, HookError>;
 }
 
@@ -131,13 +130,11 @@ pub trait PrekillHook: Send + Sync {
 /// so it never races the attempt's own hooks. An error leaves the runner
 /// on its old definition and the update is offered again at the next
 /// such point: an update is neither lost nor half-taken.
-pub trait UpdateHook: Send + Sync {
-    fn name(&self) -> &'static str;
+pub trait UpdateHook: Hook {
     fn update(&self, ctx: &mut HookContext<'_>, new: &Task) -> Result<(), HookError>;
 }
 
-pub trait ExitedHook: Send + Sync {
-    fn name(&self) -> &'static str;
+pub trait ExitedHook: Hook {
     fn exited(
         &self,
         ctx: &mut HookContext<'_>,
@@ -146,8 +143,7 @@ pub trait ExitedHook: Send + Sync {
     ) -> Result<(), HookError>;
 }
 
-pub trait StopHook: Send + Sync {
-    fn name(&self) -> &'static str;
+pub trait StopHook: Hook {
     fn stop(&self, ctx: &mut HookContext<'_>) -> Result<(), HookError>;
 }
 
@@ -178,32 +174,6 @@ impl HookSet {
             stop: vec![Box::new(ForgetHandleHook)],
         }
     }
-}
-
-/// Every hook point of the standard hook set, `hook.<kind>.<edge>.<name>`,
-/// in the order an attempt passes them: what scenario files may name.
-pub fn hook_points() -> Vec<String> {
-    use taskgate_faults::points::{hook_point, Edge};
-    let set = HookSet::standard("nobody");
-    let phases: [(&str, Vec<&'static str>); 6] = [
-        ("prestart", set.prestart.iter().map(|h| h.name()).collect()),
-        (
-            "poststart",
-            set.poststart.iter().map(|h| h.name()).collect(),
-        ),
-        ("prekill", set.prekill.iter().map(|h| h.name()).collect()),
-        ("update", set.update.iter().map(|h| h.name()).collect()),
-        ("exited", set.exited.iter().map(|h| h.name()).collect()),
-        ("stop", set.stop.iter().map(|h| h.name()).collect()),
-    ];
-    phases
-        .iter()
-        .flat_map(|(kind, names)| {
-            names.iter().flat_map(move |name| {
-                [Edge::Before, Edge::After].map(|edge| hook_point(kind, edge, name))
-            })
-        })
-        .collect()
 }
 
 /// The host user `task` runs as (its own, or the engine's default).

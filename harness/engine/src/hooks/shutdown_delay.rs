@@ -2,17 +2,19 @@
 //! event), and the kill signal waits the task's delay, so whoever talks to
 //! it has time to notice before it stops answering.
 
-use super::{HookContext, HookError, PrekillHook};
+use super::{Hook, HookContext, HookError, PrekillHook};
 use crate::task_state::EventKind;
 use std::time::Duration;
 
 pub struct ShutdownDelayHook;
 
-impl PrekillHook for ShutdownDelayHook {
+impl Hook for ShutdownDelayHook {
     fn name(&self) -> &'static str {
         "shutdown_delay"
     }
+}
 
+impl PrekillHook for ShutdownDelayHook {
     fn prekill(&self, ctx: &mut HookContext<'_>) -> Result<Duration, HookError> {
         let delay = ctx.task.shutdown_delay;
         if !delay.is_zero() {

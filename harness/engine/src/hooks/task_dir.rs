@@ -3,7 +3,7 @@
 //! task can write its `local/`, `tmp/` and `secrets/`. Every dir is made,
 //! given away and chmodded through its own fd (see `AllocDir`).
 
-use super::{confined, task_user, HookContext, HookError, PrestartHook, TaskSetup};
+use super::{confined, task_user, Hook, HookContext, HookError, PrestartHook, TaskSetup};
 use crate::task_state::EventKind;
 use taskgate_executor::{SECRETS_DIR, TASK_SUBDIRS};
 
@@ -29,11 +29,13 @@ fn mode(sub: &str) -> u32 {
     }
 }
 
-impl PrestartHook for TaskDirHook {
+impl Hook for TaskDirHook {
     fn name(&self) -> &'static str {
         "task_dir"
     }
+}
 
+impl PrestartHook for TaskDirHook {
     fn prestart(&self, ctx: &mut HookContext<'_>, _setup: &mut TaskSetup) -> Result<(), HookError> {
         ctx.emit(EventKind::TaskSetup, "Building Task Directory");
         let user = task_user("task_dir", ctx.task, &self.default_user)?;

@@ -3,8 +3,8 @@
 //! them. Built afresh by each attempt's prestart; an in-place update tells
 //! what the next attempt's environment changes.
 
-use super::{HookContext, HookError, PrestartHook, TaskSetup, UpdateHook};
-use crate::jobspec::Task;
+use super::{Hook, HookContext, HookError, PrestartHook, TaskSetup, UpdateHook};
+use crate::job::{Task, META_PREFIX};
 use crate::task_state::EventKind;
 use std::collections::BTreeMap;
 
@@ -36,14 +36,13 @@ impl TaskEnvHook {
     }
 }
 
-/// Nomad's prefix for a task's `meta` entries in its environment.
-pub const META_PREFIX: &str = "NOMAD_META_";
-
-impl PrestartHook for TaskEnvHook {
+impl Hook for TaskEnvHook {
     fn name(&self) -> &'static str {
         "task_env"
     }
+}
 
+impl PrestartHook for TaskEnvHook {
     fn prestart(&self, ctx: &mut HookContext<'_>, setup: &mut TaskSetup) -> Result<(), HookError> {
         setup.env = Self::env(ctx.alloc_id, ctx.task);
         Ok(())
@@ -51,10 +50,6 @@ impl PrestartHook for TaskEnvHook {
 }
 
 impl UpdateHook for TaskEnvHook {
-    fn name(&self) -> &'static str {
-        "task_env"
-    }
-
     fn update(&self, ctx: &mut HookContext<'_>, new: &Task) -> Result<(), HookError> {
         let (old, new) = (
             Self::env(ctx.alloc_id, ctx.task),

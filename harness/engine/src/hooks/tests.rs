@@ -5,7 +5,7 @@
 
 use super::{HookContext, LogFilesHook, PrestartHook, TaskDirHook, TaskSetup};
 use crate::alloc_dir::AllocDir;
-use crate::jobspec::Task;
+use crate::job::Task;
 use crate::state::TaskRecord;
 use std::path::Path;
 
@@ -83,5 +83,30 @@ fn the_hooks_never_follow_a_planted_link(#[case] at_logs_dir: bool) {
     assert!(
         err.to_string().contains(&logs.display().to_string()),
         "{err}"
+    );
+}
+
+/// The hook points' names are what scenario files and the gate name: they
+/// stay exactly these, in the order an attempt passes them.
+#[test]
+fn hook_points_are_named_by_phase_edge_and_hook() {
+    let expected: Vec<String> = [
+        ("prestart", "validate"),
+        ("prestart", "task_dir"),
+        ("prestart", "log_files"),
+        ("prestart", "task_env"),
+        ("poststart", "persist_handle"),
+        ("prekill", "shutdown_delay"),
+        ("update", "task_env"),
+        ("exited", "executor_shutdown"),
+        ("stop", "forget_handle"),
+    ]
+    .iter()
+    .flat_map(|(phase, hook)| ["before", "after"].map(|edge| format!("hook.{phase}.{edge}.{hook}")))
+    .collect();
+    assert_eq!(super::hook_points(), expected);
+    assert_eq!(
+        super::HookPhase::Prestart.point(taskgate_faults::points::Edge::Before, "task_dir"),
+        "hook.prestart.before.task_dir"
     );
 }

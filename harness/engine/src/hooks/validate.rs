@@ -1,6 +1,6 @@
 //! Prestart: reject a task the executor could not start, before touching disk.
 
-use super::{task_user, HookContext, HookError, PrestartHook, TaskSetup};
+use super::{task_user, Hook, HookContext, HookError, PrestartHook, TaskSetup};
 
 pub struct ValidateHook {
     default_user: String,
@@ -14,11 +14,13 @@ impl ValidateHook {
     }
 }
 
-impl PrestartHook for ValidateHook {
+impl Hook for ValidateHook {
     fn name(&self) -> &'static str {
         "validate"
     }
+}
 
+impl PrestartHook for ValidateHook {
     fn prestart(&self, ctx: &mut HookContext<'_>, _setup: &mut TaskSetup) -> Result<(), HookError> {
         let fail = |message: String| {
             Err(HookError::Failed {

@@ -1,17 +1,13 @@
 //! Limits a jobspec is held to before anything runs: how deep it may nest
 //! (checked before the HCL parser, which recurses once per level and would
 //! overflow the stack on a few thousand levels), and how much argv and
-//! environment one task may hand to `execve` (the kernel's ARG_MAX).
+//! environment one task may hand to `execve` (the kernel's ARG_MAX: the job
+//! model's, re-exported here).
+
+pub use crate::job::exec_limits::*;
 
 /// Deeper than any real job needs, far shallower than the parser's stack.
 pub const MAX_NESTING: usize = 32;
-
-/// The kernel's limit on one argument or environment string (32 pages).
-pub const MAX_ARG_STRLEN: usize = 32 * 4096;
-
-/// What the engine's own task environment (NOMAD_* and friends) may take of
-/// ARG_MAX; the job gets the rest.
-pub const ENGINE_ENV_RESERVE: usize = 4096;
 
 /// The byte offset of the first bracket nested deeper than [`MAX_NESTING`]:
 /// `{ [ (`, a string, and a template interpolation `${ }` / `%{ }` inside a
@@ -103,23 +99,6 @@ fn skip_heredoc(src: &str, start: usize) -> usize {
     src.len()
 }
 
-/// The kernel's ARG_MAX on this machine.
-pub fn arg_max() -> usize {
-    nix::unistd::sysconf(nix::unistd::SysconfVar::ARG_MAX)
-        .ok()
-        .flatten()
-        .map_or(128 * 1024, |n| n as usize)
-}
-
-/// Bytes `execve` counts for these strings: each with its NUL, plus a
-/// pointer per string and the terminating null pointer.
-pub fn exec_size<'a>(strings: impl IntoIterator<Item = &'a str>) -> usize {
-    let (bytes, count) = strings
-        .into_iter()
-        .fold((0, 0), |(b, n), s| (b + s.len() + 1, n + 1));
-    bytes + (count + 1) * std::mem::size_of::<usize>()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,11 +135,5 @@ mod tests {
         assert!(too_deep(&src).is_some());
         let src = "[".repeat(100_000);
         assert_eq!(too_deep(&src), Some(MAX_NESTING));
-    }
-
-    #[test]
-    fn exec_sizes_count_nuls_and_pointers() {
-        assert_eq!(exec_size(["ab", "c"]), 5 + 3 * std::mem::size_of::<usize>());
-        assert!(arg_max() >= 128 * 1024);
     }
 }

@@ -2,13 +2,20 @@
 //! wait for the start condition, run prestart hooks, commit the start at the
 //! start gate, start the driver, run poststart hooks, wait for exit or kill,
 //! run exited hooks, ask the restart tracker, and finally run stop hooks.
+//! Each concern beside it has its own file: starting an attempt
+//! (`start`), hooks (`hooks`), in-place updates (`update`), the kill path
+//! (`kill`), restart decisions (`restarts`), restore (`restore`), the
+//! executor's spec (`spec`) and the task's record (`record`).
 
 use crate::alloc::AllocStatus;
 use crate::alloc_dir::AllocDir;
 use crate::clock::Clock;
 use crate::driver::{Driver, RunningTask};
-use crate::hooks::{guarded, HookContext, HookError, HookSet, TaskSetup};
-use crate::jobspec::{JobType, Task};
+use crate::hooks::{
+    guarded, ExitedHook, HookContext, HookError, HookSet, PoststartHook, PrekillHook, PrestartHook,
+    StopHook, TaskSetup, UpdateHook,
+};
+use crate::job::{JobType, Task};
 use crate::restart::{Jitter, RestartDecision, RestartTracker};
 use crate::start_gate::{PrestartReceipt, StartGate, StartRefused};
 use crate::state::{AttemptEnded, EndedBy, StateDb, TaskRecord};
@@ -16,32 +23,33 @@ use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use taskgate_executor::{
     ExecutorError, ExitResult, Remains, Resources, Rlimits, StopOutcome, TaskSpec,
 };
-use taskgate_faults::points::{self, hook_point, Edge};
+use taskgate_faults::points::{self, Edge};
 use taskgate_faults::seeded::SeededBug;
 use taskgate_faults::{fault_point, record_point};
 use tokio::sync::{mpsc, watch};
 
-mod hook_runs;
+mod hooks;
+mod kill;
 mod panic;
-mod restart_policy;
+mod record;
+mod restarts;
 mod restore;
 mod seeded;
-mod supervise;
-use restart_policy::Ask;
+mod spec;
+mod start;
+mod update;
+use record::describe_exit;
+use restarts::Ask;
+use restore::unknown_handle;
+use start::PrestartError;
 #[cfg(test)]
 mod tests;
 pub use panic::PanicCleanup;
-
-/// Settings every task spec shares, from the engine's configuration.
-#[derive(Debug, Clone)]
-pub struct SpecDefaults {
-    pub chroot_env: BTreeMap<PathBuf, PathBuf>,
-    pub default_user: String,
-    pub pids_max: u64,
-}
+pub use spec::SpecDefaults;
 
 /// What the task runner needs from its alloc runner.
 pub struct TaskRunnerDeps {
@@ -108,15 +116,6 @@ pub struct RestartAsk {
     /// All tasks restart: a dead task comes back too. Otherwise only a
     /// live attempt is ended (or a restart delay cut short).
     pub all_tasks: bool,
-}
-
-/// Why prestart did not produce a receipt.
-#[derive(Debug, thiserror::Error)]
-enum PrestartError {
-    #[error("allocation is terminal")]
-    AllocTerminal,
-    #[error(transparent)]
-    Hook(#[from] HookError),
 }
 
 /// How one attempt ended.
@@ -409,220 +408,6 @@ impl TaskRunner {
         }
         self.not_started("allocation is terminal")
     }
-
-    /// Runs every prestart hook for `attempt`, in order; only a full run
-    /// mints the receipt the start gate demands.
-    fn prestart(&mut self, attempt: u32) -> Result<(PrestartReceipt, TaskSetup), PrestartError> {
-        if self.should_shutdown() {
-            if !SeededBug::LegacyPrestartSkip.active() {
-                return Err(PrestartError::AllocTerminal);
-            }
-            // The report's original logic: skip the hooks and still hand
-            // out a receipt.
-            fault_point!(points::TR_OBSERVED_TERMINAL, self.name());
-            tracing::trace!(
-                task = self.name(),
-                "skipping prestart hooks since allocation is terminal"
-            );
-            return Ok((
-                PrestartReceipt::mint(&self.task.name, attempt),
-                TaskSetup::default(),
-            ));
-        }
-        let mut setup = TaskSetup::default();
-        let hooks = self.deps.hooks.clone();
-        for hook in &hooks.prestart {
-            let before = hook_point("prestart", Edge::Before, hook.name());
-            fault_point!(&before, self.name(), |msg| Err(
-                HookError::Injected(msg).into()
-            ));
-            let mut ctx = self.context(attempt);
-            guarded(hook.name(), || hook.prestart(&mut ctx, &mut setup))?;
-            let after = hook_point("prestart", Edge::After, hook.name());
-            fault_point!(&after, self.name(), |msg| Err(
-                HookError::Injected(msg).into()
-            ));
-        }
-        self.record.prestart_done = Some(attempt);
-        self.publish();
-        Ok((PrestartReceipt::mint(&self.task.name, attempt), setup))
-    }
-
-    /// The linearization point (see `start_gate`). The committed attempt is
-    /// persisted before the driver runs, so a restored agent knows to look
-    /// for its executor instead of starting the attempt again.
-    fn commit(&mut self, receipt: PrestartReceipt) -> Result<(), StartRefused> {
-        let attempt = receipt.attempt();
-        if SeededBug::LegacyPrestartSkip.active() {
-            // The report's check: only the kill context, not the alloc status.
-            if self.killed() {
-                return Err(StartRefused::Killed);
-            }
-        } else {
-            self.deps
-                .gate
-                .commit_start(receipt, self.task.is_poststop())?;
-        }
-        self.record.committed = Some(attempt);
-        // The handle named the previous attempt's executor; from here on the
-        // committed attempt's executor is found at its socket path until its
-        // own handle is persisted (B1: a restore reattached to the stale one,
-        // and the new executor ran with no supervisor).
-        if !SeededBug::StaleHandle.active() {
-            self.record.handle = None;
-        }
-        self.publish();
-        Ok(())
-    }
-
-    /// Starts the committed attempt. An executor that still holds the task
-    /// can only be an earlier attempt's that outlived its supervision: it is
-    /// destroyed, and the start tried once more, instead of failing the
-    /// attempt on it.
-    async fn launch(&mut self, setup: &TaskSetup) -> Result<RunningTask, ExecutorError> {
-        match self.deps.driver.start(self.spec(setup)).await {
-            Err(ExecutorError::AlreadyRunning { .. }) => {
-                let remains = self.destroy_remains().await?;
-                tracing::warn!(task = self.name(), %remains, "an earlier executor still ran");
-                self.deps.driver.start(self.spec(setup)).await
-            }
-            launched => launched,
-        }
-    }
-
-    /// Exited hooks, then the restart decision. `Some` ends the MAIN loop.
-    async fn after_attempt(
-        &mut self,
-        running: &RunningTask,
-        end: AttemptEnd,
-        attempt: u32,
-        tracker: &mut RestartTracker,
-    ) -> Option<Outcome> {
-        let result = match &end {
-            AttemptEnd::Exited(r) => Some(r.clone()),
-            AttemptEnd::Killed(r) | AttemptEnd::Restarted(r) => r.clone(),
-            AttemptEnd::Lost(_) => None,
-        };
-        self.run_exited_hooks(running, result.as_ref(), attempt);
-        match end {
-            AttemptEnd::Killed(result) => Some(Outcome::Killed { result }),
-            AttemptEnd::Restarted(_) => {
-                self.take_update(attempt, tracker);
-                self.restart_now(attempt);
-                None
-            }
-            AttemptEnd::Exited(result) => {
-                self.emit(EventKind::Terminated, attempt, describe_exit(&result));
-                self.take_update(attempt, tracker);
-                let success = result.successful();
-                let failed = tracker.stopping_fails(success);
-                let asked = Ask::Exit { success };
-                self.restart_or_stop(tracker, asked, attempt, |_| Outcome::Exited {
-                    result,
-                    failed,
-                })
-                .await
-            }
-            AttemptEnd::Lost(why) => {
-                self.lose_attempt(attempt, format!("executor lost: {why}"))
-                    .await;
-                self.lost(format!("executor lost: {why}"), attempt, tracker)
-                    .await
-            }
-        }
-    }
-
-    fn socket_path(&self) -> PathBuf {
-        taskgate_executor::socket_path(&self.deps.run_dir, &self.deps.alloc_id, &self.task.name)
-    }
-
-    fn not_started(&mut self, reason: &str) -> Outcome {
-        fault_point!(points::TR_OBSERVED_TERMINAL, self.name());
-        let attempt = self.current_attempt();
-        self.emit(
-            EventKind::NotStarted,
-            attempt,
-            format!("Task not started: {reason}"),
-        );
-        Outcome::NeverStarted {
-            reason: reason.to_string(),
-        }
-    }
-
-    /// The attempt events belong to: the running one, else the furthest an
-    /// attempt got (prestart done, or committed).
-    fn current_attempt(&self) -> u32 {
-        // A running attempt was committed, after its prestart.
-        (self.record.committed)
-            .max(self.record.prestart_done)
-            .unwrap_or(0)
-    }
-
-    fn spec(&self, setup: &TaskSetup) -> TaskSpec {
-        let task = &self.task;
-        let dir = &self.deps.alloc_dir;
-        let defaults = &self.deps.defaults;
-        TaskSpec {
-            alloc_id: self.deps.alloc_id.clone(),
-            task_name: task.name.clone(),
-            task_dir: dir.task_dir(&task.name),
-            shared_alloc_dir: dir.shared(),
-            chroot_env: defaults.chroot_env.clone(),
-            command: task.command.clone(),
-            args: task.args.clone(),
-            env: setup.env.clone(),
-            user: task
-                .user
-                .clone()
-                .unwrap_or_else(|| defaults.default_user.clone()),
-            resources: Resources {
-                cpu_shares: task.resources.cpu.max(2),
-                memory_mb: task.resources.memory_mb,
-                pids_max: defaults.pids_max,
-            },
-            network_isolation: true,
-            logs: task.logs.config(),
-            kill_signal: task.kill_signal,
-            kill_timeout: task.kill_timeout,
-            rlimits: Rlimits::default(),
-            oom_score_adj: taskgate_executor::DEFAULT_OOM_SCORE_ADJ,
-        }
-    }
-
-    fn emit(&mut self, kind: EventKind, attempt: u32, message: impl Into<String>) {
-        if SeededBug::PoststopEventsLost.active()
-            && self.task.is_poststop()
-            && kind == EventKind::Terminated
-        {
-            return;
-        }
-        self.record
-            .events
-            .push(TaskEvent::new(&self.task.name, kind, attempt, message));
-    }
-
-    fn set_state(&mut self, next: TaskState) {
-        if let Err(err) = self.record.state.advance(next) {
-            // A bug in this file, not a runtime condition: make it loud.
-            panic!("task {}: {err}", self.task.name);
-        }
-        self.state_tx.send_replace(self.record.state.clone());
-    }
-
-    /// Persists the record (with its recent events only), streams every
-    /// new event and wakes the coordinator.
-    fn publish(&mut self) {
-        let new = self.record.events[self.published..].to_vec();
-        self.record.keep_recent_events();
-        if let Err(err) = self.deps.state.put_task(&self.deps.alloc_id, &self.record) {
-            tracing::error!(task = self.name(), error = %err, "persisting task state failed");
-        }
-        for event in new {
-            let _ = self.deps.events.send(event);
-        }
-        self.published = self.record.events.len();
-        let _ = self.changed.send(());
-    }
 }
 
 /// Resolves once the alloc runner set the flag (start, or kill); never if
@@ -642,27 +427,4 @@ async fn asked(restart: &mut watch::Receiver<RestartAsk>) {
     if restart.changed().await.is_err() {
         std::future::pending::<()>().await;
     }
-}
-
-fn unknown_handle(socket_path: PathBuf) -> taskgate_executor::ReattachInfo {
-    taskgate_executor::ReattachInfo {
-        socket_path,
-        executor_pid: 0,
-        task_pid: 0,
-    }
-}
-
-fn describe_exit(result: &ExitResult) -> String {
-    let mut msg = match (result.exit_code, result.signal) {
-        (_, Some(sig)) => format!(
-            "Exit Code: {}, Signal: {sig}",
-            result.exit_code.unwrap_or(128 + sig)
-        ),
-        (Some(code), None) => format!("Exit Code: {code}"),
-        (None, None) => "Exit Code: unknown".to_string(),
-    };
-    if result.oom_killed {
-        msg.push_str(", OOM Killed");
-    }
-    msg
 }

@@ -90,3 +90,13 @@ impl TaskRunner {
         }
     }
 }
+
+/// Where a task's executor is found when its handle was never persisted:
+/// its socket path is deterministic.
+pub(super) fn unknown_handle(socket_path: PathBuf) -> taskgate_executor::ReattachInfo {
+    taskgate_executor::ReattachInfo {
+        socket_path,
+        executor_pid: 0,
+        task_pid: 0,
+    }
+}

@@ -40,7 +40,7 @@ fn runner_with(
         }),
         run_dir: data_dir.run(),
         clock: Arc::new(SystemClock::default()),
-        job_type: crate::jobspec::JobType::Batch,
+        job_type: crate::job::JobType::Batch,
         restart_seed: 0,
         events: mpsc::unbounded_channel().0,
     };
@@ -123,11 +123,13 @@ fn an_exit_is_described_as_nomad_does(
 
 struct FailingPoststart;
 
-impl crate::hooks::PoststartHook for FailingPoststart {
+impl crate::hooks::Hook for FailingPoststart {
     fn name(&self) -> &'static str {
         "failing"
     }
+}
 
+impl crate::hooks::PoststartHook for FailingPoststart {
     fn poststart(&self, _: &mut HookContext<'_>, _: &RunningTask) -> Result<(), HookError> {
         Err(HookError::Failed {
             hook: "failing",

@@ -3,7 +3,6 @@
 
 #![allow(dead_code)] // each test target uses its own part
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_engine::clock::{Clock, SystemClock};
@@ -43,7 +42,7 @@ impl Home {
     pub fn new() -> Home {
         taskgate_faults::reset();
         let dir = tempfile::tempdir().unwrap();
-        let driver = FakeDriver::new(DataDir::new(dir.path().join("data")).run());
+        let driver = EngineConfig::for_fake(DataDir::new(dir.path().join("data"))).fake_driver();
         Home { dir, driver }
     }
 
@@ -57,21 +56,22 @@ impl Home {
 
     /// An engine whose restart and shutdown delays run on `clock`.
     pub fn engine_on(&self, clock: Arc<dyn Clock>) -> Engine {
-        let me = nix::unistd::User::from_uid(nix::unistd::getuid())
-            .unwrap()
-            .expect("the test's own user");
         let config = EngineConfig {
-            data_dir: self.data_dir(),
-            executor_bin: "/nonexistent".into(),
-            chroot_env: BTreeMap::new(),
-            default_user: me.name,
-            pids_max: 8,
+            default_user: own_user(),
             clock,
-            restart_seed: 0,
-            cgroup_parent: FakeDriver::cgroup_parent(),
+            ..EngineConfig::for_fake(self.data_dir())
         };
-        Engine::open_with(config, Arc::new(self.driver.clone())).unwrap()
+        Engine::open_on_fake(config, &self.driver).unwrap()
     }
+}
+
+/// The user running the tests: the fake's tasks run as it, so the hooks'
+/// chown works without root.
+pub fn own_user() -> String {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .expect("the test's own user")
+        .name
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {

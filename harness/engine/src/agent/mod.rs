@@ -4,27 +4,24 @@
 //! restore: one place for placing, restoring, stopping, restarting,
 //! following and listing allocations.
 
+mod server;
+
+pub use server::{BoundSocket, ControlServer};
+
 use crate::alloc::{AllocStatus, RestartRefused, RestartScope};
 use crate::alloc_runner::{AllocControl, AllocHandle};
+pub use crate::control::AllocEntry;
 use crate::control::ControlError;
 use crate::engine::{Engine, EngineError, SkippedAlloc};
-use crate::jobspec::Job;
-use crate::state::{AllocRecord, StateError, TaskRecord};
+use crate::job::Job;
+use crate::state::{AllocRecord, StateError};
 use crate::task_state::TaskEvent;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{broadcast, watch};
 
 /// Events a follower may fall behind by before it is told it missed some.
 const FOLLOW_BACKLOG: usize = 4096;
-
-/// One allocation and its tasks, as the state database holds them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AllocEntry {
-    pub alloc: AllocRecord,
-    pub tasks: Vec<TaskRecord>,
-}
 
 /// An allocation this agent runs.
 #[derive(Clone)]

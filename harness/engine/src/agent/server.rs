@@ -1,10 +1,10 @@
 //! The agent's side of the control socket: each connection is answered on
 //! the Tokio runtime, concurrently with every other.
 
-use super::{
+use super::{Agent, Followed, Following};
+use crate::control::{
     BindError, ControlAnswer, ControlError, ControlReply, ControlRequest, MAX_REQUEST_BYTES,
 };
-use crate::agent::{Agent, Followed, Following};
 use crate::data_dir::DataDir;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

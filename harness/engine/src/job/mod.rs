@@ -1,10 +1,15 @@
 //! The job model: what a jobspec describes, as the engine runs it and as
 //! the state database keeps it. Parsing it from HCL is `jobspec`'s work.
 
+pub mod exec_limits;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use taskgate_executor::{KillSignal, LogConfig};
+
+/// Nomad's prefix for a task's `meta` entries in its environment.
+pub const META_PREFIX: &str = "NOMAD_META_";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
@@ -296,8 +301,8 @@ impl Task {
     /// ARG_MAX, and what it may take here (ARG_MAX less the engine's own
     /// variables).
     pub fn exec_size(&self) -> (usize, usize) {
-        use crate::jobspec::limits;
-        let meta = (self.meta.iter()).map(|(k, v)| format!("{}{k}={v}", crate::hooks::META_PREFIX));
+        use exec_limits as limits;
+        let meta = (self.meta.iter()).map(|(k, v)| format!("{META_PREFIX}{k}={v}"));
         let env: Vec<String> = (self.env.iter())
             .map(|(k, v)| format!("{k}={v}"))
             .chain(meta)

@@ -7,7 +7,9 @@ impl TaskRunner {
     /// Kills whatever is left of this task's earlier attempts (an executor
     /// this agent cannot reach, a task tree whose executor died), as Nomad
     /// does when a reattach fails (#1795, #17424), so that no attempt ever
-    /// runs beside another (B3).
+    /// runs beside another (an executor that died used to leave its task
+    /// running, and the restart launched the next attempt into the same
+    /// cgroup: docs/bugs.md, B3).
     pub(super) async fn destroy_remains(&self) -> Result<Remains, ExecutorError> {
         let destroyed = self
             .deps
@@ -168,17 +170,5 @@ impl TaskRunner {
         } else {
             AttemptEnd::Killed(result)
         }
-    }
-
-    /// Persists how the current attempt ended before anything else happens
-    /// to it (B2: an agent killed in the exited hooks used to restore the
-    /// attempt as running, and start a completed task again).
-    pub(super) fn record_end(&mut self, result: &ExitResult, by: EndedBy) {
-        self.record.ended = Some(AttemptEnded {
-            attempt: self.current_attempt(),
-            result: result.clone(),
-            by,
-        });
-        self.publish();
     }
 }

@@ -20,6 +20,48 @@ pub(super) enum DelayEnd {
 }
 
 impl TaskRunner {
+    /// Exited hooks, then the restart decision. `Some` ends the MAIN loop.
+    pub(super) async fn after_attempt(
+        &mut self,
+        running: &RunningTask,
+        end: AttemptEnd,
+        attempt: u32,
+        tracker: &mut RestartTracker,
+    ) -> Option<Outcome> {
+        let result = match &end {
+            AttemptEnd::Exited(r) => Some(r.clone()),
+            AttemptEnd::Killed(r) | AttemptEnd::Restarted(r) => r.clone(),
+            AttemptEnd::Lost(_) => None,
+        };
+        self.run_exited_hooks(running, result.as_ref(), attempt);
+        match end {
+            AttemptEnd::Killed(result) => Some(Outcome::Killed { result }),
+            AttemptEnd::Restarted(_) => {
+                self.take_update(attempt, tracker);
+                self.restart_now(attempt);
+                None
+            }
+            AttemptEnd::Exited(result) => {
+                self.emit(EventKind::Terminated, attempt, describe_exit(&result));
+                self.take_update(attempt, tracker);
+                let success = result.successful();
+                let failed = tracker.stopping_fails(success);
+                let asked = Ask::Exit { success };
+                self.restart_or_stop(tracker, asked, attempt, |_| Outcome::Exited {
+                    result,
+                    failed,
+                })
+                .await
+            }
+            AttemptEnd::Lost(why) => {
+                self.lose_attempt(attempt, format!("executor lost: {why}"))
+                    .await;
+                self.lost(format!("executor lost: {why}"), attempt, tracker)
+                    .await
+            }
+        }
+    }
+
     /// Setting up or starting an attempt failed: report it and ask the
     /// restart tracker. `Some` ends the MAIN loop.
     pub(super) async fn start_failed(
