@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 use taskgate_engine::clock::{Clock, SystemClock, VirtualClock};
-use taskgate_engine::driver::Driver;
 use taskgate_engine::fake_driver::Exit;
 use taskgate_engine::jobspec::{Job, JobType, RestartMode, RestartPolicy, Task};
 use taskgate_engine::state::StateDb;
@@ -50,16 +49,9 @@ fn last_event(summary: &taskgate_engine::AllocSummary, task: &str) -> (EventKind
 fn a_lost_attempt_at_restore_is_decided_by_the_policy() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();
-    let alloc_id = agent_died_while_web_ran(&home, &first, 0);
-    first.shutdown_timeout(idle());
-    second
-        .block_on(home.driver.destroy_remains(&alloc_id, "web"))
-        .unwrap();
+    web_lost_while_agent_down(&home, first, &second, 0);
     let engine = home.engine();
-    let alloc = {
-        let _rt = second.enter();
-        engine.restore().unwrap().allocs.remove(0)
-    };
+    let alloc = restore_one(&engine, &second);
     let summary = wait(&second, alloc);
     assert_eq!(home.driver.starts("web"), 1);
     assert_eq!(summary.status.client, ClientStatus::Failed);
@@ -78,11 +70,7 @@ fn a_lost_attempt_at_restore_is_decided_by_the_policy() {
 fn a_lost_attempt_at_restore_is_counted() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();
-    let alloc_id = agent_died_while_web_ran(&home, &first, 1);
-    first.shutdown_timeout(idle());
-    second
-        .block_on(home.driver.destroy_remains(&alloc_id, "web"))
-        .unwrap();
+    let alloc_id = web_lost_while_agent_down(&home, first, &second, 1);
     let state = StateDb::open(&home.data_dir().state_db()).unwrap();
     let mut record = state.alloc(&alloc_id).unwrap().unwrap();
     record.job.groups[0].tasks[0].restart.delay = Duration::from_secs(30);
@@ -90,10 +78,7 @@ fn a_lost_attempt_at_restore_is_counted() {
     drop(state);
     let clock = Arc::new(VirtualClock::default());
     let engine = home.engine_on(clock.clone());
-    let alloc = {
-        let _rt = second.enter();
-        engine.restore().unwrap().allocs.remove(0)
-    };
+    let alloc = restore_one(&engine, &second);
     let control = alloc.control();
     let (mut events, waiter) = alloc.into_parts();
     assert_eq!(started_events(&second, &mut events, 1)[0].attempt, 2);
@@ -200,10 +185,7 @@ fn a_restore_keeps_the_restart_window() {
     first.shutdown_timeout(idle());
     clock.advance(60 * MINUTE);
     let engine = home.engine_on(clock.clone());
-    let alloc = {
-        let _rt = second.enter();
-        engine.restore().unwrap().allocs.remove(0)
-    };
+    let alloc = restore_one(&engine, &second);
     let control = alloc.control();
     let (mut events, waiter) = alloc.into_parts();
     home.driver.exit("web", 1);
@@ -273,10 +255,7 @@ fn a_restart_delay_an_agent_kill_cut_short_is_waited_out() {
         .allocs()
         .unwrap();
     let engine = home.engine_on(Arc::new(SystemClock::default()));
-    let alloc = {
-        let _rt = second.enter();
-        engine.restore().unwrap().allocs.remove(0)
-    };
+    let alloc = restore_one(&engine, &second);
     let web = engine
         .state()
         .tasks(&persisted[0].alloc_id)

@@ -6,7 +6,6 @@ mod support;
 use serial_test::serial;
 use std::time::Duration;
 use support::*;
-use taskgate_engine::driver::Driver;
 use taskgate_engine::fake_driver::{Call, Exit};
 use taskgate_engine::state::{AttemptEnded, EndedBy};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
@@ -43,10 +42,7 @@ fn a_restore_on_attempt_2_reattaches_to_attempt_2() {
     drop(engine);
 
     let engine = home.engine();
-    let alloc = {
-        let _rt = second.enter();
-        engine.restore().unwrap().allocs.remove(0)
-    };
+    let alloc = restore_one(&engine, &second);
     alloc.stop();
     let summary = wait(&second, alloc);
     assert_eq!(home.driver.starts("web"), 2, "{:?}", home.driver.calls());
@@ -203,10 +199,7 @@ fn a_restored_attempt_that_had_ended_is_finished_not_run_again() {
         });
     });
     let engine = home.engine();
-    let alloc = {
-        let _rt = second.enter();
-        engine.restore().unwrap().allocs.remove(0)
-    };
+    let alloc = restore_one(&engine, &second);
     // No stop: the restored attempt is over, so the alloc is.
     let summary = wait(&second, alloc);
     assert_eq!(home.driver.starts("web"), 1, "{:?}", home.driver.calls());
@@ -229,10 +222,7 @@ fn a_failed_reattach_destroys_the_remains_before_the_restart() {
         handle.executor_pid += 100;
     });
     let engine = home.engine();
-    let alloc = {
-        let _rt = second.enter();
-        engine.restore().unwrap().allocs.remove(0)
-    };
+    let alloc = restore_one(&engine, &second);
     let updates = alloc.control();
     let (mut events, waiter) = alloc.into_parts();
     let started = started_events(&second, &mut events, 1);
@@ -280,16 +270,9 @@ fn lost_attempt_end(summary: &AllocSummary) -> String {
 fn a_lost_attempt_with_nothing_left_is_said_so() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();
-    let alloc_id = agent_died_while_web_ran(&home, &first, 1);
-    first.shutdown_timeout(idle());
-    second
-        .block_on(home.driver.destroy_remains(&alloc_id, "web"))
-        .unwrap();
+    web_lost_while_agent_down(&home, first, &second, 1);
     let engine = home.engine();
-    let alloc = {
-        let _rt = second.enter();
-        engine.restore().unwrap().allocs.remove(0)
-    };
+    let alloc = restore_one(&engine, &second);
     let updates = alloc.control();
     let (mut events, waiter) = alloc.into_parts();
     assert_eq!(started_events(&second, &mut events, 1)[0].attempt, 2);
@@ -392,10 +375,7 @@ fn a_restore_without_a_handle_finds_the_executor_at_its_socket() {
     first.shutdown_timeout(idle());
     edit_web_record(&home, &alloc_id, |web| web.handle = None);
     let engine = home.engine();
-    let alloc = {
-        let _rt = second.enter();
-        engine.restore().unwrap().allocs.remove(0)
-    };
+    let alloc = restore_one(&engine, &second);
     alloc.stop();
     let summary = wait(&second, alloc);
     let socket = taskgate_executor::socket_path(&home.data_dir().run(), &alloc_id, "web");

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_engine::clock::{Clock, SystemClock};
+use taskgate_engine::driver::Driver;
 use taskgate_engine::fake_driver::{Call, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, JobType, Lifecycle, LifecycleHook, Task};
 use taskgate_engine::state::{StateDb, TaskRecord};
@@ -166,6 +167,28 @@ pub fn started_events(
         }
     }
     started
+}
+
+/// [`agent_died_while_web_ran`], then web's executor dies with its task
+/// while no agent runs (nothing of it is left); returns the alloc id.
+pub fn web_lost_while_agent_down(
+    home: &Home,
+    first: tokio::runtime::Runtime,
+    second: &tokio::runtime::Runtime,
+    attempts: u32,
+) -> String {
+    let alloc_id = agent_died_while_web_ran(home, &first, attempts);
+    first.shutdown_timeout(idle());
+    second
+        .block_on(home.driver.destroy_remains(&alloc_id, "web"))
+        .unwrap();
+    alloc_id
+}
+
+/// The one alloc `engine` restores, its runners on `rt`.
+pub fn restore_one(engine: &Engine, rt: &tokio::runtime::Runtime) -> AllocHandle {
+    let _rt = rt.enter();
+    engine.restore().unwrap().allocs.remove(0)
 }
 
 /// Runs `web` (a service the fake keeps running) in a first engine until it
