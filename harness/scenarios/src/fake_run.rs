@@ -6,7 +6,7 @@
 //! Only what the fake world can know is judged; the real executor under
 //! the exec oracle remains where it counts.
 
-use crate::lab::LabError;
+use crate::lab::{io, LabError};
 use crate::model::Scenario;
 use crate::model::Then;
 use crate::report::{Case, RunReport, Token};
@@ -46,13 +46,13 @@ impl FakeRunner<'_> {
     fn run_in(&self, scenario: &Scenario, case: &Case) -> Result<(String, Outcome), LabError> {
         let plan = match Plan::of(scenario, case)? {
             Plan::InProcess(plan) => plan,
-            Plan::Agent { .. } => return Err(fake_cannot("kill an agent process")),
+            Plan::Agent { .. } => return Err(LabError::FakeCannot("kill an agent process")),
         };
         if plan.faults().iter().any(|f| acts_on_processes(&f.action)) {
-            return Err(fake_cannot("act on processes it does not have"));
+            return Err(LabError::FakeCannot("act on processes it does not have"));
         }
         if (plan.faults().iter()).any(|f| taskgate_faults::points::in_executor(&f.point.point)) {
-            return Err(fake_cannot(
+            return Err(LabError::FakeCannot(
                 "reach an executor's points: it has no executor",
             ));
         }
@@ -63,10 +63,12 @@ impl FakeRunner<'_> {
                 ..
             }
         ) {
-            return Err(fake_cannot("tell when a task would exit on its own"));
+            return Err(LabError::FakeCannot(
+                "tell when a task would exit on its own",
+            ));
         }
         let description = Plan::InProcess(plan).describe();
-        let home = tempfile::tempdir().map_err(|e| LabError::Engine(e.to_string()))?;
+        let home = tempfile::tempdir().map_err(io("creating", &std::env::temp_dir()))?;
         let data_dir = DataDir::new(home.path());
         let driver = FakeDriver::new(data_dir.run());
         // Tasks that run to completion by their role exit at once, as often
@@ -90,12 +92,11 @@ impl FakeRunner<'_> {
                 cgroup_parent: FakeDriver::cgroup_parent(),
             },
             std::sync::Arc::new(driver.clone()),
-        )
-        .map_err(|e| LabError::Engine(e.to_string()))?;
+        )?;
         taskgate_faults::reset();
         // The hits go to a log too, for the faults that await one.
         let log = home.path().join("faults.jsonl");
-        taskgate_faults::log_to(Some(&log)).map_err(|e| LabError::Engine(e.to_string()))?;
+        taskgate_faults::log_to(Some(&log)).map_err(io("opening", &log))?;
         let driven = drive(&engine, scenario, &plan, data_dir.path(), self.runtime);
         let hits = taskgate_faults::history();
         taskgate_faults::reset();
@@ -119,12 +120,6 @@ impl FakeRunner<'_> {
             },
         ))
     }
-}
-
-fn fake_cannot(what: &str) -> LabError {
-    LabError::Engine(format!(
-        "the fake driver cannot {what}: run this case on the real executor"
-    ))
 }
 
 /// The interventions that need real processes (alloc updates do not).

@@ -305,8 +305,7 @@ impl<'a> Runner<'a> {
         data_dir: &Path,
         log: &Path,
     ) -> Result<Outcome, LabError> {
-        let engine = Engine::open(self.engine_config(data_dir))
-            .map_err(|e| LabError::Engine(e.to_string()))?;
+        let engine = Engine::open(self.engine_config(data_dir))?;
         let (summary, mut problems) = drive(&engine, scenario, plan, data_dir, self.runtime)?;
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
         problems.extend(unfired(plan.faults(), &hits));
@@ -364,9 +363,7 @@ pub(crate) fn drive(
         }
     });
     let _guard = runtime.enter();
-    let alloc = engine
-        .submit(&scenario.job, None)
-        .map_err(|e| LabError::Engine(e.to_string()))?;
+    let alloc = engine.submit(&scenario.job, None)?;
     let server = Arc::new(Server::new(alloc.control(), scenario.job.clone()));
     let _ = server_slot.set(server.clone());
     let stop = move || server.deliver(Intervention::StopAlloc);
