@@ -49,6 +49,7 @@ impl Home {
             clock: Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: 0,
             cgroup_parent: FakeDriver::cgroup_parent(),
+            executor_faults: Default::default(),
         };
         let engine = Engine::open_with(config, Arc::new(driver.clone())).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()

@@ -90,6 +90,7 @@ impl FakeRunner<'_> {
                 clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
                 restart_seed: crate::run::RESTART_SEED,
                 cgroup_parent: FakeDriver::cgroup_parent(),
+                executor_faults: Default::default(),
             },
             std::sync::Arc::new(driver.clone()),
         )?;

@@ -69,6 +69,7 @@ impl Home {
             clock,
             restart_seed: 0,
             cgroup_parent: FakeDriver::cgroup_parent(),
+            executor_faults: Default::default(),
         };
         Engine::open_with(config, Arc::new(self.driver.clone())).unwrap()
     }
