@@ -539,12 +539,14 @@ fn an_unreachable_executor_holds_its_task_until_destroyed() {
 fn injected_executor_faults_fail_cleanly(#[case] point: &str, #[case] action: &str) {
     let sb = Sandbox::new();
     let spec = sb.spec("web", "true");
-    std::env::set_var(
-        taskgate_executor::FAILPOINTS_ENV,
-        format!("web:{point}={action}"),
-    );
-    let result = sb.launch(&spec);
-    std::env::remove_var(taskgate_executor::FAILPOINTS_ENV);
+    let config = taskgate_executor::ExecutorConfig {
+        faults: taskgate_executor::ExecutorFaults {
+            spec: Some(format!("web:{point}={action}")),
+            log: None,
+        },
+        ..sb.config()
+    };
+    let result = taskgate_executor::launch(&config, &spec);
     match (action, result) {
         ("error", Err(ExecutorError::Injected(msg))) => assert!(msg.contains(point), "{msg}"),
         // The executor died holding a cgroup: launch() removes it.

@@ -90,6 +90,7 @@ impl Sandbox {
             executor_bin: env!("CARGO_BIN_EXE_taskgate-executor").into(),
             run_dir: self.run_dir(),
             cgroup_parent: self.cgroups.parent().clone(),
+            faults: Default::default(),
         }
     }
 
@@ -347,6 +348,7 @@ impl EngineHome {
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: 0,
             cgroup_parent: self.cgroup_parent.clone(),
+            executor_faults: Default::default(),
         }
     }
 

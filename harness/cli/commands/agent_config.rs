@@ -127,6 +127,8 @@ impl AgentArgs {
                 seed
             }),
             cgroup_parent: self.cgroup_parent()?,
+            // The harness's agents are given their executors' faults.
+            executor_faults: taskgate_executor::ExecutorFaults::from_env(),
         })
     }
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 use taskgate_scenarios::catalogue;
 use taskgate_scenarios::fake_run::FakeRunner;
-use taskgate_scenarios::report::{cases, RunReport};
+use taskgate_scenarios::report::{cases, RunReport, RunVerdict};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -106,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let failed = reports.iter().filter(|r| !r.passed()).count();
     if args.verbose {
         // Known bugs' runs are shown below, with the failures.
-        for r in reports.iter().filter(|r| r.verdict() == "pass") {
+        for r in reports.iter().filter(|r| r.verdict() == RunVerdict::Pass) {
             println!("{}", r.explain());
         }
     }

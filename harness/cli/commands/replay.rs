@@ -6,7 +6,7 @@ use super::lab_session::Session;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use taskgate_scenarios::catalogue;
-use taskgate_scenarios::{RunReport, Token};
+use taskgate_scenarios::{RunReport, RunVerdict, Token};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -66,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn verdict(report: &RunReport) -> String {
     if report.passed() {
-        return "pass".to_string();
+        return RunVerdict::Pass.to_string();
     }
     let mut broken: Vec<&str> = report.violations.iter().map(|v| v.invariant).collect();
     broken.sort_unstable();
@@ -76,7 +76,7 @@ fn verdict(report: &RunReport) -> String {
     } else {
         " + problems"
     };
-    format!("FAIL [{}]{problems}", broken.join("; "))
+    format!("{} [{}]{problems}", RunVerdict::Fail, broken.join("; "))
 }
 
 fn show(report: &RunReport) -> anyhow::Result<()> {

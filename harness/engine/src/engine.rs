@@ -18,7 +18,9 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use taskgate_executor::{CgroupParent, CgroupTree, ExecutorConfig, ExecutorError, Released};
+use taskgate_executor::{
+    CgroupParent, CgroupTree, ExecutorConfig, ExecutorError, ExecutorFaults, Released,
+};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -37,6 +39,8 @@ pub struct EngineConfig {
     /// The cgroup subtree this engine's tasks and executors live in
     /// (claimed by [`Engine::open`]); one per data dir while tasks live.
     pub cgroup_parent: CgroupParent,
+    /// The fault points of the executors it launches (the harness's).
+    pub executor_faults: ExecutorFaults,
 }
 
 impl EngineConfig {
@@ -55,6 +59,7 @@ impl EngineConfig {
             clock: Arc::new(SystemClock::default()),
             restart_seed: 0,
             cgroup_parent: FakeDriver::cgroup_parent(),
+            executor_faults: ExecutorFaults::default(),
         }
     }
 
@@ -131,6 +136,7 @@ impl Engine {
             executor_bin: config.executor_bin.clone(),
             run_dir: config.data_dir.run(),
             cgroup_parent: config.cgroup_parent.clone(),
+            faults: config.executor_faults.clone(),
         }));
         Ok(Engine::assemble(config, state, driver, Some(tree)))
     }

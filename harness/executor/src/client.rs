@@ -21,8 +21,32 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use taskgate_faults::seeded::SeededBug;
 
-/// Fault configuration for executor processes, handed to them as `FAILPOINTS`.
+/// An agent process's input for [`ExecutorFaults::from_env`]: the fault
+/// points of the executors it launches (its own are `TASKGATE_FAULTS`).
 pub const FAILPOINTS_ENV: &str = "TASKGATE_EXECUTOR_FAILPOINTS";
+
+/// The fault points of the executors an engine launches (a failpoints
+/// build's executor honours them). They travel in the config and reach each
+/// executor in its own environment, set on its command: never through the
+/// launching process's environment, which other threads read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecutorFaults {
+    /// `[scope:]point=action` entries separated by `;`.
+    pub spec: Option<String>,
+    /// The file every hit is appended to.
+    pub log: Option<PathBuf>,
+}
+
+impl ExecutorFaults {
+    /// What a process was given for its executors: [`FAILPOINTS_ENV`] and
+    /// the fault log it writes its own hits to. Read once, at the binary's edge.
+    pub fn from_env() -> ExecutorFaults {
+        ExecutorFaults {
+            spec: std::env::var(FAILPOINTS_ENV).ok(),
+            log: std::env::var_os(taskgate_faults::FAULT_LOG_ENV).map(PathBuf::from),
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
@@ -34,6 +58,8 @@ pub struct ExecutorConfig {
     /// The subtree task cgroups and executors live in, claimed beforehand
     /// ([`crate::CgroupTree::claim`]).
     pub cgroup_parent: CgroupParent,
+    /// The executors' fault points and log (none outside the harness).
+    pub faults: ExecutorFaults,
 }
 
 /// Handle on one running executor. Every call opens its own connection, so
@@ -200,9 +226,15 @@ fn spawn_executor(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    match std::env::var_os(FAILPOINTS_ENV) {
-        Some(fp) => cmd.env("FAILPOINTS", fp),
-        None => cmd.env_remove("FAILPOINTS"),
+    // Set or cleared either way: an executor never sees the engine's own
+    // faults, inherited from an agent's environment.
+    match &cfg.faults.spec {
+        Some(spec) => cmd.env(taskgate_faults::FAULTS_ENV, spec),
+        None => cmd.env_remove(taskgate_faults::FAULTS_ENV),
+    };
+    match &cfg.faults.log {
+        Some(log) => cmd.env(taskgate_faults::FAULT_LOG_ENV, log),
+        None => cmd.env_remove(taskgate_faults::FAULT_LOG_ENV),
     };
     // SAFETY: only dup2, which is async-signal-safe, runs between fork and exec.
     unsafe {

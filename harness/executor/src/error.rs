@@ -54,7 +54,7 @@ pub enum ExecutorError {
     Vanished { log: PathBuf, first_exit: String },
     #[error("executor protocol: {0}")]
     Protocol(String),
-    #[error("bad FAILPOINTS: {0}")]
+    #[error("bad executor faults (TASKGATE_FAULTS): {0}")]
     Failpoints(String),
     #[error("{0}")]
     Injected(String),

@@ -17,7 +17,9 @@ mod sys;
 mod task_lock;
 mod validate;
 
-pub use client::{destroy_remains, launch, Executor, ExecutorConfig, Remains, FAILPOINTS_ENV};
+pub use client::{
+    destroy_remains, launch, Executor, ExecutorConfig, ExecutorFaults, Remains, FAILPOINTS_ENV,
+};
 pub use error::ExecutorError;
 pub use fixture::build_busybox_root;
 pub use isolation::caps::DEFAULT_CAPS;

@@ -440,15 +440,11 @@ fn log_to_task_dir(task_dir: &Path) -> Result<(), ExecutorError> {
         .map_err(ExecutorError::io("redirect stderr to executor.out"))
 }
 
-/// The executor honours `FAILPOINTS` (from launch()'s `TASKGATE_EXECUTOR_FAILPOINTS`)
-/// and never the engine's own `TASKGATE_FAULTS` it inherited. Nothing can
-/// release a park across processes, so only park-free actions make sense here.
+/// The executor honours the faults launch() set in its environment from its
+/// config's [`crate::ExecutorFaults`] (launch() clears the engine's own).
+/// Nothing can release a park across processes, so only park-free actions
+/// make sense here.
 #[cfg(feature = "failpoints")]
 fn configure_faults() -> Result<(), ExecutorError> {
-    // Still single-threaded: changing the environment races with nothing.
-    match std::env::var_os("FAILPOINTS") {
-        Some(fp) => std::env::set_var(taskgate_faults::FAULTS_ENV, fp),
-        None => std::env::remove_var(taskgate_faults::FAULTS_ENV),
-    }
     taskgate_faults::configure_from_env().map_err(|e| ExecutorError::Failpoints(e.to_string()))
 }

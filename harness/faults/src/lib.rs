@@ -20,6 +20,15 @@ pub mod seeded;
 #[cfg(feature = "failpoints")]
 pub use registry::*;
 
+/// Names the environment variables a harness uses to configure a child
+/// process (an agent it will SIGKILL, an executor): `TASKGATE_FAULTS` holds
+/// `name=action` pairs separated by `;` (name as `scope:point` or `point`),
+/// `TASKGATE_FAULT_LOG` a file every hit is appended to as a JSON line.
+/// Defined in every build: a launcher sets or clears them whether or not it
+/// was built with fault points.
+pub const FAULTS_ENV: &str = "TASKGATE_FAULTS";
+pub const FAULT_LOG_ENV: &str = "TASKGATE_FAULT_LOG";
+
 use serde::{Deserialize, Serialize};
 
 /// What happens when a configured point is reached.

@@ -1,6 +1,9 @@
 //! The process-wide fault configuration and history (failpoints builds only).
 
-use crate::{scoped, Action, Detail, Fault, Hit, Intervention, PointName, INJECTED};
+use crate::{
+    scoped, Action, Detail, Fault, Hit, Intervention, PointName, FAULTS_ENV, FAULT_LOG_ENV,
+    INJECTED,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
@@ -201,13 +204,6 @@ pub fn monotonic_us() -> u64 {
     u64::try_from(now.tv_sec).unwrap_or(0) * 1_000_000
         + u64::try_from(now.tv_nsec).unwrap_or(0) / 1_000
 }
-
-/// Names the environment variables a harness uses to configure a child
-/// process (an agent it will SIGKILL): `TASKGATE_FAULTS` holds
-/// `name=action` pairs separated by `;` (name as `scope:point` or `point`),
-/// `TASKGATE_FAULT_LOG` a file every hit is appended to as a JSON line.
-pub const FAULTS_ENV: &str = "TASKGATE_FAULTS";
-pub const FAULT_LOG_ENV: &str = "TASKGATE_FAULT_LOG";
 
 #[derive(Debug, thiserror::Error)]
 pub enum EnvConfigError {

@@ -144,21 +144,19 @@ pub(crate) fn run(
 /// agent restores a stopping alloc, whatever its task runners find. It
 /// delivers the stop again too, which changes nothing.
 fn stopped_while_down(data_dir: &Path) -> Result<(), LabError> {
-    let engine = |e: taskgate_engine::state::StateError| LabError::Engine(e.to_string());
-    let state = StateDb::open(&DataDir::new(data_dir).state_db()).map_err(engine)?;
-    for mut alloc in state.allocs().map_err(engine)? {
+    let state = StateDb::open(&DataDir::new(data_dir).state_db())?;
+    for mut alloc in state.allocs()? {
         alloc.desired = taskgate_engine::DesiredStatus::Stop;
-        state.put_alloc(&alloc).map_err(engine)?;
+        state.put_alloc(&alloc)?;
     }
     Ok(())
 }
 
 fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>), LabError> {
-    let engine = |e: taskgate_engine::state::StateError| LabError::Engine(e.to_string());
-    let state = StateDb::open(&DataDir::new(data_dir).state_db()).map_err(engine)?;
-    let alloc = state.allocs().map_err(engine)?.into_iter().next();
+    let state = StateDb::open(&DataDir::new(data_dir).state_db())?;
+    let alloc = state.allocs()?.into_iter().next();
     let tasks = match &alloc {
-        Some(a) => state.tasks(&a.alloc_id).map_err(engine)?,
+        Some(a) => state.tasks(&a.alloc_id)?,
         None => Vec::new(),
     };
     Ok((alloc, tasks))

@@ -6,7 +6,7 @@
 //! Only what the fake world can know is judged; the real executor under
 //! the exec oracle remains where it counts.
 
-use crate::lab::LabError;
+use crate::lab::{io, LabError};
 use crate::model::Scenario;
 use crate::model::Then;
 use crate::report::{Case, RunReport, Token};
@@ -14,7 +14,7 @@ use crate::run::{
     drive, expect_known, harness_error, judge, summary_records, unfired, InProcess, Outcome, Plan,
 };
 use std::time::Instant;
-use taskgate_engine::fake_driver::{Call, Exit, FakeDriver};
+use taskgate_engine::fake_driver::{Call, Exit};
 use taskgate_engine::{DataDir, Engine, EngineConfig};
 use taskgate_faults::points::EX_SPAWNED;
 use taskgate_faults::{Action, Hit};
@@ -46,13 +46,13 @@ impl FakeRunner<'_> {
     fn run_in(&self, scenario: &Scenario, case: &Case) -> Result<(String, Outcome), LabError> {
         let plan = match Plan::of(scenario, case)? {
             Plan::InProcess(plan) => plan,
-            Plan::Agent { .. } => return Err(fake_cannot("kill an agent process")),
+            Plan::Agent { .. } => return Err(LabError::FakeCannot("kill an agent process")),
         };
         if plan.faults().iter().any(|f| acts_on_processes(&f.action)) {
-            return Err(fake_cannot("act on processes it does not have"));
+            return Err(LabError::FakeCannot("act on processes it does not have"));
         }
         if (plan.faults().iter()).any(|f| taskgate_faults::points::in_executor(&f.point.point)) {
-            return Err(fake_cannot(
+            return Err(LabError::FakeCannot(
                 "reach an executor's points: it has no executor",
             ));
         }
@@ -63,12 +63,18 @@ impl FakeRunner<'_> {
                 ..
             }
         ) {
-            return Err(fake_cannot("tell when a task would exit on its own"));
+            return Err(LabError::FakeCannot(
+                "tell when a task would exit on its own",
+            ));
         }
         let description = Plan::InProcess(plan).describe();
-        let home = tempfile::tempdir().map_err(|e| LabError::Engine(e.to_string()))?;
-        let data_dir = DataDir::new(home.path());
-        let driver = FakeDriver::new(data_dir.run());
+        let home = tempfile::tempdir().map_err(io("creating", &std::env::temp_dir()))?;
+        let config = EngineConfig {
+            pids_max: 64,
+            restart_seed: crate::run::RESTART_SEED,
+            ..EngineConfig::for_fake(DataDir::new(home.path()))
+        };
+        let driver = config.fake_driver();
         // Tasks that run to completion by their role exit at once, as often
         // as their policy and a run's user restarts may start them; every
         // other task runs until stopped.
@@ -78,25 +84,12 @@ impl FakeRunner<'_> {
                 driver.script(&task.name, std::iter::repeat_n(Exit::Code(0), starts));
             }
         }
-        let engine = Engine::open_with(
-            EngineConfig {
-                data_dir: data_dir.clone(),
-                executor_bin: "/nonexistent/taskgate-executor".into(),
-                chroot_env: Default::default(),
-                default_user: "nobody".into(),
-                pids_max: 64,
-                clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
-                restart_seed: crate::run::RESTART_SEED,
-                cgroup_parent: FakeDriver::cgroup_parent(),
-            },
-            std::sync::Arc::new(driver.clone()),
-        )
-        .map_err(|e| LabError::Engine(e.to_string()))?;
+        let engine = Engine::open_on_fake(config, &driver)?;
         taskgate_faults::reset();
         // The hits go to a log too, for the faults that await one.
         let log = home.path().join("faults.jsonl");
-        taskgate_faults::log_to(Some(&log)).map_err(|e| LabError::Engine(e.to_string()))?;
-        let driven = drive(&engine, scenario, &plan, data_dir.path(), self.runtime);
+        taskgate_faults::log_to(Some(&log)).map_err(io("opening", &log))?;
+        let driven = drive(&engine, scenario, &plan, home.path(), self.runtime);
         let hits = taskgate_faults::history();
         taskgate_faults::reset();
         let _ = taskgate_faults::log_to(None);
@@ -119,12 +112,6 @@ impl FakeRunner<'_> {
             },
         ))
     }
-}
-
-fn fake_cannot(what: &str) -> LabError {
-    LabError::Engine(format!(
-        "the fake driver cannot {what}: run this case on the real executor"
-    ))
 }
 
 /// The interventions that need real processes (alloc updates do not).

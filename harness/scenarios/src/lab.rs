@@ -25,7 +25,11 @@ pub enum LabError {
     #[error(transparent)]
     Executor(#[from] taskgate_executor::ExecutorError),
     #[error("engine: {0}")]
-    Engine(String),
+    Engine(#[from] taskgate_engine::EngineError),
+    #[error("engine state: {0}")]
+    State(#[from] taskgate_engine::state::StateError),
+    #[error("the fake driver cannot {0}: run this case on the real executor")]
+    FakeCannot(&'static str),
     #[error("scenario {scenario}: {problem}")]
     Case { scenario: String, problem: String },
     #[error(

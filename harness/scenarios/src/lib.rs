@@ -35,4 +35,4 @@ pub mod watchdog;
 pub use catalogue::catalogue;
 pub use lab::Lab;
 pub use model::Scenario;
-pub use report::{RunReport, Token};
+pub use report::{RunReport, RunVerdict, Token};

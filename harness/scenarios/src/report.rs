@@ -107,6 +107,34 @@ pub fn cases(scenario: &Scenario, random: u32, seed: u64) -> Vec<Case> {
     }
 }
 
+/// What one run amounts to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunVerdict {
+    /// No violation, no problem, and no open bug showed.
+    Pass,
+    /// A violation or a problem: the run fails its gate.
+    Fail,
+    /// A pass that showed an open bug's (expected) violation.
+    Known,
+}
+
+impl RunVerdict {
+    /// As the progress lines print it: `pass`, `FAIL` or `known`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunVerdict::Pass => "pass",
+            RunVerdict::Fail => "FAIL",
+            RunVerdict::Known => "known",
+        }
+    }
+}
+
+impl fmt::Display for RunVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The outcome of one run.
 #[derive(Debug, Clone)]
 pub struct RunReport {
@@ -130,12 +158,12 @@ impl RunReport {
         self.violations.is_empty() && self.problems.is_empty()
     }
 
-    /// `pass`, `FAIL`, or `known` for a pass that showed an open bug's violation.
-    pub fn verdict(&self) -> &'static str {
+    /// Pass, fail, or known: a pass that showed an open bug's violation.
+    pub fn verdict(&self) -> RunVerdict {
         match (self.passed(), self.expected.is_empty()) {
-            (false, _) => "FAIL",
-            (true, true) => "pass",
-            (true, false) => "known",
+            (false, _) => RunVerdict::Fail,
+            (true, true) => RunVerdict::Pass,
+            (true, false) => RunVerdict::Known,
         }
     }
 
@@ -144,8 +172,8 @@ impl RunReport {
         let mut out = format!(
             "{} {}  ({})\n",
             match self.verdict() {
-                "known" => "KNOWN BUG (fails as expected)",
-                other => other,
+                RunVerdict::Known => "KNOWN BUG (fails as expected)",
+                other => other.as_str(),
             },
             self.token,
             self.description

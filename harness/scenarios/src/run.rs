@@ -21,6 +21,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use taskgate_engine::state::TaskRecord;
 use taskgate_engine::{AllocSummary, DataDir, DesiredStatus, Engine, EngineConfig};
+use taskgate_executor::ExecutorFaults;
 use taskgate_faults::points;
 use taskgate_faults::schedule::Schedule;
 use taskgate_faults::{patience, Await, Fault, Hit, Intervention};
@@ -266,7 +267,7 @@ impl<'a> Runner<'a> {
         Ok(outcome)
     }
 
-    pub(crate) fn engine_config(&self, data_dir: &Path) -> EngineConfig {
+    fn engine_config(&self, data_dir: &Path, executor_faults: ExecutorFaults) -> EngineConfig {
         EngineConfig {
             data_dir: DataDir::new(data_dir),
             executor_bin: self.lab.executor_bin().to_path_buf(),
@@ -276,6 +277,7 @@ impl<'a> Runner<'a> {
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: RESTART_SEED,
             cgroup_parent: self.lab.cgroup_parent().clone(),
+            executor_faults,
         }
     }
 
@@ -288,13 +290,10 @@ impl<'a> Runner<'a> {
     ) -> Result<Outcome, LabError> {
         taskgate_faults::reset();
         taskgate_faults::log_to(Some(log)).map_err(io("opening", log))?;
-        std::env::set_var(taskgate_faults::FAULT_LOG_ENV, log);
         let result = self.in_process_logged(scenario, plan, data_dir, log);
         // Whatever happened, nothing may stay parked, configured or logged.
         taskgate_faults::reset();
         let _ = taskgate_faults::log_to(None);
-        std::env::remove_var(taskgate_faults::FAULT_LOG_ENV);
-        std::env::remove_var(taskgate_executor::FAILPOINTS_ENV);
         result
     }
 
@@ -305,8 +304,14 @@ impl<'a> Runner<'a> {
         data_dir: &Path,
         log: &Path,
     ) -> Result<Outcome, LabError> {
-        let engine = Engine::open(self.engine_config(data_dir))
-            .map_err(|e| LabError::Engine(e.to_string()))?;
+        // The executors' faults go in their config; the engine's are
+        // configured in this process (drive()).
+        let (executor, _) = by_process(plan.faults());
+        let executor_faults = ExecutorFaults {
+            spec: (!executor.is_empty()).then(|| taskgate_faults::env_spec(executor)),
+            log: Some(log.to_path_buf()),
+        };
+        let engine = Engine::open(self.engine_config(data_dir, executor_faults))?;
         let (summary, mut problems) = drive(&engine, scenario, plan, data_dir, self.runtime)?;
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
         problems.extend(unfired(plan.faults(), &hits));
@@ -364,9 +369,7 @@ pub(crate) fn drive(
         }
     });
     let _guard = runtime.enter();
-    let alloc = engine
-        .submit(&scenario.job, None)
-        .map_err(|e| LabError::Engine(e.to_string()))?;
+    let alloc = engine.submit(&scenario.job, None)?;
     let server = Arc::new(Server::new(alloc.control(), scenario.job.clone()));
     let _ = server_slot.set(server.clone());
     let stop = move || server.deliver(Intervention::StopAlloc);
@@ -427,18 +430,12 @@ fn finish(
     }
 }
 
-/// Configures a case's faults: the engine's here, the executors' through
-/// the environment their launches inherit.
+/// Configures a case's faults the engine reaches, in this process (the
+/// executors' are in the engine's config).
 fn configure(faults: &[Fault]) {
-    let (executor, engine) = by_process(faults);
+    let (_, engine) = by_process(faults);
     for fault in engine {
         taskgate_faults::configure_fault(fault);
-    }
-    if !executor.is_empty() {
-        std::env::set_var(
-            taskgate_executor::FAILPOINTS_ENV,
-            taskgate_faults::env_spec(executor),
-        );
     }
 }
 

@@ -232,6 +232,7 @@ impl Bench {
                 executor_bin: super::sibling_executor()?,
                 run_dir: scratch.dir.join("run"),
                 cgroup_parent,
+                faults: Default::default(),
             },
             cgroups,
             alloc_dir,
@@ -369,6 +370,7 @@ impl Bench {
             restart_seed: 0,
             // Its own: the engine gives its parent back when it is dropped.
             cgroup_parent: bench_cgroup_parent("-engine")?,
+            executor_faults: Default::default(),
         })?;
         let job = engine_job();
         let runtime = super::runtime()?;
