@@ -29,6 +29,7 @@ fn idle() -> Duration {
 struct Scratch {
     dir: tempfile::TempDir,
     cgroups_before: BTreeSet<PathBuf>,
+    labs_before: BTreeSet<PathBuf>,
 }
 
 impl Scratch {
@@ -41,6 +42,7 @@ impl Scratch {
         Scratch {
             dir,
             cgroups_before: common::all_task_cgroups(),
+            labs_before: common::all_lab_cgroups(),
         }
     }
 
@@ -126,6 +128,11 @@ impl Scratch {
             .cloned()
             .collect();
         assert!(leaked.is_empty(), "leftover task cgroups: {leaked:?}");
+        let labs: Vec<PathBuf> = common::all_lab_cgroups()
+            .difference(&self.labs_before)
+            .cloned()
+            .collect();
+        assert!(labs.is_empty(), "leftover lab cgroups: {labs:?}");
         let path = self.path().to_path_buf();
         self.dir
             .close()
@@ -288,6 +295,72 @@ fn gate_writes_a_junit_report() {
     }
     assert!(!xml.contains("<failure"), "{xml}");
     scratch.finish(&["g.xml"]);
+}
+
+/// A gate told to stop (SIGINT, as Ctrl-C sends it) ends the run in
+/// progress, gives no verdict and no report, and takes its lab down:
+/// nothing of it is left (its tasks, cgroups, mount and temp dir).
+#[test]
+#[serial]
+fn an_interrupted_gate_takes_its_lab_down() {
+    let scratch = Scratch::new();
+    let xml_path = scratch.path().join("g.xml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_taskgate"))
+        .args(["gate", "--junit", xml_path.to_str().unwrap()])
+        .env("TMPDIR", scratch.path())
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn taskgate");
+    let printed = Arc::new(AtomicU64::new(0));
+    let stderr = collect(child.stderr.take().expect("piped"), printed.clone());
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            all.push_str(&line);
+            all.push('\n');
+            let _ = lines_tx.send(line);
+        }
+        all
+    });
+    // Two runs done: the lab is up, and the third run is under way.
+    loop {
+        let line = lines
+            .recv_timeout(idle())
+            .expect("the gate printed no second run");
+        if line.starts_with("[2/") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let watchdog = Watchdog::arm(child.id(), idle(), move || printed.load(Ordering::Relaxed));
+    let status = child.wait().expect("wait for taskgate");
+    assert!(!watchdog.disarm(), "the interrupted gate hung");
+    let stdout = reader.join().unwrap();
+    let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("interrupted after ") && stderr.contains("no verdict"),
+        "{stderr}"
+    );
+    assert!(!xml_path.exists(), "an interrupted gate wrote a report");
+    scratch.finish(&[]);
 }
 
 /// The gate split in two shards, then merged: the shards are disjoint, the

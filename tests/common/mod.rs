@@ -447,6 +447,13 @@ pub fn all_task_cgroups() -> std::collections::BTreeSet<PathBuf> {
         .collect()
 }
 
+/// Every lab's own cgroup parent (`taskgate-lab-*`), in every hierarchy.
+pub fn all_lab_cgroups() -> std::collections::BTreeSet<PathBuf> {
+    taskgate_cgroups(Path::new("/sys/fs/cgroup"), "taskgate-lab-")
+        .into_iter()
+        .collect()
+}
+
 /// Live processes mentioning any of `needles` (public face of the check above).
 pub fn live_processes_mentioning(needles: &[&str]) -> Vec<String> {
     processes_mentioning(needles)

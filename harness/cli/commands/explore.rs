@@ -4,7 +4,7 @@
 //! random schedules from a seed; for a fault scenario, each of its fault
 //! cases. On real executors under the exec oracle, or on the fake driver.
 
-use super::lab_session::{print_failures, Progress, Session};
+use super::lab_session::{interrupted, interrupted_after, print_failures, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -98,11 +98,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             first_failure = Some((reports.len() + 1, started.elapsed()));
         }
         reports.push(report);
-        if args.first_failure && first_failure.is_some() {
+        if (args.first_failure && first_failure.is_some()) || interrupted() {
             break;
         }
     }
     progress.finish();
+    if interrupted() {
+        return Err(interrupted_after(reports.len(), all.len()));
+    }
     let failed = reports.iter().filter(|r| !r.passed()).count();
     if args.verbose {
         // Known bugs' runs are shown below, with the failures.

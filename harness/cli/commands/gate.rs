@@ -3,7 +3,7 @@
 //! a JUnit report and a human summary, exits non-zero on any failure;
 //! `--merge` joins the shards' reports into one verdict.
 
-use super::lab_session::{print_failures, Progress, Session};
+use super::lab_session::{interrupted, interrupted_after, print_failures, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -120,11 +120,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ));
         }
         reports.push(report);
-        if failed && args.fail_fast {
+        if (failed && args.fail_fast) || interrupted() {
             break;
         }
     }
     progress.finish();
+    if interrupted() {
+        return Err(interrupted_after(reports.len(), mine.len()));
+    }
     let mut xml = junit(&reports, "taskgate-gate");
     let coverage = coverage::coverage(&selected, reports.iter().map(|r| (&r.token, r.passed())));
     if shard == Shard::WHOLE {

@@ -2,7 +2,7 @@
 //! `--repeat N` times in one session (the determinism check: every
 //! repetition must reach the same verdict).
 
-use super::lab_session::Session;
+use super::lab_session::{interrupted, interrupted_after, Session};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use taskgate_scenarios::catalogue;
@@ -42,6 +42,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let verdict = verdict(&report);
         println!("[{i}/{}] {verdict} ({:.2?})", args.repeat, report.duration);
         verdicts.entry(verdict).or_insert((0, report)).0 += 1;
+        if interrupted() {
+            return Err(interrupted_after(i as usize, args.repeat as usize));
+        }
     }
     println!(
         "{}: {} runs, {} distinct verdicts:",
