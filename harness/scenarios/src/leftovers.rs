@@ -45,6 +45,10 @@ pub fn sweep_cgroups(needle: &str) -> Vec<String> {
 /// could not be removed.
 pub fn remove_cgroup_tree(name: &str) -> Vec<String> {
     let mut dirs = cgroup_dirs(name);
+    // The tops carry the name; what the engines made below them does not.
+    for top in dirs.clone() {
+        walk(&top, 0, &mut |p| dirs.push(p.to_path_buf()));
+    }
     let pids: std::collections::BTreeSet<i32> = dirs
         .iter()
         .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
