@@ -77,6 +77,11 @@ command -v cargo >/dev/null 2>&1 || {
     exit 1
 }
 export PATH RUST_BACKTRACE=${RUST_BACKTRACE:-1}
+# The stages run the binaries the build stage leaves in ./target.
+if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+    echo "ci/test.sh: building into ./target, not CARGO_TARGET_DIR=$CARGO_TARGET_DIR (the stages read ./target)"
+    unset CARGO_TARGET_DIR
+fi
 export QEMU_MATRIX_TIMEOUT=${QEMU_MATRIX_TIMEOUT:-1500}
 
 # ==========================================================================
