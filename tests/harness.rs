@@ -50,10 +50,11 @@ impl Scratch {
         self.dir.path()
     }
 
-    /// Runs `taskgate ARGS` with its temp files under this scratch dir.
-    fn taskgate(&self, args: &[&str]) -> Output {
-        let bin = env!("CARGO_BIN_EXE_taskgate");
-        let mut child = Command::new(bin)
+    /// `taskgate ARGS`, its temp files under this scratch dir, no fault
+    /// settings inherited, its output piped.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_taskgate"));
+        command
             .args(args)
             .env("TMPDIR", self.path())
             .env("RUST_BACKTRACE", "0")
@@ -62,9 +63,14 @@ impl Scratch {
             .env_remove(taskgate_executor::FAILPOINTS_ENV)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn taskgate");
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Runs `taskgate ARGS` (see [`Scratch::command`]) to its end.
+    fn taskgate(&self, args: &[&str]) -> Output {
+        let bin = env!("CARGO_BIN_EXE_taskgate");
+        let mut child = self.command(args).spawn().expect("spawn taskgate");
         let printed = Arc::new(AtomicU64::new(0));
         let readers = [
             collect(child.stdout.take().expect("piped"), printed.clone()),
@@ -305,13 +311,8 @@ fn gate_writes_a_junit_report() {
 fn an_interrupted_gate_takes_its_lab_down() {
     let scratch = Scratch::new();
     let xml_path = scratch.path().join("g.xml");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_taskgate"))
-        .args(["gate", "--junit", xml_path.to_str().unwrap()])
-        .env("TMPDIR", scratch.path())
-        .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let mut child = scratch
+        .command(&["gate", "--junit", xml_path.to_str().unwrap()])
         .spawn()
         .expect("spawn taskgate");
     let printed = Arc::new(AtomicU64::new(0));
