@@ -90,3 +90,53 @@ impl PanicCleanup {
         record
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_driver::{Call, FakeDriver};
+
+    /// A runner whose task the runtime cancelled, as it does to every task
+    /// when the agent shuts down (the task runs on), not one that panicked.
+    async fn cancelled_runner() -> tokio::task::JoinError {
+        let runner = tokio::spawn(std::future::pending::<()>());
+        runner.abort();
+        runner.await.expect_err("aborted")
+    }
+
+    /// The agent's runtime shutting down cancels the task runners; a
+    /// cancelled runner's join used to be taken for a panic, and the
+    /// cleanup killed the running task and recorded it dead and failed,
+    /// so the next agent restored a failed alloc instead of reattaching
+    /// (seen as an engine test that hung after its restore).
+    #[tokio::test]
+    #[should_panic(expected = "a shutting-down agent killed its task")]
+    async fn a_cancelled_runner_leaves_its_task_to_the_next_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(StateDb::open(&dir.path().join("state.db")).unwrap());
+        let running = TaskRecord {
+            state: TaskState::Running { attempt: 1 },
+            committed: Some(1),
+            launched: Some(1),
+            ..TaskRecord::new("web")
+        };
+        state.put_task("a1", &running).unwrap();
+        let driver = FakeDriver::new(dir.path().join("run"));
+        let (changed, _) = mpsc::unbounded_channel();
+        let cleanup = PanicCleanup {
+            alloc_id: "a1".into(),
+            task: "web".into(),
+            driver: Arc::new(driver.clone()),
+            state: state.clone(),
+            state_tx: Arc::new(watch::channel(running.state.clone()).0),
+            socket: dir.path().join("run/web.sock"),
+            changed,
+        };
+        let left = cleanup.after_panic(cancelled_runner().await).await;
+        let killed = (driver.calls().iter())
+            .any(|c| matches!(c, Call::Stop { .. } | Call::DestroyRemains { .. }));
+        assert!(!killed, "a shutting-down agent killed its task");
+        assert_eq!(state.tasks("a1").unwrap(), vec![running.clone()]);
+        assert_eq!(left, running);
+    }
+}
