@@ -84,6 +84,10 @@ pub const TR_RESTART_ASKED: &str = "tr.restart_asked";
 /// runner to die (a stop's kill, or the coordinator's).
 pub const TR_KILL_ASKED: &str = "tr.kill_asked";
 
+/// A restored task runner is about to look for the executor of the attempt
+/// the dead agent committed (running, lost, or ended while no agent ran).
+pub const TR_RESTORING: &str = "tr.restoring";
+
 /// Task runner boundaries in the order one attempt passes them.
 pub const TASK_RUNNER_BOUNDARIES: [&str; 5] = [
     TR_START_CONDITION_MET,
@@ -115,7 +119,8 @@ pub const EX_TASK_EXITED: &str = "ex.task_exited";
 /// Every per-task point a fault can act at, other than the hook points
 /// (which the engine's hook set names), for scenario files to name and
 /// check against. (`ex.task_exited` and `tr.restart_delay_elapsed` only record.)
-pub const TASK_POINTS: [&str; 18] = [
+pub const TASK_POINTS: [&str; 19] = [
+    TR_RESTORING,
     TR_START_CONDITION_MET,
     TR_BEFORE_PRESTART,
     TR_AFTER_PRESTART,

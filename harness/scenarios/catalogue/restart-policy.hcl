@@ -55,7 +55,13 @@ scenario "lost-launch-agent-kill" {
     each {
       points = ["web:ex.spawned"]
       action = "kill"
-      with   = ["web:ex.before_bind=await(web:tr.main_exited@1)"]
+      # The executor is held unbound until the restored runner gave up on
+      # it, and that runner looks for it only once it is held: else the
+      # new agent could destroy it before it got that far.
+      with = [
+        "web:ex.before_bind=await(web:tr.main_exited@1)",
+        "web:tr.restoring=await(web:ex.before_bind@1)",
+      ]
     }
   }
   expect {

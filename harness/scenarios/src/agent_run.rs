@@ -1,6 +1,7 @@
 //! A fault case run in `taskgate agent` processes: the first agent gets
 //! the case's faults (one of them SIGKILLs it), a second restores what the
-//! first left in the state database and goes on as the scenario says.
+//! first left in the state database and goes on as the scenario says (with
+//! the faults at `tr.restoring`, which only a restored agent reaches).
 //! What happened is read from the shared fault log and the state database.
 
 use crate::history::Records;
@@ -12,6 +13,7 @@ use std::process::{Command, ExitStatus};
 use std::time::Duration;
 use taskgate_engine::state::{AllocRecord, StateDb, TaskRecord};
 use taskgate_engine::DataDir;
+use taskgate_faults::points::TR_RESTORING;
 use taskgate_faults::{patience, Action, Fault};
 
 pub(crate) fn run(
@@ -105,7 +107,13 @@ pub(crate) fn run(
             Restore::Run if then != Then::RunToEnd => args.push("--stop-when-running"),
             Restore::Run => {}
         }
-        match agent(&args, &[])? {
+        // Only a restored agent reaches `tr.restoring`: the case's faults
+        // there are the restored agent's, and none of the others.
+        let restoring: Vec<Fault> = (case.faults.iter())
+            .filter(|f| f.point.point == TR_RESTORING)
+            .cloned()
+            .collect();
+        match agent(&args, &restoring)? {
             Some(status) if status.success() => {}
             Some(status) => problems.push(format!("restored agent failed: {status}")),
             None => problems.push(format!(
