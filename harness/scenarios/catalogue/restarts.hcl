@@ -186,7 +186,12 @@ scenario "agent-kill-before-bind" {
     each {
       points = ["web:ex.spawned"]
       action = "kill"
-      with   = ["web:ex.before_bind=await(web:tr.after_driver_start@1)"]
+      # The restored runner looks for the executor only once it is held
+      # unbound: else it could destroy it before it got that far.
+      with = [
+        "web:ex.before_bind=await(web:tr.after_driver_start@1)",
+        "web:tr.restoring=await(web:ex.before_bind@1)",
+      ]
     }
   }
   expect {
