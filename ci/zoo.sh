@@ -13,12 +13,14 @@
 #
 # `run` prints one line per bug with the run that caught it and the time to
 # that first failure, and exits non-zero if any bug was not caught in time.
+# Each gate has a lab of its own, and a gate mostly waits on its runs'
+# events, so ZOO_JOBS gates (default: the core count) run at once.
 #
 # No verdict may depend on how loaded the machine is, so the 60 s are the
-# reference VM's: the fixed build's whole gate is timed beside the bugs
-# (before and after them; the slower run counts), and a machine that takes
-# longer than REFERENCE_GATE_S for it is that many times slower. Each line
-# shows the raw time and the time at the reference pace.
+# reference VM's: bug-free gates are timed the way the bugs' gates run,
+# ZOO_JOBS at once, and a machine that takes longer than REFERENCE_GATE_S
+# for one is that many times slower (the slowest counts). Each line shows
+# the raw time and the time at the reference pace.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # awk and printf read and write decimal points, whatever the locale.
@@ -33,6 +35,12 @@ LIMIT_S=60
 REFERENCE_GATE_S=40
 # How many times slower than the reference this machine runs the gate now.
 SLOWDOWN=1
+# Gates run at once.
+ZOO_JOBS=${ZOO_JOBS:-$(nproc)}
+[[ $ZOO_JOBS =~ ^[1-9][0-9]*$ ]] || {
+    echo "ci/zoo.sh: ZOO_JOBS wants a whole number >= 1 (got '$ZOO_JOBS')" >&2
+    exit 2
+}
 
 bugs() { # the names in seeded.rs's seeded_bugs! table, in its order
     sed -n 's/^    [A-Za-z]* = "\([a-z0-9-]*\)",$/\1/p' harness/faults/src/seeded.rs
@@ -48,7 +56,7 @@ build() {
 }
 
 # catch NAME: the zoo's gate with bug NAME chosen must fail on a violation;
-# its time to that failure is appended to $RESULTS (judged once paced).
+# its time to that failure is written to $RESULTS/NAME (judged once paced).
 catch() {
     local name=$1 out rc line secs violation
     out=$(mktemp "${TMPDIR:-/tmp}/ci-zoo.XXXXXX")
@@ -67,7 +75,7 @@ catch() {
     fi
     violation=$(grep -m1 '^  violation: ' "$out" | sed 's/^  violation: //' | cut -c1-100)
     rm -f "$out"
-    printf '%s\t%s\t%s\t%s\n' "$name" "$secs" "${line#first failure: }" "$violation" >>"$RESULTS"
+    printf '%s\t%s\t%s\t%s\n' "$name" "$secs" "${line#first failure: }" "$violation" >"$RESULTS/$name"
 }
 
 # judge: each caught bug's time at the reference pace must be under the
@@ -85,45 +93,76 @@ judge() {
                 "$name" "$secs" "$paced" "$LIMIT_S" "$where"
             SLOW=$((SLOW + 1))
         fi
-    done <"$RESULTS"
+    done < <(for name in $(bugs); do cat "$RESULTS/$name" 2>/dev/null || true; done)
 }
 
 # pace BUILD...: times a whole gate that must pass, of the fixed build
 # (with a bug named, which it must ignore) or of the zoo with none chosen,
-# and raises SLOWDOWN to this machine's slowdown against the reference.
+# and writes its time to $RESULTS/pace.N.
 pace() {
     local started took out
     out=$(mktemp "${TMPDIR:-/tmp}/ci-zoo-pace.XXXXXX")
     started=$(date +%s.%N)
-    env RUST_BACKTRACE=0 "$@" gate --junit "$ZOO_DIR/pace.xml" >"$out" 2>&1 || {
+    env RUST_BACKTRACE=0 "$@" gate --junit "$out.xml" >"$out" 2>&1 || {
         echo "ci/zoo.sh: a bug-free gate failed ($*): the zoo cannot be paced; its failures:" >&2
         grep -v '^\[[0-9]*/[0-9]*] pass ' "$out" >&2
-        rm -f "$out"
-        exit 1
+        rm -f "$out" "$out.xml"
+        return 1
     }
-    rm -f "$out"
+    rm -f "$out" "$out.xml"
     took=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-    SLOWDOWN=$(awk -v t="$took" -v r="$REFERENCE_GATE_S" -v f="$SLOWDOWN" \
-        'BEGIN { x = t / r; if (x < f) x = f; printf "%.2f", x }')
-    echo "zoo: a bug-free gate ($*) took ${took}s here (reference ${REFERENCE_GATE_S}s): slowdown ${SLOWDOWN}"
+    echo "zoo: a bug-free gate ($*) took ${took}s here (reference ${REFERENCE_GATE_S}s)"
+    echo "$took" >"$(mktemp "$RESULTS/pace.XXXXXX")"
+}
+
+# at_most_jobs: waits until fewer than ZOO_JOBS gates run.
+at_most_jobs() {
+    while [ "$(jobs -rp | wc -l)" -ge "$ZOO_JOBS" ]; do wait -n || true; done
+}
+
+# paced: SLOWDOWN from the slowest bug-free gate.
+paced() {
+    local took
+    for took in $(cat "$RESULTS"/pace.*); do
+        SLOWDOWN=$(awk -v t="$took" -v r="$REFERENCE_GATE_S" -v f="$SLOWDOWN" \
+            'BEGIN { x = t / r; if (x < f) x = f; printf "%.2f", x }')
+    done
+    echo "zoo: $ZOO_JOBS gates at once; slowdown against the reference ${SLOWDOWN}"
 }
 
 run() {
-    local bug missed=0 n=0
-    RESULTS=$(mktemp "${TMPDIR:-/tmp}/ci-zoo-results.XXXXXX")
-    trap 'rm -f "$RESULTS"' EXIT
+    local bug i n paces missed
+    RESULTS=$(mktemp -d "${TMPDIR:-/tmp}/ci-zoo-results.XXXXXX")
+    trap 'rm -rf "$RESULTS"' EXIT
     [ -x "$ZOO_DIR/taskgate" ] || {
         echo "ci/zoo.sh: $ZOO_DIR/taskgate is missing: run ci/zoo.sh build" >&2
         exit 2
     }
-    # The fixed build carries no bug even when one is named.
-    pace "$BUG_ENV=$(bugs | head -n 1)" target/debug/taskgate
-    for bug in $(bugs); do
-        catch "$bug" || missed=$((missed + 1))
-        n=$((n + 1))
+    # Bug-free gates, run as the bugs' gates will be: the fixed build
+    # carries no bug even when one is named, and the zoo with no bug chosen
+    # is the fixed engine.
+    paces=$((ZOO_JOBS > 2 ? ZOO_JOBS : 2))
+    for ((i = 0; i < paces; i++)); do
+        at_most_jobs
+        if ((i % 2 == 0)); then
+            pace "$BUG_ENV=$(bugs | head -n 1)" target/debug/taskgate &
+        else
+            pace "$ZOO_DIR/taskgate" &
+        fi
     done
-    # The zoo with no bug chosen is the fixed engine.
-    pace "$ZOO_DIR/taskgate"
+    wait
+    if [ "$(find "$RESULTS" -name 'pace.*' | wc -l)" != "$paces" ]; then
+        echo "ci/zoo.sh: the zoo cannot be paced" >&2
+        exit 1
+    fi
+    paced
+    for bug in $(bugs); do
+        at_most_jobs
+        catch "$bug" &
+    done
+    wait
+    n=$(bugs | wc -l)
+    missed=$((n - $(find "$RESULTS" -type f ! -name 'pace.*' | wc -l)))
     judge
     echo "zoo: $((n - missed - SLOW)) of $n seeded bugs caught, each within ${LIMIT_S}s at the reference pace"
     [ "$missed" = 0 ] && [ "$SLOW" = 0 ]
