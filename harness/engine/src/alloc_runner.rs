@@ -594,6 +594,7 @@ async fn coordinate(
         ClientStatus::Complete
     };
     let status = shared.change(|rec| rec.client = client);
+    record_point!(points::AR_FINISHED);
     shared.update_task_runners(status);
     finished.send_replace(true);
     // The update handler finishes what it is applying (a stop's kill

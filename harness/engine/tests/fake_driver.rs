@@ -12,7 +12,7 @@ use taskgate_engine::fake_driver::{Call, Exit};
 use taskgate_engine::jobspec::{Job, JobType, LifecycleHook};
 use taskgate_engine::state::StateDb;
 use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
-use taskgate_engine::ClientStatus;
+use taskgate_engine::{ClientStatus, DesiredStatus};
 use taskgate_faults::{points, Action, Await};
 
 #[test]
@@ -348,5 +348,49 @@ fn a_panicked_runner_kills_its_task_and_fails_it() {
     let last = web.events.last().unwrap();
     assert_eq!(last.kind, EventKind::NotRestarting);
     assert!(last.fails_task && last.message.contains("task runner panicked"));
+    assert_eq!(summary.status.client, ClientStatus::Failed);
+}
+
+/// A stop that reaches the alloc as its last task dies is applied (the
+/// update handler finishes it before the alloc is done), and the alloc's
+/// summary says so: it used to be taken before the update handler
+/// finished, with the desired status `run` that the stop then changed in
+/// the record (a gate run judged it "a stop made the alloc terminal, but it
+/// ended with its desired status `run`", under heavy load).
+#[test]
+#[serial]
+#[should_panic(expected = "the summary hides the stop the alloc took")]
+fn a_stop_taken_as_the_alloc_finishes_is_in_its_summary() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1)]);
+    taskgate_faults::configure_fault(&"web:tr.after_driver_start=park".parse().unwrap());
+    taskgate_faults::configure_fault(&"ar.update_received=park".parse().unwrap());
+    let engine = home.engine();
+    let alloc = submit(&rt, &engine, &job(vec![task("web", None, false)]));
+    let alloc_id = alloc.alloc_id.clone();
+    wait_for(Await::Parked(taskgate_faults::scoped(
+        Some("web"),
+        points::TR_AFTER_DRIVER_START,
+    )));
+    alloc.stop();
+    wait_for(Await::Parked(points::AR_UPDATE_RECEIVED.into()));
+    // The task fails and the alloc finishes while the stop is held.
+    taskgate_faults::release(Some("web"), points::TR_AFTER_DRIVER_START);
+    wait_for(Await::Passed(points::AR_FINISHED.into()));
+    taskgate_faults::release(None, points::AR_UPDATE_RECEIVED);
+    let summary = wait(&rt, alloc);
+    let persisted = engine
+        .state()
+        .alloc(&alloc_id)
+        .unwrap()
+        .expect("the alloc's record");
+    assert_eq!(persisted.desired, DesiredStatus::Stop);
+    assert_eq!(persisted.client, ClientStatus::Failed);
+    assert_eq!(
+        summary.status.desired,
+        DesiredStatus::Stop,
+        "the summary hides the stop the alloc took"
+    );
     assert_eq!(summary.status.client, ClientStatus::Failed);
 }

@@ -23,6 +23,10 @@ pub const AR_KILL_STARTED: &str = "ar.kill_started";
 /// one's); its tasks' restart trackers begin after it.
 pub const AR_STARTED: &str = "ar.started";
 
+/// Record-only: the alloc runner saw every task dead and set the alloc's
+/// client status; an update it was still applying finishes after this.
+pub const AR_FINISHED: &str = "ar.finished";
+
 /// Record-only: the update handler finished applying one update.
 pub const AR_UPDATE_APPLIED: &str = "ar.update_applied";
 
