@@ -609,7 +609,8 @@ async fn coordinate(
         .clone();
     AllocSummary {
         alloc_id,
-        status,
+        // Read again: a stop the handler was applying is the alloc's too.
+        status: shared.status(),
         tasks,
     }
 }
