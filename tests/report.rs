@@ -28,11 +28,13 @@ fn zoo_taskgate() -> PathBuf {
     bin
 }
 
+/// Debian's `chromium` (`.ci/run` installs it); GitHub's Ubuntu runners
+/// come with `chromium-browser` and `google-chrome` instead.
 fn chromium() -> PathBuf {
-    std::env::var_os("PATH")
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    ["chromium", "chromium-browser", "google-chrome"]
         .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join("chromium"))
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
         .find(|p| p.is_file())
         .expect("chromium not found on PATH: install Debian's chromium package (.ci/run does)")
 }
