@@ -32,7 +32,7 @@
 #   lint       ci/lint.sh: cargo fmt --check, clippy -D warnings (default and
 #              all features), the GitHub workflow (actionlint), the Vagrantfile,
 #              the systemd unit (systemd-analyze verify)
-#   qemu-v2    README command 1 (the default alloc to Complete), then the
+#   qemu-v2    the README's demo alloc (the default job to Complete), then the
 #   qemu-v1    executor, escape, cgroup, engine, harness and agent tests, in a qemu
 #              guest with pure cgroup v2 (from a login session's cgroup
 #              holding another process) / pure cgroup v1 (run side by side

@@ -50,6 +50,9 @@ pub fn run_page(run: &RunView, name: &str, data: &[String]) -> String {
             &format!("taskgate replay '{}' --report report", run.token)
         ),
     );
+    s += "<h2>Timeline</h2>";
+    s += LEGEND;
+    let _ = write!(s, "<div class=\"scroll\">{}</div>", draw(&timeline, &hl));
     if !run.broken.is_empty() {
         s += "<section class=\"broken\"><h2>Broken invariants</h2>";
         for b in &run.broken {
@@ -71,9 +74,6 @@ pub fn run_page(run: &RunView, name: &str, data: &[String]) -> String {
         }
         s += "</section>";
     }
-    s += "<h2>Timeline</h2>";
-    s += LEGEND;
-    let _ = write!(s, "<div class=\"scroll\">{}</div>", draw(&timeline, &hl));
     list(&mut s, "Problems", "problems", &run.problems);
     list(
         &mut s,

@@ -14,10 +14,10 @@ use std::fmt::Write;
 
 const LABEL_W: usize = 170;
 const COL_W: usize = 22;
-const HEADER_H: usize = 230;
+const HEADER_H: usize = 240;
 /// A column's label is cut to this many characters (its event's full
 /// line is in the history table and the mark's tooltip).
-const LABEL_CHARS: usize = 38;
+const LABEL_CHARS: usize = 42;
 const LANE_H: usize = 40;
 
 /// What the drawing highlights: the events that broke invariants (with
@@ -69,17 +69,19 @@ pub fn draw(t: &Timeline, hl: &Highlights) -> String {
         .collect();
     for &index in &t.columns {
         let (label, kind) = labels.get(&index).copied().unwrap_or(("", "point"));
-        let label: String = if label.chars().count() > LABEL_CHARS {
-            label
-                .chars()
+        let cx = x(index);
+        let broken = hl.broken.get(&index);
+        let mark = broken.map_or(String::new(), |ids| format!(" \u{2717}{}", ids.join(",")));
+        // Cut, with what it broke, to fit the header.
+        let text = format!("#{index}{mark} {label}");
+        let text: String = if text.chars().count() > LABEL_CHARS {
+            text.chars()
                 .take(LABEL_CHARS - 1)
                 .chain(['\u{2026}'])
                 .collect()
         } else {
-            label.to_string()
+            text
         };
-        let cx = x(index);
-        let broken = hl.broken.get(&index);
         let time = t.times.get(&index).map_or(String::new(), |us| {
             format!(" +{:.1}ms", *us as f64 / 1000.0)
         });
@@ -87,12 +89,11 @@ pub fn draw(t: &Timeline, hl: &Highlights) -> String {
             s,
             "<line class=\"grid\" x1=\"{cx}\" y1=\"{HEADER_H}\" x2=\"{cx}\" y2=\"{bottom}\"/>\
              <a href=\"#e{index}\"><text class=\"col-label {kind}{b}\" data-index=\"{index}\" \
-             transform=\"translate({tx},{ty}) rotate(-60)\">#{index}{mark} {label}<title>{time}</title></text></a>",
+             transform=\"translate({tx},{ty}) rotate(-60)\">{text}<title>{time}</title></text></a>",
             b = if broken.is_some() { " broken" } else { "" },
             tx = cx + 4,
             ty = HEADER_H - 6,
-            label = esc(&label),
-            mark = broken.map_or(String::new(), |ids| format!(" \u{2717}{}", esc(&ids.join(",")))),
+            text = esc(&text),
             time = esc(time.trim()),
         );
     }
