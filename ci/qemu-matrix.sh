@@ -13,7 +13,7 @@
 #   --cargo-args ARGS   extra cargo arguments, word-split
 #                       (default: "--features failpoints,privileged", the same build as ci/test.sh)
 #   --self-test         run only the guest's built-in layout checks (no binaries)
-#   --default-alloc     first run README command 1 in the guest, `taskgate run`
+#   --default-alloc     first run the README's demo alloc in the guest, `taskgate run`
 #                       (the built-in default job, the default data dir and
 #                       cgroup parent), which must end Complete (exit 4 if not)
 #   --include PATH      also copy PATH (file or directory) into the guest at the

@@ -9,10 +9,12 @@
 #              the zoo binaries (every seeded bug, one chosen per run by
 #              TASKGATE_SEEDED_BUG; same target dir, so the dependencies
 #              are built once) copied to target/zoo/
-#   test       the workspace tests on this host
+#   test       the workspace tests on this host (tests/report.rs renders the
+#              legacy build's report in headless Chromium: the zoo is built)
 #   gate       the release gate (`taskgate gate`): the whole catalogue, full
 #              enumeration + random schedules, JUnit XML at
-#              target/taskgate-gate.xml; zero violations required
+#              target/taskgate-gate.xml and the HTML report in
+#              target/taskgate-report/; zero violations required
 #   legacy     proof that the gate can fail: the zoo build with the report's
 #              own bug (legacy-prestart-skip, the original logic) must make
 #              `explore sidecar-stop` fail
@@ -30,7 +32,7 @@
 #   lint       ci/lint.sh: cargo fmt --check, clippy -D warnings (default and
 #              all features), the GitHub workflow (actionlint), the Vagrantfile,
 #              the systemd unit (systemd-analyze verify)
-#   qemu-v2    README command 1 (the default alloc to Complete), then the
+#   qemu-v2    the README's demo alloc (the default job to Complete), then the
 #   qemu-v1    executor, escape, cgroup, engine, harness and agent tests, in a qemu
 #              guest with pure cgroup v2 (from a login session's cgroup
 #              holding another process) / pure cgroup v1; both start right
@@ -95,7 +97,7 @@ ZOO_BIN=target/zoo/taskgate
 LEGACY_ENV=(env TASKGATE_SEEDED_BUG=legacy-prestart-skip)
 # PROPTEST_CASES: the jobspec fuzz target runs 10000 cases per property (~20 s).
 TEST_CMD=(env PROPTEST_CASES=10000 cargo test --workspace --features failpoints,privileged -- --test-threads=1)
-GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml)
+GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml --report target/taskgate-report)
 LEGACY_EXPLORE_CMD=("${LEGACY_ENV[@]}" "$ZOO_BIN" explore sidecar-stop --random 0 --expect-violation)
 ZOO_CMD=(ci/zoo.sh run)
 FAKE_CMD=("${LEGACY_ENV[@]}" ci/fake.sh target/debug/taskgate "$ZOO_BIN")

@@ -2,6 +2,9 @@
 //! layout with a busybox task root, and the zero-leftovers check.
 #![allow(dead_code)] // each test binary uses its own subset
 
+#[cfg(feature = "failpoints")]
+pub mod scratch;
+
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

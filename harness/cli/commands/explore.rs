@@ -4,6 +4,7 @@
 //! random schedules from a seed; for a fault scenario, each of its fault
 //! cases. On real executors under the exec oracle, or on the fake driver.
 
+use super::html_report::ReportArgs;
 use super::lab_session::{interrupted, interrupted_after, print_failures, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
@@ -47,6 +48,8 @@ pub struct Args {
     /// status), not only the failing ones.
     #[arg(long, short)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub html: ReportArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -72,14 +75,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let scenario = &scenario;
     // One runner or the other: the real one holds a lab (root) for its life.
     let (session, fake_runtime);
+    let mut html = None;
     let run: Box<dyn Fn(&taskgate_scenarios::report::Case) -> RunReport + '_> = match args.driver {
         Driver::Real => {
             session = Session::open()?;
             let mut runner = session.runner();
             runner.keep_failures = !args.expect_violation;
+            html = args.html.prepare(&mut runner, false)?;
             Box::new(move |case| runner.run(scenario, case))
         }
         Driver::Fake => {
+            anyhow::ensure!(
+                args.html.report.is_none(),
+                "--report needs the real driver: a fake run keeps no data to link"
+            );
             fake_runtime = super::runtime()?;
             let runner = FakeRunner {
                 runtime: &fake_runtime,
@@ -114,6 +123,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     print_failures(&reports, 3);
+    if let Some(html) = &html {
+        html.write(&[scenario], &reports, None, started.elapsed(), |r| {
+            !r.passed()
+        })?;
+    }
     if let Some(path) = &args.failing_tokens {
         let mut tokens: Vec<String> = reports
             .iter()

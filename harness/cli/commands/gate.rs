@@ -3,6 +3,7 @@
 //! a JUnit report and a human summary, exits non-zero on any failure;
 //! `--merge` joins the shards' reports into one verdict.
 
+use super::html_report::ReportArgs;
 use super::lab_session::{interrupted, interrupted_after, print_failures, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
@@ -42,6 +43,8 @@ pub struct Args {
     /// Run nothing: merge these shard reports into --junit and give the verdict.
     #[arg(long, num_args = 1.., value_name = "SHARD.xml")]
     pub merge: Vec<PathBuf>,
+    #[command(flatten)]
+    pub html: ReportArgs,
 }
 
 /// The built-in scenarios, or every file of `--catalogue DIR`.
@@ -96,7 +99,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|(_, run)| run)
         .collect();
     let session = Session::open()?;
-    let runner = session.runner();
+    let mut runner = session.runner();
+    let html = args.html.prepare(&mut runner, false)?;
     if shard != Shard::WHOLE {
         println!(
             "gate: shard {shard}: {} of the plan's {} runs",
@@ -134,6 +138,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         add_coverage(&mut xml, &coverage);
     }
     shard::stamp(&mut xml, shard, &plan_tokens);
+    if let Some(html) = &html {
+        let scenarios: Vec<_> = selected.iter().collect();
+        let whole = (shard == Shard::WHOLE).then_some(&coverage);
+        let written = html.write(&scenarios, &reports, whole, started.elapsed(), |r| {
+            !r.passed()
+        })?;
+        taskgate_scenarios::html::link_junit(&mut xml, &written, &args.junit);
+    }
     std::fs::write(&args.junit, xml.to_string()?)
         .with_context(|| format!("writing {}", args.junit.display()))?;
     print_failures(&reports, 5);
@@ -193,6 +205,10 @@ fn add_coverage(xml: &mut quick_junit::Report, coverage: &coverage::Coverage) {
 }
 
 fn merge(args: &Args) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.html.report.is_none(),
+        "--report draws the runs it ran; --merge runs none (give each shard its own --report)"
+    );
     let mut shards = Vec::new();
     for path in &args.merge {
         let xml = std::fs::read_to_string(path)

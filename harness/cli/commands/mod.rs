@@ -19,6 +19,8 @@ pub mod explore;
 #[cfg(feature = "failpoints")]
 pub mod gate;
 #[cfg(feature = "failpoints")]
+mod html_report;
+#[cfg(feature = "failpoints")]
 mod lab_session;
 pub mod logs;
 #[cfg(feature = "failpoints")]

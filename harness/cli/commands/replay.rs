@@ -2,6 +2,7 @@
 //! `--repeat N` times in one session (the determinism check: every
 //! repetition must reach the same verdict).
 
+use super::html_report::ReportArgs;
 use super::lab_session::{interrupted, interrupted_after, Session};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,6 +19,9 @@ pub struct Args {
     /// Run the case this many times and require one verdict from all of them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
+    /// Draws the run, passing or not (the last one with --repeat).
+    #[command(flatten)]
+    pub html: ReportArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -28,8 +32,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (scenario, token) = Token::parse(&args.token, &set)?;
     let session = Session::open()?;
     let mut runner = session.runner();
+    let html = args.html.prepare(&mut runner, true)?;
     if args.repeat == 1 {
         let report = runner.run(&scenario, &token.case);
+        if let Some(html) = &html {
+            html.write(
+                &[&scenario],
+                std::slice::from_ref(&report),
+                None,
+                report.duration,
+                |_| true,
+            )?;
+        }
         return show(&report);
     }
     // A hundred failing runs' data dirs would only bury the one that matters.
@@ -37,8 +51,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // What a verdict is: pass, or which invariants broke and whether any
     // other problem did (problem texts carry pids and paths, which differ).
     let mut verdicts: BTreeMap<String, (u32, RunReport)> = BTreeMap::new();
+    let mut last = None;
     for i in 1..=args.repeat {
         let report = runner.run(&scenario, &token.case);
+        last = Some(report.clone());
         let verdict = verdict(&report);
         println!("[{i}/{}] {verdict} ({:.2?})", args.repeat, report.duration);
         verdicts.entry(verdict).or_insert((0, report)).0 += 1;
@@ -54,6 +70,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     for (verdict, (count, _)) in &verdicts {
         println!("  {count:>4}/{}  {verdict}", args.repeat);
+    }
+    if let (Some(html), Some(last)) = (&html, &last) {
+        html.write(
+            &[&scenario],
+            std::slice::from_ref(last),
+            None,
+            last.duration,
+            |_| true,
+        )?;
     }
     if verdicts.len() == 1 {
         return Ok(());

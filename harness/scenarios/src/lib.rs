@@ -9,7 +9,8 @@
 //! - [`run`]: one scenario run, in process or with a killed agent, judged
 //!   against its tasks' [`shapes`].
 //! - [`leftovers`]: cgroups, mounts, processes and files a run left behind.
-//! - [`report`]: run results, replay tokens, the JUnit report.
+//! - [`report`]: run results, replay tokens, the JUnit report; [`html`]:
+//!   the HTML report, a swimlane timeline per drawn run.
 //! - [`shard`]: the gate split across machines, and merged back.
 //! - [`watchdog`]: the hang safety net for child processes.
 
@@ -20,6 +21,7 @@ pub mod coverage;
 pub mod fake_run;
 pub mod file;
 pub mod history;
+pub mod html;
 pub mod interventions;
 pub mod jobs;
 pub mod lab;

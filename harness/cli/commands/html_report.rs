@@ -1,0 +1,150 @@
+//! `--report DIR` of `gate`, `explore` and `replay`: the HTML report
+//! (`taskgate_scenarios::html`), and the run data its pages link.
+
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use taskgate_scenarios::html::{self, host::Host, RunView, ScenarioRow, Summary, Written};
+use taskgate_scenarios::run::Runner;
+use taskgate_scenarios::{RunReport, Scenario};
+
+#[derive(clap::Args, Default)]
+pub struct ReportArgs {
+    /// Write an HTML report into DIR: `index.html`, and a page per failing
+    /// run with its timeline and kept data (a new DIR, or an earlier report's).
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+}
+
+/// An HTML report in the making: its directory, ready, and the build it
+/// describes.
+pub struct Report {
+    dir: PathBuf,
+}
+
+impl ReportArgs {
+    /// Prepares the report's directory before any run, so a wrong DIR
+    /// fails at once and every run's data can be copied into it; and tells
+    /// `runner` to keep its reported runs' data there.
+    pub fn prepare(
+        &self,
+        runner: &mut Runner<'_>,
+        passing: bool,
+    ) -> anyhow::Result<Option<Report>> {
+        let Some(dir) = &self.report else {
+            return Ok(None);
+        };
+        let dir =
+            std::path::absolute(dir).with_context(|| format!("resolving {}", dir.display()))?;
+        clear(&dir)?;
+        runner.report_data = Some(dir.clone());
+        runner.report_passing = passing;
+        Ok(Some(Report { dir }))
+    }
+}
+
+/// Makes `dir` an empty report directory: a new one, an empty one, or an
+/// earlier report (its `index.html` and `runs/` are removed). Anything
+/// else is refused: a typo must not delete what is there.
+fn clear(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        let names: Vec<_> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        let is_report = names.iter().any(|n| n == "index.html")
+            && names
+                .iter()
+                .all(|n| n == "index.html" || n == html::kept::RUNS_DIR);
+        anyhow::ensure!(
+            names.is_empty() || is_report,
+            "--report {}: the directory holds something other than a taskgate report; \
+             name a new or empty directory",
+            dir.display()
+        );
+        let _ = std::fs::remove_file(dir.join("index.html"));
+        let runs = dir.join(html::kept::RUNS_DIR);
+        if runs.exists() {
+            std::fs::remove_dir_all(&runs)
+                .with_context(|| format!("removing the earlier report's {}", runs.display()))?;
+        }
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
+/// The engine build this binary is: its features and seeded bug.
+fn build() -> String {
+    let mut features = vec!["failpoints"];
+    if cfg!(feature = "zoo") {
+        features.push("zoo");
+    }
+    let bug = match taskgate_faults::seeded::chosen() {
+        Ok(Some(bug)) => bug.name().to_string(),
+        Ok(None) => "none".to_string(),
+        Err(e) => e.to_string(),
+    };
+    format!(
+        "taskgate {} ({} build), features: {}; seeded bug: {bug}",
+        env!("CARGO_PKG_VERSION"),
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        features.join(", "),
+    )
+}
+
+impl Report {
+    /// Writes the report of `reports` (the runs of `scenarios`), drawing
+    /// those `draw` picks, and prints where it is. The command line names
+    /// the report.
+    pub fn write(
+        &self,
+        scenarios: &[&Scenario],
+        reports: &[RunReport],
+        coverage: Option<&taskgate_scenarios::coverage::Coverage>,
+        elapsed: Duration,
+        draw: impl Fn(&RunReport) -> bool,
+    ) -> anyhow::Result<Written> {
+        let started = Instant::now();
+        let summary = Summary {
+            command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+            scenarios: scenarios
+                .iter()
+                .map(|s| {
+                    let runs: Vec<_> = reports
+                        .iter()
+                        .filter(|r| r.token.scenario == s.name)
+                        .collect();
+                    ScenarioRow {
+                        name: s.name.clone(),
+                        about: s.about.clone(),
+                        runs: runs.len(),
+                        failed: runs.iter().filter(|r| !r.passed()).count(),
+                        known_bug: s.expect.known_violation.as_ref().map(|k| k.bug.clone()),
+                    }
+                })
+                .collect(),
+            coverage,
+            elapsed,
+            host: Host::detect(build()),
+        };
+        let drawn: Vec<RunView> = reports
+            .iter()
+            .filter(|r| draw(r))
+            .map(RunView::of)
+            .collect();
+        let written = html::write(&self.dir, &summary, reports, &drawn)
+            .with_context(|| format!("writing the report into {}", self.dir.display()))?;
+        println!(
+            "report: {} ({} pages, {} KiB, written in {:.0?})",
+            written.index.display(),
+            written.pages.len() + 1,
+            written.bytes / 1024,
+            started.elapsed()
+        );
+        Ok(written)
+    }
+}
