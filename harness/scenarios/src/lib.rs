@@ -16,12 +16,14 @@
 //!   `judge` (its history against the invariants and the tasks'
 //!   [`shapes`]), [`until_running`] and [`control`] (which drives a
 //!   [`taskgate_faults::schedule::Schedule`]).
+//! - [`agent_side`]: the harness inside a `taskgate agent` process.
 //! - [`leftovers`]: cgroups, mounts, processes and files a run left behind.
 //! - [`report`]: run results and the JUnit report.
 //! - [`shard`]: the gate split across machines, and merged back.
 //! - [`watchdog`]: the hang safety net for child processes.
 
 mod agent_run;
+pub mod agent_side;
 pub mod catalogue;
 pub mod control;
 pub mod coverage;
