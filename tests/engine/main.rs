@@ -37,7 +37,7 @@ use taskgate_engine::{Engine, EngineConfig, Jitter};
 use taskgate_faults::points::{self, hook_point, Edge};
 use taskgate_faults::{Action, Await, Hit};
 use taskgate_scenarios::jobs::{job, leader, lifecycle, report_alloc, script_task, service};
-use taskgate_scenarios::run::until_idle;
+use taskgate_scenarios::until_idle;
 use taskgate_scenarios::watchdog::Watchdog;
 use tokio::sync::mpsc::UnboundedReceiver;
 

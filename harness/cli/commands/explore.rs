@@ -8,10 +8,10 @@ use super::html_report::ReportArgs;
 use super::lab_session::{interrupted, interrupted_after, print_failures, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
-use std::time::Instant;
 use taskgate_scenarios::catalogue;
 use taskgate_scenarios::fake_run::FakeRunner;
-use taskgate_scenarios::report::{cases, RunReport, RunVerdict};
+use taskgate_scenarios::gate::{run_all, Runner, StopAt};
+use taskgate_scenarios::RunVerdict;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -71,18 +71,17 @@ pub fn pct_guarantee() -> String {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let scenario = catalogue::choose(args.file.as_deref(), args.name.as_deref())?;
-    let all = cases(&scenario, args.random, args.seed);
-    let scenario = &scenario;
+    let all = scenario.runs(args.random, args.seed);
     // One runner or the other: the real one holds a lab (root) for its life.
     let (session, fake_runtime);
     let mut html = None;
-    let run: Box<dyn Fn(&taskgate_scenarios::report::Case) -> RunReport + '_> = match args.driver {
+    let runner: Box<dyn Runner + '_> = match args.driver {
         Driver::Real => {
             session = Session::open()?;
             let mut runner = session.runner();
             runner.keep_failures = !args.expect_violation;
             html = args.html.prepare(&mut runner, false)?;
-            Box::new(move |case| runner.run(scenario, case))
+            Box::new(runner)
         }
         Driver::Fake => {
             anyhow::ensure!(
@@ -90,72 +89,62 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "--report needs the real driver: a fake run keeps no data to link"
             );
             fake_runtime = super::runtime()?;
-            let runner = FakeRunner {
+            Box::new(FakeRunner {
                 runtime: &fake_runtime,
-            };
-            Box::new(move |case| runner.run(scenario, case))
+            })
         }
     };
+    let stop = if args.first_failure {
+        StopAt::FirstFailure
+    } else {
+        StopAt::End
+    };
     let mut progress = Progress::new(&scenario.name, all.len())?;
-    let started = Instant::now();
-    let mut reports = Vec::new();
-    let mut first_failure = None;
-    for case in &all {
-        let report = run(case);
-        progress.finished(&report);
-        if !report.passed() && first_failure.is_none() {
-            first_failure = Some((reports.len() + 1, started.elapsed()));
-        }
-        reports.push(report);
-        if (args.first_failure && first_failure.is_some()) || interrupted() {
-            break;
-        }
-    }
+    let ran = run_all(&*runner, &all, stop, &interrupted, |r| progress.finished(r));
     progress.finish();
     if interrupted() {
-        return Err(interrupted_after(reports.len(), all.len()));
+        return Err(interrupted_after(ran.reports.len(), all.len()));
     }
-    let failed = reports.iter().filter(|r| !r.passed()).count();
+    let failed = ran.failed();
     if args.verbose {
         // Known bugs' runs are shown below, with the failures.
-        for r in reports.iter().filter(|r| r.verdict() == RunVerdict::Pass) {
+        for r in ran
+            .reports
+            .iter()
+            .filter(|r| r.verdict() == RunVerdict::Pass)
+        {
             println!("{}", r.explain());
         }
     }
-    print_failures(&reports, 3);
+    print_failures(&ran.reports, 3);
     if let Some(html) = &html {
-        html.write(&[scenario], &reports, None, started.elapsed(), |r| {
+        html.write(&[&scenario], &ran.reports, None, ran.elapsed, |r| {
             !r.passed()
         })?;
     }
     if let Some(path) = &args.failing_tokens {
-        let mut tokens: Vec<String> = reports
-            .iter()
-            .filter(|r| !r.passed())
-            .map(|r| r.token.to_string())
+        let text: String = (ran.failing_tokens().iter())
+            .map(|t| format!("{t}\n"))
             .collect();
-        tokens.sort();
-        let text: String = tokens.iter().map(|t| format!("{t}\n")).collect();
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    let unit = match scenario.kind {
-        taskgate_scenarios::model::Kind::StopRace { .. } => "schedule",
-        _ => "case",
-    };
-    let elapsed = started.elapsed();
+    let unit = scenario.case_noun();
+    let elapsed = ran.elapsed;
     println!(
         "{}: {} {unit}s run in {elapsed:.2?} ({:.1} {unit}s/s), {failed} failing",
         scenario.name,
-        reports.len(),
-        reports.len() as f64 / elapsed.as_secs_f64().max(1e-9),
+        ran.reports.len(),
+        ran.reports.len() as f64 / elapsed.as_secs_f64().max(1e-9),
     );
     if args.random > 0 && unit == "schedule" {
         println!("{}", pct_guarantee());
     }
-    if let Some((n, at)) = first_failure {
+    if let Some(first) = &ran.first_failure {
         println!(
-            "first failure at {unit} {n} of {}, after {at:.2?}",
-            all.len()
+            "first failure at {unit} {} of {}, after {:.2?}",
+            first.position,
+            all.len(),
+            first.after
         );
     }
     match (args.expect_violation, failed) {

@@ -7,10 +7,8 @@ use super::html_report::ReportArgs;
 use super::lab_session::{interrupted, interrupted_after, print_failures, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
-use std::time::Instant;
-use taskgate_scenarios::report::Token;
-use taskgate_scenarios::report::{cases, junit};
-use taskgate_scenarios::shard::{self, Shard};
+use taskgate_scenarios::gate::{self, Gate, StopAt};
+use taskgate_scenarios::shard::Shard;
 use taskgate_scenarios::{catalogue, coverage};
 
 #[derive(clap::Args)]
@@ -66,89 +64,43 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    for name in &args.only {
-        catalogue::find(&catalogue, name)?;
-    }
-    let selected: Vec<_> = catalogue
-        .into_iter()
-        .filter(|s| args.only.is_empty() || args.only.contains(&s.name))
-        .collect();
-    let plan: Vec<_> = selected
-        .iter()
-        .flat_map(|s| {
-            cases(s, args.random, args.seed)
-                .into_iter()
-                .map(move |c| (s, c))
-        })
-        .collect();
+    let selected = gate::select(catalogue, &args.only)?;
     let shard = args.shard.unwrap_or(Shard::WHOLE);
-    let plan_tokens: Vec<String> = plan
-        .iter()
-        .map(|(s, c)| {
-            taskgate_scenarios::Token {
-                scenario: s.name.to_string(),
-                case: c.clone(),
-            }
-            .to_string()
-        })
-        .collect();
-    let mine: Vec<_> = plan
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| shard.takes(*i))
-        .map(|(_, run)| run)
-        .collect();
+    let gate = Gate::new(&selected, args.random, args.seed, shard);
+    let planned = gate.mine().len();
     let session = Session::open()?;
     let mut runner = session.runner();
     let html = args.html.prepare(&mut runner, false)?;
     if shard != Shard::WHOLE {
         println!(
-            "gate: shard {shard}: {} of the plan's {} runs",
-            mine.len(),
-            plan.len()
+            "gate: shard {shard}: {planned} of the plan's {} runs",
+            gate.plan.len()
         );
     }
-    let mut progress = Progress::new("gate", mine.len())?;
-    let started = Instant::now();
-    let mut reports = Vec::new();
-    let mut first_failure = None;
-    for (scenario, case) in &mine {
-        let report = runner.run(scenario, case);
-        progress.finished(&report);
-        let failed = !report.passed();
-        if failed && first_failure.is_none() {
-            first_failure = Some((
-                report.token.to_string(),
-                reports.len() + 1,
-                started.elapsed(),
-            ));
-        }
-        reports.push(report);
-        if (failed && args.fail_fast) || interrupted() {
-            break;
-        }
-    }
+    let stop = if args.fail_fast {
+        StopAt::FirstFailure
+    } else {
+        StopAt::End
+    };
+    let mut progress = Progress::new("gate", planned)?;
+    let ran = gate.run(&runner, stop, &interrupted, |r| progress.finished(r));
     progress.finish();
     if interrupted() {
-        return Err(interrupted_after(reports.len(), mine.len()));
+        return Err(interrupted_after(ran.reports.len(), planned));
     }
-    let mut xml = junit(&reports, "taskgate-gate");
-    let coverage = coverage::coverage(&selected, reports.iter().map(|r| (&r.token, r.passed())));
-    if shard == Shard::WHOLE {
-        add_coverage(&mut xml, &coverage);
-    }
-    shard::stamp(&mut xml, shard, &plan_tokens);
+    let coverage = gate.coverage(&ran.reports);
+    let mut xml = gate.junit(&ran.reports, &coverage);
     if let Some(html) = &html {
         let scenarios: Vec<_> = selected.iter().collect();
         let whole = (shard == Shard::WHOLE).then_some(&coverage);
-        let written = html.write(&scenarios, &reports, whole, started.elapsed(), |r| {
+        let written = html.write(&scenarios, &ran.reports, whole, ran.elapsed, |r| {
             !r.passed()
         })?;
         taskgate_scenarios::html::link_junit(&mut xml, &written, &args.junit);
     }
     std::fs::write(&args.junit, xml.to_string()?)
         .with_context(|| format!("writing {}", args.junit.display()))?;
-    print_failures(&reports, 5);
+    print_failures(&ran.reports, 5);
     if shard == Shard::WHOLE {
         print!("{}", coverage::render(&coverage));
     }
@@ -156,32 +108,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", super::explore::pct_guarantee());
     }
     println!("scenario                          runs  failed  known bug");
-    for s in &selected {
-        let runs: Vec<_> = reports
-            .iter()
-            .filter(|r| r.token.scenario == s.name)
-            .collect();
-        let failed = runs.iter().filter(|r| !r.passed()).count();
-        let known = s
-            .expect
-            .known_violation
-            .as_ref()
+    for tally in gate.tallies(&ran.reports) {
+        let known = (tally.scenario.expect.known_violation.as_ref())
             .map_or(String::new(), |k| k.bug.clone());
-        println!("{:<32} {:>5}  {:>6}  {known}", s.name, runs.len(), failed);
+        println!(
+            "{:<32} {:>5}  {:>6}  {known}",
+            tally.scenario.name, tally.runs, tally.failed
+        );
     }
-    let failed = reports.iter().filter(|r| !r.passed()).count();
+    let failed = ran.failed();
     println!(
         "gate: {} runs in {:.1?}; JUnit report: {}",
-        reports.len(),
-        started.elapsed(),
+        ran.reports.len(),
+        ran.elapsed,
         args.junit.display()
     );
-    println!("{} passed, {failed} failed", reports.len() - failed);
-    if let Some((token, n, at)) = first_failure {
+    println!("{} passed, {failed} failed", ran.reports.len() - failed);
+    if let Some(first) = &ran.first_failure {
         println!(
-            "first failure: {token} (run {n} of {}), after {:.1}s",
-            mine.len(),
-            at.as_secs_f64()
+            "first failure: {} (run {} of {planned}), after {:.1}s",
+            ran.reports[first.position - 1].token,
+            first.position,
+            first.after.as_secs_f64()
         );
     }
     anyhow::ensure!(
@@ -189,19 +137,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "the release gate failed: {failed} runs violated invariants"
     );
     Ok(())
-}
-
-/// Each scenario's suite carries its pairs: which ran, with what verdict.
-fn add_coverage(xml: &mut quick_junit::Report, coverage: &coverage::Coverage) {
-    for suite in &mut xml.test_suites {
-        let name = suite.name.to_string();
-        for (pair, tally) in coverage.pairs.iter().filter(|(p, _)| p.scenario == name) {
-            suite.add_property(quick_junit::Property::new(
-                format!("coverage {} x {}", pair.held, pair.event),
-                format!("{} runs, {} failed", tally.runs, tally.failed),
-            ));
-        }
-    }
 }
 
 fn merge(args: &Args) -> anyhow::Result<()> {
@@ -215,25 +150,9 @@ fn merge(args: &Args) -> anyhow::Result<()> {
             .with_context(|| format!("reading shard report {}", path.display()))?;
         shards.push((path.display().to_string(), xml));
     }
-    let mut report = shard::merge("taskgate-gate", &shards)?;
-    // The whole plan ran across the shards: its coverage can be told now.
-    let set = scenario_set(args)?;
-    let mut runs = Vec::new();
-    for suite in &report.test_suites {
-        for case in &suite.test_cases {
-            let (_, token) = Token::parse(case.name.as_str(), &set)?;
-            let passed = matches!(case.status, quick_junit::TestCaseStatus::Success { .. });
-            runs.push((token, passed));
-        }
-    }
-    // Only the scenarios the shards ran (a gate may have been cut with --only).
-    let ran: Vec<_> = set
-        .into_iter()
-        .filter(|s| runs.iter().any(|(t, _)| t.scenario == s.name))
-        .collect();
-    let coverage = coverage::coverage(&ran, runs.iter().map(|(t, p)| (t, *p)));
-    add_coverage(&mut report, &coverage);
-    print!("{}", coverage::render(&coverage));
+    let merged = gate::merge(&scenario_set(args)?, &shards)?;
+    print!("{}", coverage::render(&merged.coverage));
+    let report = merged.report;
     std::fs::write(&args.junit, report.to_string()?)
         .with_context(|| format!("writing {}", args.junit.display()))?;
     let failed = report.failures + report.errors;

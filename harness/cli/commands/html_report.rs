@@ -5,7 +5,7 @@ use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use taskgate_scenarios::html::{self, host::Host, RunView, ScenarioRow, Summary, Written};
-use taskgate_scenarios::run::Runner;
+use taskgate_scenarios::lab_run::LabRunner;
 use taskgate_scenarios::{RunReport, Scenario};
 
 #[derive(clap::Args, Default)]
@@ -28,7 +28,7 @@ impl ReportArgs {
     /// `runner` to keep its reported runs' data there.
     pub fn prepare(
         &self,
-        runner: &mut Runner<'_>,
+        runner: &mut LabRunner<'_>,
         passing: bool,
     ) -> anyhow::Result<Option<Report>> {
         let Some(dir) = &self.report else {

@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use taskgate_scenarios::run::Runner;
+use taskgate_scenarios::lab_run::LabRunner;
 use taskgate_scenarios::{Lab, RunReport};
 
 pub struct Session {
@@ -35,8 +35,8 @@ impl Session {
         })
     }
 
-    pub fn runner(&self) -> Runner<'_> {
-        Runner::new(&self.lab, &self.runtime, self.agent_bin.clone())
+    pub fn runner(&self) -> LabRunner<'_> {
+        LabRunner::new(&self.lab, &self.runtime, self.agent_bin.clone())
     }
 }
 

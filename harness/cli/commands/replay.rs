@@ -4,10 +4,9 @@
 
 use super::html_report::ReportArgs;
 use super::lab_session::{interrupted, interrupted_after, Session};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use taskgate_scenarios::catalogue;
-use taskgate_scenarios::{RunReport, RunVerdict, Token};
+use taskgate_scenarios::gate::{self, replay_verdict, run_all, Runner, StopAt};
+use taskgate_scenarios::{catalogue, RunReport, Token};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -29,15 +28,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(path) => catalogue::load_file(path)?,
         None => catalogue::catalogue(),
     };
-    let (scenario, token) = Token::parse(&args.token, &set)?;
+    let run = Token::parse(&args.token, &set)?;
     let session = Session::open()?;
     let mut runner = session.runner();
     let html = args.html.prepare(&mut runner, true)?;
     if args.repeat == 1 {
-        let report = runner.run(&scenario, &token.case);
+        let report = runner.run(&run);
         if let Some(html) = &html {
             html.write(
-                &[&scenario],
+                &[run.scenario],
                 std::slice::from_ref(&report),
                 None,
                 report.duration,
@@ -48,32 +47,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // A hundred failing runs' data dirs would only bury the one that matters.
     runner.keep_failures = false;
-    // What a verdict is: pass, or which invariants broke and whether any
-    // other problem did (problem texts carry pids and paths, which differ).
-    let mut verdicts: BTreeMap<String, (u32, RunReport)> = BTreeMap::new();
-    let mut last = None;
-    for i in 1..=args.repeat {
-        let report = runner.run(&scenario, &token.case);
-        last = Some(report.clone());
-        let verdict = verdict(&report);
+    let repeats = vec![run.clone(); args.repeat as usize];
+    let mut i = 0;
+    let ran = run_all(&runner, &repeats, StopAt::End, &interrupted, |report| {
+        i += 1;
+        let verdict = replay_verdict(report);
         println!("[{i}/{}] {verdict} ({:.2?})", args.repeat, report.duration);
-        verdicts.entry(verdict).or_insert((0, report)).0 += 1;
-        if interrupted() {
-            return Err(interrupted_after(i as usize, args.repeat as usize));
-        }
+    });
+    if interrupted() {
+        return Err(interrupted_after(ran.reports.len(), args.repeat as usize));
     }
+    let verdicts = gate::verdicts(&ran.reports);
     println!(
         "{}: {} runs, {} distinct verdicts:",
-        token,
+        run.token(),
         args.repeat,
         verdicts.len()
     );
     for (verdict, (count, _)) in &verdicts {
         println!("  {count:>4}/{}  {verdict}", args.repeat);
     }
-    if let (Some(html), Some(last)) = (&html, &last) {
+    if let (Some(html), Some(last)) = (&html, ran.reports.last()) {
         html.write(
-            &[&scenario],
+            &[run.scenario],
             std::slice::from_ref(last),
             None,
             last.duration,
@@ -90,21 +86,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "the same token reached {} different verdicts",
         verdicts.len()
     )
-}
-
-fn verdict(report: &RunReport) -> String {
-    if report.passed() {
-        return RunVerdict::Pass.to_string();
-    }
-    let mut broken: Vec<&str> = report.violations.iter().map(|v| v.invariant).collect();
-    broken.sort_unstable();
-    broken.dedup();
-    let problems = if report.problems.is_empty() {
-        ""
-    } else {
-        " + problems"
-    };
-    format!("{} [{}]{problems}", RunVerdict::Fail, broken.join("; "))
 }
 
 fn show(report: &RunReport) -> anyhow::Result<()> {

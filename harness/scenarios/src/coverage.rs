@@ -3,7 +3,7 @@
 //! which known boundaries no scenario names at all.
 
 use crate::model::{Kind, Scenario};
-use crate::report::{Case, Token};
+use crate::plan::{AgentCase, Case, InProcess, Run};
 use std::collections::{BTreeMap, BTreeSet};
 use taskgate_faults::points::{self, TASK_RUNNER_BOUNDARIES, UPDATE_BOUNDARIES};
 use taskgate_faults::Action;
@@ -40,28 +40,32 @@ impl Coverage {
     }
 }
 
-/// The pair a case covers, if it is a declared depth-2 case: the
+/// The pair a run covers, if it is a declared depth-2 case: the
 /// enumerated stop-race schedules (the task runner's first park x the
 /// update handler's park), and fault cases declared as pairs.
-fn pair_of(scenario: &Scenario, case: &Case) -> Option<(String, String)> {
-    match (&scenario.kind, case) {
-        (Kind::StopRace { controlled }, Case::Schedule(s))
-            if s.swaps.is_empty() && s.update_parks.len() == 1 =>
-        {
+fn pair_of(run: &Run<'_>) -> Option<(String, String)> {
+    let case = match &run.case {
+        Case::InProcess(InProcess::Race {
+            controlled,
+            schedule: s,
+        }) => {
+            if !(s.swaps.is_empty() && s.update_parks.len() == 1) {
+                return None;
+            }
             let held = s.task_park_points().next()?;
             let event = s.update_park_points().next()?;
-            Some((format!("{controlled}:{held}"), format!("stop at {event}")))
+            return Some((format!("{controlled}:{held}"), format!("stop at {event}")));
         }
-        (Kind::Faults(plan), Case::Fault(i)) => plan.cases.get(*i)?.pair.as_ref().map(|(p, q)| {
-            let action = plan.cases[*i]
-                .faults
-                .iter()
-                .find(|f| &f.point == q)
-                .map_or(String::new(), |f| format!("{} at ", f.action));
-            (p.to_string(), format!("{action}{q}"))
-        }),
-        _ => None,
-    }
+        Case::InProcess(InProcess::Faults { case, .. }) | Case::Agent(AgentCase { case, .. }) => {
+            case
+        }
+    };
+    case.pair.as_ref().map(|(p, q)| {
+        let action = (case.faults.iter())
+            .find(|f| &f.point == q)
+            .map_or(String::new(), |f| format!("{} at ", f.action));
+        (p.to_string(), format!("{action}{q}"))
+    })
 }
 
 /// The pairs each scenario declares, before anything ran.
@@ -75,9 +79,7 @@ fn declared(scenario: &Scenario) -> Vec<(String, String)> {
                     .map(move |q| (format!("{controlled}:{p}"), format!("stop at {q}")))
             })
             .collect(),
-        Kind::Faults(plan) => (0..plan.cases.len())
-            .filter_map(|i| pair_of(scenario, &Case::Fault(i)))
-            .collect(),
+        Kind::Faults(_) => scenario.runs(0, 0).iter().filter_map(pair_of).collect(),
     }
 }
 
@@ -105,15 +107,15 @@ fn named(scenario: &Scenario) -> BTreeSet<String> {
     }
 }
 
-/// The table from `runs`: each run's token and whether it passed (from
-/// the reports of one gate, or from the merged JUnit of its shards).
-pub fn coverage<'a>(
+/// The table from `runs`: each run and whether it passed (from the
+/// reports of one gate, or from the merged JUnit of its shards). Runs of
+/// scenarios not in `scenarios` are left out.
+pub fn coverage<'r, 's: 'r>(
     scenarios: &[Scenario],
-    runs: impl IntoIterator<Item = (&'a Token, bool)>,
+    runs: impl IntoIterator<Item = (&'r Run<'s>, bool)>,
 ) -> Coverage {
     let mut pairs: BTreeMap<Pair, Tally> = BTreeMap::new();
-    let by_name: BTreeMap<&str, &Scenario> =
-        scenarios.iter().map(|s| (s.name.as_str(), s)).collect();
+    let by_name: BTreeSet<&str> = scenarios.iter().map(|s| s.name.as_str()).collect();
     for scenario in scenarios {
         for (held, event) in declared(scenario) {
             pairs
@@ -125,14 +127,14 @@ pub fn coverage<'a>(
                 .or_default();
         }
     }
-    for (token, passed) in runs {
-        let Some(scenario) = by_name.get(token.scenario.as_str()) else {
+    for (run, passed) in runs {
+        if !by_name.contains(run.scenario.name.as_str()) {
             continue;
-        };
-        if let Some((held, event)) = pair_of(scenario, &token.case) {
+        }
+        if let Some((held, event)) = pair_of(run) {
             let tally = pairs
                 .entry(Pair {
-                    scenario: scenario.name.clone(),
+                    scenario: run.scenario.name.clone(),
                     held,
                     event,
                 })
@@ -194,23 +196,6 @@ pub fn render(coverage: &Coverage) -> String {
 mod tests {
     use super::*;
     use crate::catalogue::catalogue;
-    use crate::report::{cases, RunReport};
-    use std::time::Duration;
-
-    fn report(scenario: &str, case: Case, passed: bool) -> RunReport {
-        RunReport {
-            token: Token {
-                scenario: scenario.into(),
-                case,
-            },
-            description: String::new(),
-            violations: Vec::new(),
-            problems: if passed { vec![] } else { vec!["x".into()] },
-            expected: Vec::new(),
-            history: Vec::new(),
-            duration: Duration::ZERO,
-        }
-    }
 
     #[test]
     fn every_declared_stop_race_pair_is_run_by_the_enumeration() {
@@ -219,11 +204,8 @@ mod tests {
             .into_iter()
             .filter(|s| matches!(s.kind, Kind::StopRace { .. }))
             .collect();
-        let reports: Vec<RunReport> = race
-            .iter()
-            .flat_map(|s| cases(s, 0, 0).into_iter().map(|c| report(&s.name, c, true)))
-            .collect();
-        let cov = coverage(&race, reports.iter().map(|r| (&r.token, r.passed())));
+        let runs = crate::plan::plan(&race, 0, 0);
+        let cov = coverage(&race, runs.iter().map(|r| (r, true)));
         assert_eq!(
             cov.pairs.len(),
             race.len() * TASK_RUNNER_BOUNDARIES.len() * UPDATE_BOUNDARIES.len()
@@ -237,9 +219,8 @@ mod tests {
             .into_iter()
             .filter(|s| s.name == "sidecar-stop")
             .collect();
-        let first = cases(&all[0], 0, 0).remove(0);
-        let failing = report("sidecar-stop", first, false);
-        let cov = coverage(&all, [(&failing.token, failing.passed())]);
+        let first = all[0].runs(0, 0).remove(0);
+        let cov = coverage(&all, [(&first, false)]);
         assert_eq!(cov.missing().count(), cov.pairs.len() - 1);
         let table = render(&cov);
         assert!(table.contains("1 run, 1 FAIL"), "{table}");

@@ -6,13 +6,14 @@
 //! Only what the fake world can know is judged; the real executor under
 //! the exec oracle remains where it counts.
 
+use crate::drive::drive;
+use crate::gate::Runner;
+use crate::judge::{expect_known, harness_error, judge};
 use crate::lab::{io, LabError};
-use crate::model::Scenario;
 use crate::model::Then;
-use crate::report::{Case, RunReport, Token};
-use crate::run::{
-    drive, expect_known, harness_error, judge, summary_records, unfired, InProcess, Outcome, Plan,
-};
+use crate::outcome::{summary_records, unfired, Outcome, RESTART_SEED};
+use crate::plan::{Case, InProcess, Run};
+use crate::report::RunReport;
 use std::time::Instant;
 use taskgate_engine::fake_driver::{Call, Exit};
 use taskgate_engine::{DataDir, Engine, EngineConfig};
@@ -27,26 +28,25 @@ pub struct FakeRunner<'a> {
     pub runtime: &'a tokio::runtime::Runtime,
 }
 
-impl FakeRunner<'_> {
-    pub fn run(&self, scenario: &Scenario, case: &Case) -> RunReport {
+impl Runner for FakeRunner<'_> {
+    fn run(&self, run: &Run<'_>) -> RunReport {
         let started = Instant::now();
-        let token = Token {
-            scenario: scenario.name.clone(),
-            case: case.clone(),
+        let mut report = match self.run_in(run) {
+            Ok(outcome) => judge(run, outcome),
+            Err(err) => harness_error(run, String::new(), &err),
         };
-        let mut report = match self.run_in(scenario, case) {
-            Ok((description, outcome)) => judge(scenario, token, description, outcome),
-            Err(err) => harness_error(token, String::new(), &err),
-        };
-        expect_known(scenario, &mut report);
+        expect_known(run.scenario, &mut report);
         report.duration = started.elapsed();
         report
     }
+}
 
-    fn run_in(&self, scenario: &Scenario, case: &Case) -> Result<(String, Outcome), LabError> {
-        let plan = match Plan::of(scenario, case)? {
-            Plan::InProcess(plan) => plan,
-            Plan::Agent { .. } => return Err(LabError::FakeCannot("kill an agent process")),
+impl FakeRunner<'_> {
+    fn run_in(&self, run: &Run<'_>) -> Result<Outcome, LabError> {
+        let scenario = run.scenario;
+        let plan = match &run.case {
+            Case::InProcess(plan) => plan,
+            Case::Agent(_) => return Err(LabError::FakeCannot("kill an agent process")),
         };
         if plan.faults().iter().any(|f| acts_on_processes(&f.action)) {
             return Err(LabError::FakeCannot("act on processes it does not have"));
@@ -67,11 +67,10 @@ impl FakeRunner<'_> {
                 "tell when a task would exit on its own",
             ));
         }
-        let description = Plan::InProcess(plan).describe();
         let home = tempfile::tempdir().map_err(io("creating", &std::env::temp_dir()))?;
         let config = EngineConfig {
             pids_max: 64,
-            restart_seed: crate::run::RESTART_SEED,
+            restart_seed: RESTART_SEED,
             ..EngineConfig::for_fake(DataDir::new(home.path()))
         };
         let driver = config.fake_driver();
@@ -89,7 +88,7 @@ impl FakeRunner<'_> {
         // The hits go to a log too, for the faults that await one.
         let log = home.path().join("faults.jsonl");
         taskgate_faults::log_to(Some(&log)).map_err(io("opening", &log))?;
-        let driven = drive(&engine, scenario, &plan, home.path(), self.runtime);
+        let driven = drive(&engine, scenario, plan, home.path(), self.runtime);
         let hits = taskgate_faults::history();
         taskgate_faults::reset();
         let _ = taskgate_faults::log_to(None);
@@ -101,16 +100,13 @@ impl FakeRunner<'_> {
             .map(|s| s.tasks.clone())
             .unwrap_or_default();
         let records = summary_records(summary.as_ref());
-        Ok((
-            description,
-            Outcome {
-                hits,
-                execs,
-                tasks,
-                records,
-                problems,
-            },
-        ))
+        Ok(Outcome {
+            hits,
+            execs,
+            tasks,
+            records,
+            problems,
+        })
     }
 }
 
@@ -176,7 +172,6 @@ fn launches_as_execs(hits: &[Hit], calls: &[Call]) -> Vec<(ExecRecord, u64)> {
 mod tests {
     use super::*;
     use crate::catalogue::{catalogue, find};
-    use crate::report::cases;
     use taskgate_oracle::Event;
 
     fn runtime() -> tokio::runtime::Runtime {
@@ -205,8 +200,8 @@ mod tests {
             "prestart-hook-error",
         ] {
             let scenario = find(&all_scenarios, name).unwrap();
-            for case in &cases(scenario, 5, 1) {
-                let report = runner.run(scenario, case);
+            for run in &scenario.runs(5, 1) {
+                let report = runner.run(run);
                 assert!(report.passed(), "{}", report.explain());
                 assert!(
                     report.history.iter().any(|e| matches!(e, Event::Exec(_)))
@@ -236,8 +231,8 @@ mod tests {
             if own_exits || !matches!(scenario.kind, crate::model::Kind::Faults(_)) {
                 continue;
             }
-            for case in &cases(&scenario, 0, 0) {
-                let report = runner.run(&scenario, case);
+            for run in &scenario.runs(0, 0) {
+                let report = runner.run(run);
                 if report
                     .problems
                     .iter()
@@ -261,7 +256,7 @@ mod tests {
         let runner = FakeRunner { runtime: &runtime };
         let all = catalogue();
         for name in ["agent-kill", "executor-death-restart", "held-runner-stop"] {
-            let report = runner.run(find(&all, name).unwrap(), &Case::Fault(0));
+            let report = runner.run(&find(&all, name).unwrap().runs(0, 0)[0]);
             assert!(
                 report.problems[0].contains("the fake driver cannot"),
                 "{:?}",

@@ -30,8 +30,6 @@ pub enum LabError {
     State(#[from] taskgate_engine::state::StateError),
     #[error("the fake driver cannot {0}: run this case on the real executor")]
     FakeCannot(&'static str),
-    #[error("scenario {scenario}: {problem}")]
-    Case { scenario: String, problem: String },
     #[error(
         "the harness needs root (fanotify permission events, mounts, cgroups): run it as root"
     )]

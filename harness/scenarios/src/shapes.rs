@@ -3,7 +3,7 @@
 //! jitter is drawn from it and the harness's seed).
 
 use crate::model::Scenario;
-use crate::run::RESTART_SEED;
+use crate::outcome::RESTART_SEED;
 use taskgate_engine::jobspec::RestartMode;
 use taskgate_executor::KillSignal;
 use taskgate_oracle::policy::restart_wait;

@@ -1,6 +1,6 @@
 use super::timeline::{layout, BarKind, Lane, MarkKind};
 use super::*;
-use crate::report::{Case, Token};
+use crate::plan::Token;
 use taskgate_faults::{Action, Hit};
 use taskgate_oracle::{Answer, ExecIdentity, ExecRecord};
 
@@ -60,10 +60,7 @@ fn legacy(task: &str) -> Vec<Event> {
 
 fn report(task: &str) -> RunReport {
     RunReport {
-        token: Token {
-            scenario: "sidecar-stop".into(),
-            case: Case::Fault(3),
-        },
+        token: Token::of_fault_case("sidecar-stop", 3),
         description: format!("park {task} before prestart"),
         violations: vec![
             Violation {
@@ -225,7 +222,7 @@ fn a_report_is_written_and_linked_from_junit() {
     let mut passing = report("web");
     passing.violations.clear();
     passing.problems.clear();
-    passing.token.case = Case::Fault(0);
+    passing.token = Token::of_fault_case("sidecar-stop", 0);
     let all = [failing.clone(), passing];
     let summary = Summary {
         command: "gate --report r".into(),

@@ -1,0 +1,166 @@
+//! The harness inside a `taskgate agent` process, for the agent-kill
+//! scenarios (`agent_run`): the first agent submits the job and gets the
+//! case's faults from the environment (one SIGKILLs it at a boundary); a
+//! second one restores what it left. Each delivers the scenario's stops
+//! and restarts from inside the process, at the points its faults name,
+//! and ends once its allocations have finished. The CLI's hidden agent
+//! flags say which of these it does.
+
+use crate::interventions;
+use crate::server::Server;
+use crate::until_running::UntilRunning;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use taskgate_engine::agent::{Agent, Followed, Following};
+use taskgate_engine::control::ControlError;
+use taskgate_engine::jobspec::Job;
+use taskgate_engine::{AllocStatus, DataDir};
+use taskgate_faults::Intervention;
+
+/// What the harness asks of one agent process.
+#[derive(Debug, Clone, Default)]
+pub struct Orders {
+    /// Submit this job (JSON, as `agent_run` writes it), and end once it
+    /// has finished; otherwise, see the allocations restored at start to
+    /// their end.
+    pub job_json: Option<PathBuf>,
+    /// Deliver a stop update once every task that can start has started.
+    pub stop_when_running: bool,
+    /// Deliver a stop update to every allocation at once (a restored
+    /// agent's, for an operator's stop while no agent ran).
+    pub stop: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentSideError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parsing {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    #[error(transparent)]
+    State(#[from] taskgate_engine::state::StateError),
+    #[error("alloc {0} vanished from the state database")]
+    Vanished(String),
+    #[error("the harness missed {0} events")]
+    Missed(u64),
+    #[error("the engine shut down under the allocation")]
+    Gone,
+}
+
+/// The harness's side of one agent process.
+pub struct AgentSide {
+    orders: Orders,
+    servers: Arc<Mutex<Vec<Arc<Server>>>>,
+}
+
+impl AgentSide {
+    /// Installs the harness's interventions (kill an executor, stop the
+    /// alloc), which act from inside this process at the points its
+    /// faults name, on the tasks under `data_dir`.
+    pub fn install(orders: Orders, data_dir: &DataDir) -> AgentSide {
+        let servers: Arc<Mutex<Vec<Arc<Server>>>> = Arc::default();
+        let delivering = servers.clone();
+        interventions::install(data_dir.path().to_path_buf(), move |what| {
+            for server in lock(&delivering).iter() {
+                server.deliver(what);
+            }
+        });
+        AgentSide { orders, servers }
+    }
+
+    /// Runs the harness's allocations to their end, the submitted one or
+    /// those `restored`, telling `finished` each one's end.
+    pub async fn run(
+        self,
+        agent: &Arc<Agent>,
+        restored: Vec<Following>,
+        finished: impl Fn(&str, &AllocStatus),
+    ) -> Result<(), AgentSideError> {
+        let followings = match &self.orders.job_json {
+            Some(path) => {
+                let text = std::fs::read(path).map_err(|source| AgentSideError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                let job: Job =
+                    serde_json::from_slice(&text).map_err(|source| AgentSideError::Parse {
+                        path: path.clone(),
+                        source,
+                    })?;
+                vec![agent.submit(&job, None)?]
+            }
+            None => restored,
+        };
+        for following in followings {
+            let alloc_id = following.alloc_id.clone();
+            if let Some(status) = self.see_through(agent, following).await? {
+                finished(&alloc_id, &status);
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers the orders' stop to one allocation and follows it to its
+    /// end (`None`: it had ended before the harness could ask).
+    async fn see_through(
+        &self,
+        agent: &Agent,
+        mut following: Following,
+    ) -> Result<Option<AllocStatus>, AgentSideError> {
+        let alloc_id = following.alloc_id.clone();
+        let state = agent.engine().state();
+        let record = state
+            .alloc(&alloc_id)?
+            .ok_or_else(|| AgentSideError::Vanished(alloc_id.clone()))?;
+        let control = match agent.control(&alloc_id) {
+            Ok((_, control)) => control,
+            // Every task was dead at the restore, and the alloc ended
+            // before the harness asked: nothing is left to deliver to it.
+            Err(ControlError::Finished { status, .. }) => return Ok(Some(status)),
+            Err(err) => return Err(err.into()),
+        };
+        let server = Arc::new(Server::new(control, record.job.clone()));
+        lock(&self.servers).push(server.clone());
+        if self.orders.stop {
+            server.deliver(Intervention::StopAlloc);
+        }
+        let mut until = None;
+        if self.orders.stop_when_running {
+            // A restored task that is dead already will report nothing.
+            let dead: BTreeSet<String> = (state.tasks(&alloc_id)?.into_iter())
+                .filter(|t| t.state.is_dead())
+                .map(|t| t.task)
+                .collect();
+            until = Some(UntilRunning::new(&record.tasks(), &dead));
+        }
+        loop {
+            if until.as_ref().is_some_and(UntilRunning::all_running) {
+                until = None;
+                server.deliver(Intervention::StopAlloc);
+            }
+            match following.next().await {
+                Followed::Event(event) => {
+                    if let Some(until) = &mut until {
+                        until.saw(&event.task, event.kind);
+                    }
+                }
+                Followed::Missed(n) => return Err(AgentSideError::Missed(n)),
+                Followed::Finished(status) => return Ok(Some(status)),
+                Followed::Gone => return Err(AgentSideError::Gone),
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

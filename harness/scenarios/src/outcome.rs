@@ -1,0 +1,62 @@
+//! What one run produced, before judging, and what every runner (in
+//! process, agent processes, the fake driver) collects it with. It sits
+//! below the runners: they share it, and none imports another.
+
+use crate::history::Records;
+use taskgate_engine::state::TaskRecord;
+use taskgate_engine::{AllocSummary, DesiredStatus};
+use taskgate_faults::points;
+use taskgate_faults::{Fault, Hit};
+use taskgate_oracle::ExecRecord;
+
+/// The restart jitter seed of every engine the harness runs, real or
+/// fake, in process or as an agent: a replay waits exactly as its run did.
+pub const RESTART_SEED: u64 = 0x7a5c_6a7e;
+
+/// What one run produced, before judging.
+pub(crate) struct Outcome {
+    pub hits: Vec<Hit>,
+    pub execs: Vec<(ExecRecord, u64)>,
+    pub tasks: Vec<TaskRecord>,
+    pub records: Records,
+    pub problems: Vec<String>,
+}
+
+/// A case's faults split by the process that reaches their points:
+/// (the executors', the engine's).
+pub(crate) fn by_process(faults: &[Fault]) -> (Vec<&Fault>, Vec<&Fault>) {
+    faults
+        .iter()
+        .partition(|f| points::in_executor(&f.point.point))
+}
+
+/// A configured fault that never fired proved nothing: its hit (the one
+/// that carries its action) must be in the log.
+pub(crate) fn unfired(faults: &[Fault], hits: &[Hit]) -> Vec<String> {
+    faults
+        .iter()
+        .filter(|f| {
+            !hits
+                .iter()
+                .any(|h| h.point == f.point && h.action.as_ref() == Some(&f.action))
+        })
+        .map(|f| format!("configured fault {f} never fired"))
+        .collect()
+}
+
+/// What an in-process run's summary says, for the history.
+pub(crate) fn summary_records(summary: Option<&AllocSummary>) -> Records {
+    let tasks = summary.map(|s| s.tasks.as_slice()).unwrap_or_default();
+    Records {
+        restart_counts: restart_counts(tasks),
+        status: summary.map(|s| s.status.client),
+        desired_stop: summary.map(|s| s.status.desired == DesiredStatus::Stop),
+        alloc_id: summary.map(|s| s.alloc_id.clone()),
+        ..Records::default()
+    }
+}
+
+/// Each task's restart count as its record holds it.
+pub(crate) fn restart_counts(tasks: &[TaskRecord]) -> Vec<(String, u32)> {
+    tasks.iter().map(|t| (t.task.clone(), t.restarts)).collect()
+}

@@ -1,0 +1,316 @@
+//! What a gate runs: each scenario's cases, typed by the scenario's kind,
+//! and the replay token that names each one.
+//!
+//! A [`Run`] is only made from its scenario ([`Scenario::runs`]) or from a
+//! token checked against it ([`Token::parse`]), so a case always fits its
+//! scenario: no runner has a kind to check.
+
+use crate::catalogue;
+use crate::model::{FaultCase, FaultPlan, Host, Kind, Restore, Scenario, Then};
+use std::fmt;
+use taskgate_faults::schedule::Schedule;
+use taskgate_faults::Fault;
+
+/// One planned run: a scenario and one of its cases.
+#[derive(Debug, Clone)]
+pub struct Run<'s> {
+    pub scenario: &'s Scenario,
+    pub case: Case<'s>,
+}
+
+/// One case of a scenario, as its kind and host make it.
+#[derive(Debug, Clone)]
+pub enum Case<'s> {
+    /// The engine runs in the harness's own process.
+    InProcess(InProcess<'s>),
+    /// The engine runs as `taskgate agent` processes, one of them killed.
+    Agent(AgentCase<'s>),
+}
+
+/// A case the engine runs in the harness's own process.
+#[derive(Debug, Clone)]
+pub enum InProcess<'s> {
+    /// A stop race under one schedule.
+    Race {
+        controlled: &'s str,
+        schedule: Schedule,
+    },
+    /// The `index`-th fault case of the scenario.
+    Faults {
+        index: usize,
+        case: &'s FaultCase,
+        then: Then,
+    },
+}
+
+/// The `index`-th fault case of a scenario whose engine runs as agents.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentCase<'s> {
+    pub index: usize,
+    pub case: &'s FaultCase,
+    pub then: Then,
+    pub restore: Restore,
+}
+
+impl Scenario {
+    /// Every case of the scenario, in plan order: the full enumeration plus
+    /// `random` PCT schedules from `seed` for a stop race; every listed
+    /// fault case otherwise.
+    pub fn runs(&self, random: u32, seed: u64) -> Vec<Run<'_>> {
+        match &self.kind {
+            Kind::StopRace { controlled } => Schedule::enumerate()
+                .into_iter()
+                .chain(
+                    (0..random as u64)
+                        .map(|i| Schedule::random(seed.wrapping_add(i), Schedule::PCT_DEPTH - 1)),
+                )
+                .map(|schedule| self.race(controlled, schedule))
+                .collect(),
+            Kind::Faults(plan) => (0..plan.cases.len())
+                .filter_map(|index| self.fault_run(plan, index))
+                .collect(),
+        }
+    }
+
+    /// What the scenario's cases are called: schedules or cases.
+    pub fn case_noun(&self) -> &'static str {
+        match self.kind {
+            Kind::StopRace { .. } => "schedule",
+            Kind::Faults(_) => "case",
+        }
+    }
+
+    fn race<'s>(&'s self, controlled: &'s str, schedule: Schedule) -> Run<'s> {
+        Run {
+            scenario: self,
+            case: Case::InProcess(InProcess::Race {
+                controlled,
+                schedule,
+            }),
+        }
+    }
+
+    /// The `index`-th case of the scenario's fault `plan`, if it has one.
+    fn fault_run<'s>(&'s self, plan: &'s FaultPlan, index: usize) -> Option<Run<'s>> {
+        let case = plan.cases.get(index)?;
+        let then = plan.then;
+        Some(Run {
+            scenario: self,
+            case: match plan.host {
+                Host::InProcess => Case::InProcess(InProcess::Faults { index, case, then }),
+                Host::Agent { restore } => Case::Agent(AgentCase {
+                    index,
+                    case,
+                    then,
+                    restore,
+                }),
+            },
+        })
+    }
+}
+
+/// Every run of `scenarios`, scenario by scenario: the gate's whole plan.
+pub fn plan(scenarios: &[Scenario], random: u32, seed: u64) -> Vec<Run<'_>> {
+    scenarios
+        .iter()
+        .flat_map(|s| s.runs(random, seed))
+        .collect()
+}
+
+impl InProcess<'_> {
+    /// The faults the case configures (a schedule's parks aside).
+    pub fn faults(&self) -> &[Fault] {
+        match self {
+            InProcess::Race { .. } => &[],
+            InProcess::Faults { case, .. } => &case.faults,
+        }
+    }
+}
+
+impl Run<'_> {
+    /// The token that replays this run.
+    pub fn token(&self) -> Token {
+        let case = match &self.case {
+            Case::InProcess(InProcess::Race { schedule, .. }) => format!("@{schedule}"),
+            Case::InProcess(InProcess::Faults { index, .. })
+            | Case::Agent(AgentCase { index, .. }) => format!("#{index}"),
+        };
+        Token {
+            scenario: self.scenario.name.clone(),
+            case,
+        }
+    }
+
+    /// The fault case this run configures, if it is one.
+    pub fn fault_case(&self) -> Option<&FaultCase> {
+        match &self.case {
+            Case::InProcess(InProcess::Race { .. }) => None,
+            Case::InProcess(InProcess::Faults { case, .. })
+            | Case::Agent(AgentCase { case, .. }) => Some(case),
+        }
+    }
+
+    /// What the case does, as a report says it.
+    pub fn describe(&self) -> String {
+        match &self.case {
+            Case::InProcess(InProcess::Race {
+                controlled,
+                schedule: s,
+            }) => format!(
+                "park {controlled} at [{}], update at [{}], stop at park #{}, {:?} first, swaps {:?}",
+                s.task_park_points().collect::<Vec<_>>().join(", "),
+                s.update_park_points().collect::<Vec<_>>().join(", "),
+                s.stop_at,
+                s.first,
+                s.swaps
+            ),
+            Case::InProcess(InProcess::Faults { case, then, .. }) => {
+                format!("{}, {}", faults(case), then_text(*then))
+            }
+            Case::Agent(AgentCase {
+                case,
+                then,
+                restore,
+                ..
+            }) => format!(
+                "agent with {}, {}; restored agent {}",
+                faults(case),
+                then_text(*then),
+                match restore {
+                    Restore::Stop => "stops the alloc",
+                    Restore::Run => "lets it run",
+                }
+            ),
+        }
+    }
+}
+
+fn faults(case: &FaultCase) -> String {
+    case.faults
+        .iter()
+        .map(Fault::to_string)
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+fn then_text(then: Then) -> &'static str {
+    match then {
+        Then::StopWhenSettled => "stop once the faulted task settled",
+        Then::StopWhenRunning => "stop once every task runs",
+        Then::RunToEnd => "no stop",
+    }
+}
+
+/// `scenario@schedule` or `scenario#n`: everything needed to replay a run,
+/// as [`Run::token`] names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub scenario: String,
+    /// `@schedule` or `#n`.
+    case: String,
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.scenario, self.case)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("replay token {0:?} is neither SCENARIO@SCHEDULE nor SCENARIO#N")]
+    Shape(String),
+    #[error(transparent)]
+    Scenario(#[from] catalogue::UnknownScenario),
+    #[error(transparent)]
+    Schedule(#[from] taskgate_faults::schedule::TokenError),
+    #[error("scenario {scenario} has {count} cases; #{n} is out of range")]
+    Range {
+        scenario: String,
+        n: usize,
+        count: usize,
+    },
+    #[error("scenario {0} is not a stop race; replay it as {0}#N")]
+    Kind(String),
+}
+
+impl Token {
+    /// Fault case `index`'s token, for tests that build reports by hand.
+    #[cfg(test)]
+    pub(crate) fn of_fault_case(scenario: &str, index: usize) -> Token {
+        Token {
+            scenario: scenario.into(),
+            case: format!("#{index}"),
+        }
+    }
+
+    /// The run a token names, in a set of scenarios (the built-in
+    /// catalogue, or the scenarios of a file).
+    pub fn parse<'s>(token: &str, set: &'s [Scenario]) -> Result<Run<'s>, TokenError> {
+        if let Some((name, schedule)) = token.split_once('@') {
+            let schedule: Schedule = schedule.parse()?;
+            let scenario = catalogue::find(set, name)?;
+            match &scenario.kind {
+                Kind::StopRace { controlled } => Ok(scenario.race(controlled, schedule)),
+                Kind::Faults(_) => Err(TokenError::Kind(name.into())),
+            }
+        } else if let Some((name, n)) = token.split_once('#') {
+            let index: usize = n
+                .parse()
+                .map_err(|_| TokenError::Shape(token.to_string()))?;
+            let scenario = catalogue::find(set, name)?;
+            match &scenario.kind {
+                Kind::Faults(plan) => scenario.fault_run(plan, index).ok_or(TokenError::Range {
+                    scenario: name.into(),
+                    n: index,
+                    count: plan.cases.len(),
+                }),
+                Kind::StopRace { .. } => Err(TokenError::Kind(name.into())),
+            }
+        } else {
+            Err(TokenError::Shape(token.to_string()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_for_every_case() {
+        let all = catalogue::catalogue();
+        for run in plan(&all, 5, 42) {
+            let token = run.token();
+            let parsed = Token::parse(&token.to_string(), &all).unwrap();
+            assert_eq!(parsed.token(), token);
+            assert_eq!(parsed.scenario.name, run.scenario.name);
+            assert_eq!(parsed.describe(), run.describe());
+        }
+    }
+
+    #[test]
+    fn bad_tokens_say_why() {
+        let all = catalogue::catalogue();
+        assert!(matches!(
+            Token::parse("nonsense", &all),
+            Err(TokenError::Shape(_))
+        ));
+        assert!(matches!(
+            Token::parse("nope#1", &all),
+            Err(TokenError::Scenario(_))
+        ));
+        assert!(matches!(
+            Token::parse("agent-kill#999", &all),
+            Err(TokenError::Range { .. })
+        ));
+        assert!(matches!(
+            Token::parse("agent-kill@tr=0/up=0/stop=0/first=tr/swaps=", &all),
+            Err(TokenError::Kind(_))
+        ));
+        assert!(matches!(
+            Token::parse("sidecar-stop#0", &all),
+            Err(TokenError::Kind(_))
+        ));
+    }
+}
