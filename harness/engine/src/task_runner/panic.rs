@@ -118,7 +118,7 @@ mod tests {
     #[tokio::test]
     async fn a_cancelled_runner_leaves_its_task_to_the_next_agent() {
         let dir = tempfile::tempdir().unwrap();
-        let state = Arc::new(StateDb::open(&dir.path().join("state.db")).unwrap());
+        let state = Arc::new(StateDb::open(&crate::DataDir::new(dir.path()).state_db()).unwrap());
         let running = TaskRecord {
             state: TaskState::Running { attempt: 1 },
             committed: Some(1),
