@@ -14,9 +14,8 @@
 //! launch began no later than the launching agent's `ex.spawned`, which it
 //! reaches once the executor was exec'd.
 
-use crate::identity::ExecIdentity;
-use crate::invariants::{Event, TaskExit};
-use crate::lifecycle::positions;
+use crate::history::{Event, TaskExit};
+use crate::timeline::positions;
 use taskgate_faults::points::{AR_STARTED, EX_SPAWNED, TR_RESTART_SIGNALED, TR_START_COMMITTED};
 use taskgate_faults::{scoped, Action};
 
@@ -50,11 +49,11 @@ pub(crate) struct Attempt {
 /// The attempts of `task`, in order.
 pub(crate) fn attempts(history: &[Event], task: &str) -> Vec<Attempt> {
     let mut starts: Vec<(usize, Began)> = Vec::new();
-    let launches = positions(history, |e| is_launch(e, task));
+    let launches = positions(history, |e| e.executor_exec_of(task).is_some());
     starts.extend(launches.iter().map(|&at| (at, Began::Launch)));
     let restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
     let committed = scoped(Some(task), TR_START_COMMITTED);
-    for commit in positions(history, |e| is_hit(e, &committed)) {
+    for commit in positions(history, |e| e.is_hit(&committed)) {
         let Some(&death) = restarts.iter().find(|&&r| r > commit) else {
             continue;
         };
@@ -74,7 +73,7 @@ pub(crate) fn attempts(history: &[Event], task: &str) -> Vec<Attempt> {
     );
     starts.sort_by_key(|&(at, _)| at);
     let signaled = scoped(Some(task), TR_RESTART_SIGNALED);
-    let user_restarts = positions(history, |e| is_hit(e, &signaled));
+    let user_restarts = positions(history, |e| e.is_hit(&signaled));
     let exits: Vec<(usize, TaskExit)> = history
         .iter()
         .enumerate()
@@ -120,14 +119,6 @@ pub(crate) fn windows_begin(history: &[Event]) -> Option<u64> {
         }
         _ => None,
     })
-}
-
-fn is_launch(event: &Event, task: &str) -> bool {
-    matches!(event, Event::Exec(r) if matches!(&r.identity, ExecIdentity::Executor { task: t, .. } if t == task))
-}
-
-pub(crate) fn is_hit(event: &Event, name: &str) -> bool {
-    matches!(event, Event::FaultHit(h) if h.name() == name)
 }
 
 /// The time of the hit at `at`, or of the last hit before it.

@@ -2,17 +2,16 @@
 //! marked tmpfs's superblock, and a thread that answers every event after
 //! asking a judge. The exec'ing process sleeps in the kernel until answered.
 
+use crate::error::OracleError;
+use crate::history::{Answer, ExecRecord, StartedVersion};
 use crate::identity::ExecIdentity;
 use crate::marked_fs::is_marked_fs_root;
-use crate::updates::StartedVersion;
-use crate::OracleError;
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::fanotify::{
     EventFFlags, Fanotify, FanotifyEvent, FanotifyResponse, InitFlags, MarkFlags, MaskFlags,
     Response,
 };
-use serde::{Deserialize, Serialize};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -40,41 +39,6 @@ pub enum Verdict {
 /// Decides each exec. Runs on the gate's thread while the exec'ing process
 /// waits, so it must not itself exec a file on the marked filesystem.
 pub type Judge = Arc<dyn Fn(&PendingExec) -> Verdict + Send + Sync>;
-
-/// What the kernel was told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Answer {
-    Allow,
-    Deny,
-}
-
-/// One answered exec, in the order the gate answered them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExecRecord {
-    /// 1-based, gap-free.
-    pub seq: u64,
-    pub pid: i32,
-    pub exe: PathBuf,
-    pub identity: ExecIdentity,
-    pub verdict: Answer,
-    /// The denial's reason, or why the judge was bypassed; empty for a plain allow.
-    pub reason: String,
-    /// False for an exec allowed without asking the judge because the gate was stopping.
-    pub judged: bool,
-    /// For a task's process: the other processes in its task cgroup while
-    /// the exec was held (from the kernel), so a second tree shows.
-    #[serde(default)]
-    pub cgroup_peers: Vec<i32>,
-    /// For an executor: the other live executors of its task while the
-    /// exec was held (from `/proc`), so a second launch beside a living
-    /// executor shows.
-    #[serde(default)]
-    pub executor_peers: Vec<i32>,
-    /// For a task's first exec: the job version its spec gives it (see
-    /// [`crate::updates`]).
-    #[serde(default)]
-    pub started_version: Option<StartedVersion>,
-}
 
 #[derive(Default)]
 struct Shared {

@@ -67,8 +67,8 @@ pub fn terminal_before_decision(history: &[Hit], task: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::ExecIdentity;
     use crate::layout::build_for_test as build;
-    use crate::ExecIdentity;
     use std::path::PathBuf;
 
     fn hit(seq: u64, name: &str) -> Hit {

@@ -14,8 +14,9 @@
 //! delay's whole rest shows in time: the runner is done only as the delay
 //! would have run out, though it was told in the delay's first half.
 
-use crate::attempts::{attempts, is_hit};
-use crate::invariants::{AllocStatus, Event, TaskShape, Violation};
+use crate::attempts::attempts;
+use crate::history::{AllocStatus, Event, TaskShape};
+use crate::invariant::{Invariant, Violation};
 use taskgate_faults::points::{
     AR_ALLOC_TERMINAL, AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, AR_UPDATE_APPLIED,
     HARNESS_UPDATE_DELIVERED, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DELAY,
@@ -23,18 +24,7 @@ use taskgate_faults::points::{
 };
 use taskgate_faults::scoped;
 
-pub const COMMANDS_TAKE_EFFECT: &str =
-    "every stop, restart and update takes effect, never after a restart delay it should have cut short, and a stop stays final";
-
-fn violation(task: Option<&str>, detail: String) -> Violation {
-    Violation {
-        invariant: COMMANDS_TAKE_EFFECT,
-        task: task.map(str::to_string),
-        detail,
-    }
-}
-
-/// [`COMMANDS_TAKE_EFFECT`], over each agent's life: no task's restart
+/// [`Invariant::CommandsTakeEffect`], over each agent's life: no task's restart
 /// delay runs out in full once its runner was told to die or asked to
 /// restart (until that restart is done); every restart accepted takes its
 /// targets down, and every stop and update delivered is applied, before
@@ -65,13 +55,13 @@ pub fn check_commands_take_effect(history: &[Event], tasks: &[TaskShape]) -> Vec
             out.extend(updates_applied(history, from, to));
         }
     }
-    let terminal = history.iter().any(|e| is_hit(e, AR_ALLOC_TERMINAL));
+    let terminal = history.iter().any(|e| e.is_hit(AR_ALLOC_TERMINAL));
     let kept = history.iter().rev().find_map(|e| match e {
         Event::DesiredStop(stop) => Some(*stop),
         _ => None,
     });
     if terminal && kept == Some(false) {
-        out.push(violation(
+        out.push(Invariant::CommandsTakeEffect.violation(
             None,
             "a stop made the alloc terminal, but it ended with its desired status `run`".into(),
         ));
@@ -91,21 +81,21 @@ fn delays_cut_short(history: &[Event], task: &str, from: usize, to: usize) -> Ve
     let mut asked = None;
     let mut out = Vec::new();
     for (i, event) in history.iter().enumerate().take(to).skip(from) {
-        if is_hit(event, &kill) {
+        if event.is_hit(&kill) {
             told = told.or(Some(i));
-        } else if is_hit(event, &restart) {
+        } else if event.is_hit(&restart) {
             // A restart brings back a task told to die.
             told = None;
             asked = Some(i);
-        } else if is_hit(event, AR_RESTART_TARGETS_DOWN) {
+        } else if event.is_hit(AR_RESTART_TARGETS_DOWN) {
             asked = None;
-        } else if is_hit(event, &elapsed) {
+        } else if event.is_hit(&elapsed) {
             let why = match (told, asked) {
                 (Some(at), _) => format!("it was told to die at #{at}"),
                 (None, Some(at)) => format!("a restart asked it at #{at} and was not done"),
                 (None, None) => continue,
             };
-            out.push(violation(
+            out.push(Invariant::CommandsTakeEffect.violation(
                 Some(task),
                 format!("its restart delay ran out in full at #{i}, though {why}"),
             ));
@@ -132,7 +122,7 @@ fn kills_end_delays(history: &[Event], task: &TaskShape, from: usize, to: usize)
         _ => 0,
     };
     let mut out = Vec::new();
-    for b in (from..to).filter(|&i| is_hit(&history[i], &begun)) {
+    for b in (from..to).filter(|&i| history[i].is_hit(&begun)) {
         let k = (all.iter().skip(1))
             .filter(|a| a.at < b && !a.by_user)
             .count();
@@ -142,15 +132,15 @@ fn kills_end_delays(history: &[Event], task: &TaskShape, from: usize, to: usize)
         };
         let wait = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
         let next = all.iter().map(|a| a.at).find(|&a| a > b).unwrap_or(to);
-        let Some(t) = (b..next.min(to)).find(|&i| is_hit(&history[i], &told)) else {
+        let Some(t) = (b..next.min(to)).find(|&i| history[i].is_hit(&told)) else {
             continue;
         };
-        let Some(d) = (t..to).find(|&i| is_hit(&history[i], &done)) else {
+        let Some(d) = (t..to).find(|&i| history[i].is_hit(&done)) else {
             continue;
         };
         let ends = hit_at(b).saturating_add(wait);
         if hit_at(t) < hit_at(b).saturating_add(wait / 2) && hit_at(d) >= ends {
-            out.push(violation(
+            out.push(Invariant::CommandsTakeEffect.violation(
                 Some(&task.name),
                 format!(
                     "told to die at #{t} in its restart delay begun at #{b}, and done only at #{d}, as the {:.3}s delay ran out",
@@ -166,8 +156,8 @@ fn kills_end_delays(history: &[Event], task: &TaskShape, from: usize, to: usize)
 /// the last life, within the run.
 fn restarts_done(history: &[Event], from: usize, to: usize, last: bool) -> Vec<Violation> {
     let mut out = Vec::new();
-    for accepted in (from..to).filter(|&i| is_hit(&history[i], AR_RESTART_ACCEPTED)) {
-        let done = (accepted..to).any(|i| is_hit(&history[i], AR_RESTART_TARGETS_DOWN));
+    for accepted in (from..to).filter(|&i| history[i].is_hit(AR_RESTART_ACCEPTED)) {
+        let done = (accepted..to).any(|i| history[i].is_hit(AR_RESTART_TARGETS_DOWN));
         if done || !last {
             continue;
         }
@@ -175,7 +165,7 @@ fn restarts_done(history: &[Event], from: usize, to: usize, last: bool) -> Vec<V
             .filter(|&i| is_delivery(&history[i]))
             .map(|i| format!("#{i}"))
             .collect::<Vec<_>>();
-        out.push(violation(
+        out.push(Invariant::CommandsTakeEffect.violation(
             None,
             format!(
                 "the restart accepted at #{accepted} never took its targets down{}",
@@ -198,13 +188,13 @@ fn restarts_done(history: &[Event], from: usize, to: usize, last: bool) -> Vec<V
 fn updates_applied(history: &[Event], from: usize, to: usize) -> Vec<Violation> {
     let delivered: Vec<usize> = (from..to).filter(|&i| is_delivery(&history[i])).collect();
     let applied = (from..to)
-        .filter(|&i| is_hit(&history[i], AR_UPDATE_APPLIED))
+        .filter(|&i| history[i].is_hit(AR_UPDATE_APPLIED))
         .count();
     delivered
         .iter()
         .skip(applied)
         .map(|at| {
-            violation(
+            Invariant::CommandsTakeEffect.violation(
                 None,
                 format!("the stop or update delivered at #{at} never took effect"),
             )
@@ -213,9 +203,140 @@ fn updates_applied(history: &[Event], from: usize, to: usize) -> Vec<Violation> 
 }
 
 fn is_delivery(event: &Event) -> bool {
-    matches!(event, Event::StopDelivered { .. }) || is_hit(event, HARNESS_UPDATE_DELIVERED)
+    matches!(event, Event::StopDelivered { .. }) || event.is_hit(HARNESS_UPDATE_DELIVERED)
 }
 
 #[cfg(test)]
-#[path = "liveness_tests.rs"]
-mod tests;
+mod tests {
+    //! Liveness of stops, restarts and updates over recorded histories,
+    //! holding and broken.
+
+    use super::*;
+    use crate::history::{TaskRole, TaskShape};
+    use crate::timed_history::T;
+    use rstest::rstest;
+    use taskgate_faults::points::{TR_MAIN_EXITED, TR_RESTART_DELAY, TR_RESTART_SIGNALED};
+
+    fn tasks() -> Vec<TaskShape> {
+        vec![TaskShape::new("web", TaskRole::Main { leader: false }, 2)]
+    }
+
+    fn check(h: &T) -> Vec<Violation> {
+        check_commands_take_effect(&h.events, &tasks())
+    }
+
+    fn delay_begun() -> T {
+        T::run().start("web").task_hit("web", TR_RESTART_DELAY)
+    }
+
+    #[rstest]
+    #[case::ran_out_before_the_kill(
+        delay_begun().task_hit("web", TR_RESTART_DELAY_ELAPSED).task_hit("web", TR_KILL_ASKED), 0)]
+    #[case::ran_out_after_the_kill(
+        delay_begun().task_hit("web", TR_KILL_ASKED).task_hit("web", TR_RESTART_DELAY_ELAPSED), 1)]
+    #[case::ran_out_while_a_restart_was_asked(
+        delay_begun().hit(AR_RESTART_ACCEPTED).task_hit("web", TR_RESTART_ASKED)
+            .task_hit("web", TR_RESTART_DELAY_ELAPSED).hit(AR_RESTART_TARGETS_DOWN), 1)]
+    #[case::ran_out_once_the_restart_was_done(
+        delay_begun().hit(AR_RESTART_ACCEPTED).task_hit("web", TR_RESTART_ASKED)
+            .hit(AR_RESTART_TARGETS_DOWN).task_hit("web", TR_RESTART_DELAY_ELAPSED), 0)]
+    #[case::revived_after_its_kill(
+        delay_begun().task_hit("web", TR_KILL_ASKED).hit(AR_RESTART_ACCEPTED)
+            .task_hit("web", TR_RESTART_ASKED).task_hit("web", TR_RESTART_SIGNALED)
+            .hit(AR_RESTART_TARGETS_DOWN).task_hit("web", TR_RESTART_DELAY_ELAPSED), 0)]
+    #[case::told_before_the_agent_died(
+        delay_begun().task_hit("web", TR_KILL_ASKED).agent_restart(false)
+            .task_hit("web", TR_RESTART_DELAY_ELAPSED), 0)]
+    fn no_restart_delay_runs_out_on_a_kill_or_restart(#[case] h: T, #[case] expected: usize) {
+        let v = check(&h);
+        assert_eq!(v.len(), expected, "{v:#?}");
+        assert!(v.iter().all(|v| v.task.as_deref() == Some("web")), "{v:#?}");
+    }
+
+    /// Bug 2's class: the restart hung on a delay it should have cut short,
+    /// and the stop sent meanwhile waited behind it.
+    #[rstest]
+    #[case::done(
+        T::run().hit(AR_RESTART_ACCEPTED).stop().hit(AR_RESTART_TARGETS_DOWN).hit(AR_UPDATE_APPLIED),
+        0
+    )]
+    // A violation for the restart, and one for the stop it held up.
+    #[case::hung_with_a_stop_behind_it(T::run().hit(AR_RESTART_ACCEPTED).stop(), 2)]
+    #[case::its_agent_was_killed(T::run().hit(AR_RESTART_ACCEPTED).agent_restart(false), 0)]
+    fn an_accepted_restart_takes_its_targets_down(#[case] h: T, #[case] expected: usize) {
+        let v = check(&h);
+        assert_eq!(v.len(), expected, "{v:#?}");
+        if let Some(v) = v.first() {
+            assert!(v.detail.contains("waited behind it"), "{}", v.detail);
+        }
+    }
+
+    #[rstest]
+    #[case::applied(T::run().stop().hit(AR_UPDATE_APPLIED), 0)]
+    #[case::never_applied(T::run().stop(), 1)]
+    #[case::the_alloc_had_finished(T::run().status(AllocStatus::Complete).stop(), 0)]
+    #[case::lost_with_its_agent(T::run().stop().agent_restart(true).stop().hit(AR_UPDATE_APPLIED), 0)]
+    #[case::an_update_never_applied(T::run().hit(HARNESS_UPDATE_DELIVERED), 1)]
+    fn every_stop_and_update_takes_effect(#[case] h: T, #[case] expected: usize) {
+        assert_eq!(check(&h).len(), expected);
+    }
+
+    #[rstest]
+    #[case::kept(true, 0)]
+    #[case::undone(false, 1)]
+    fn a_stop_is_final(#[case] stop: bool, #[case] expected: usize) {
+        let h = T::run()
+            .stop()
+            .hit(AR_ALLOC_TERMINAL)
+            .hit(AR_UPDATE_APPLIED)
+            .hit(HARNESS_UPDATE_DELIVERED)
+            .hit(AR_UPDATE_APPLIED)
+            .status(AllocStatus::Complete)
+            .desired_stop(stop);
+        assert_eq!(check(&h).len(), expected);
+    }
+
+    /// A stop in a 10 s restart delay: the runner is done at once; one that
+    /// ignored the kill is done only as the delay ran out.
+    #[rstest]
+    #[case::done_at_once(2_050, 0)]
+    #[case::done_as_the_delay_ran_out(11_000, 1)]
+    fn a_kill_ends_a_restart_delay(#[case] done_ms: u64, #[case] expected: usize) {
+        let web = TaskShape {
+            restart_waits: vec![std::time::Duration::from_secs(10)],
+            ..tasks().remove(0)
+        };
+        let h = T::run()
+            .start("web")
+            .exit("web", crate::history::TaskExit::Code(1))
+            .at(1000)
+            .task_hit("web", TR_RESTART_DELAY)
+            .at(2000)
+            .task_hit("web", TR_KILL_ASKED)
+            .at(done_ms)
+            .task_hit("web", TR_MAIN_EXITED)
+            .status(AllocStatus::Complete);
+        let v = check_commands_take_effect(&h.events, &[web]);
+        assert_eq!(v.len(), expected, "{v:#?}");
+    }
+
+    /// Told in the delay's last half, the tie may go either way.
+    #[test]
+    fn a_kill_late_in_a_delay_may_meet_its_end() {
+        let web = TaskShape {
+            restart_waits: vec![std::time::Duration::from_secs(10)],
+            ..tasks().remove(0)
+        };
+        let h = T::run()
+            .start("web")
+            .exit("web", crate::history::TaskExit::Code(1))
+            .at(1000)
+            .task_hit("web", TR_RESTART_DELAY)
+            .at(10_990)
+            .task_hit("web", TR_KILL_ASKED)
+            .at(11_010)
+            .task_hit("web", TR_MAIN_EXITED)
+            .status(AllocStatus::Complete);
+        assert_eq!(check_commands_take_effect(&h.events, &[web]), []);
+    }
+}

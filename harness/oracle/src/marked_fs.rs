@@ -3,7 +3,7 @@
 //! it, through any bind mount and in any mount namespace (the executor
 //! bind-mounts its directories into task roots), and nothing else on the host.
 
-use crate::OracleError;
+use crate::error::OracleError;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use std::path::{Path, PathBuf};

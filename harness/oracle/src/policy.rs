@@ -10,17 +10,15 @@
 //! mode gives up and delay mode waits for the next window. A restart waits
 //! its delay plus the seed's jitter first.
 
-use crate::attempts::{attempts, is_hit, windows_begin, Attempt, Began};
-use crate::invariants::{Event, TaskShape, Violation};
+use crate::attempts::{attempts, windows_begin, Attempt, Began};
+use crate::history::{Event, TaskShape};
+use crate::invariant::{Invariant, Violation};
 use std::time::Duration;
-use taskgate_faults::points::{TR_KILLING, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED};
+use taskgate_faults::points::{
+    TR_KILLING, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_SIGNALED,
+};
 use taskgate_faults::rng::SplitMix64;
 use taskgate_faults::scoped;
-
-pub const LAUNCHES_ACCOUNTED: &str =
-    "every attempt of a task, lost ones too, is one its restart policy grants, interval by interval";
-pub const RESTART_WINDOWS: &str =
-    "a restart waits its delay and jitter, and a task is given up only once its interval's attempts are used, across restores too";
 
 /// The wait before a task's `n`th restart by its policy (from 0, over its
 /// life), as the harness expects it, restated here from Nomad's rule (the
@@ -33,14 +31,6 @@ pub fn restart_wait(seed: u64, alloc_id: &str, task: &str, delay: Duration, n: u
     let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX).max(1);
     let draw = SplitMix64(stream ^ u64::from(n)).draw() % nanos;
     delay + Duration::from_nanos(draw / 4)
-}
-
-fn violation(invariant: &'static str, task: &str, detail: String) -> Violation {
-    Violation {
-        invariant,
-        task: Some(task.to_string()),
-        detail,
-    }
 }
 
 fn us(d: Duration) -> u64 {
@@ -72,7 +62,7 @@ fn window_of(task: &TaskShape, r: u64) -> Option<u64> {
     }
 }
 
-/// [`LAUNCHES_ACCOUNTED`]: the `r`th restart the policy granted began no
+/// [`Invariant::LaunchesAccounted`]: the `r`th restart the policy granted began no
 /// earlier than its window could open: `k` intervals after the first
 /// tracker began, for the `k`th window. A restore neither grants a window
 /// afresh nor forgets an attempt it found lost.
@@ -96,9 +86,8 @@ pub fn check_launches_accounted(history: &[Event], tasks: &[TaskShape]) -> Vec<V
                 (Some(Some(_)), None) => false,
             };
             if too_early {
-                out.push(violation(
-                    LAUNCHES_ACCOUNTED,
-                    &task.name,
+                out.push(Invariant::LaunchesAccounted.violation(
+                    Some(&task.name),
                     format!(
                         "{} at #{} is restart {r} by its policy ({} attempts per {}, {}){}",
                         describe(attempt),
@@ -139,11 +128,11 @@ fn interval_text(interval: Duration) -> String {
     }
 }
 
-/// [`RESTART_WINDOWS`]: a restart by the policy begins no sooner after the
+/// [`Invariant::RestartWindows`]: a restart by the policy begins no sooner after the
 /// attempt's recorded exit than its delay and jitter (unless a kill or a
 /// user restart cut the wait short; in delay mode, a restart that finds
 /// the window's attempts used waits for the next window instead, which
-/// [`LAUNCHES_ACCOUNTED`] holds). And a task in fail mode whose runner
+/// [`Invariant::LaunchesAccounted`] holds). And a task in fail mode whose runner
 /// gives up after an exit (no stop, no kill) has used its interval's
 /// attempts: that many restarts were decided within the interval before
 /// the exit.
@@ -171,13 +160,12 @@ fn delays_kept(history: &[Event], task: &TaskShape, all: &[Attempt]) -> Vec<Viol
             continue;
         };
         let exhausted = task.restarts_forever && k >= task.restart_attempts as usize;
-        let cut_short = (exited..next.at).any(|i| asked.iter().any(|a| is_hit(&history[i], a)));
+        let cut_short = (exited..next.at).any(|i| asked.iter().any(|a| history[i].is_hit(a)));
         if exhausted || cut_short || latest >= exit_us.saturating_add(us(wait)) {
             continue;
         }
-        out.push(violation(
-            RESTART_WINDOWS,
-            &task.name,
+        out.push(Invariant::RestartWindows.violation(
+            Some(&task.name),
             format!(
                 "restart {k} by its policy began by {} after the exit at #{exited} ({} at #{}); it waits {wait:?}",
                 since(exit_us, latest),
@@ -205,16 +193,13 @@ fn give_up_earned(history: &[Event], task: &TaskShape, all: &[Attempt]) -> Vec<V
     }
     let told = [
         scoped(Some(&task.name), TR_KILLING),
-        scoped(
-            Some(&task.name),
-            taskgate_faults::points::TR_RESTART_SIGNALED,
-        ),
+        scoped(Some(&task.name), TR_RESTART_SIGNALED),
     ];
-    if (last.at..exited).any(|i| told.iter().any(|t| is_hit(&history[i], t))) {
+    if (last.at..exited).any(|i| told.iter().any(|t| history[i].is_hit(t))) {
         return Vec::new();
     }
     let main_exited = scoped(Some(&task.name), TR_MAIN_EXITED);
-    let Some(gave_up) = (exited..history.len()).find(|&i| is_hit(&history[i], &main_exited)) else {
+    let Some(gave_up) = (exited..history.len()).find(|&i| history[i].is_hit(&main_exited)) else {
         return Vec::new();
     };
     let stopped = history[..gave_up].iter().any(|e| {
@@ -233,9 +218,8 @@ fn give_up_earned(history: &[Event], task: &TaskShape, all: &[Attempt]) -> Vec<V
     if within >= attempts_per_window {
         return Vec::new();
     }
-    vec![violation(
-        RESTART_WINDOWS,
-        &task.name,
+    vec![Invariant::RestartWindows.violation(
+        Some(&task.name),
         format!(
             "given up after its exit at #{exited} with {within} restart(s) in the {} before it; its policy allows {attempts_per_window} per interval",
             interval_text(task.restart_interval)
@@ -244,5 +228,220 @@ fn give_up_earned(history: &[Event], task: &TaskShape, all: &[Attempt]) -> Vec<V
 }
 
 #[cfg(test)]
-#[path = "policy_tests.rs"]
-mod tests;
+mod tests {
+    //! The restart policy's account of attempts over recorded histories,
+    //! holding and broken.
+
+    use super::*;
+    use crate::history::{TaskExit, TaskRole};
+    use crate::timed_history::T;
+    use rstest::rstest;
+    use taskgate_faults::points::{
+        HARNESS_STOP_DELIVERED, TR_RESTART_SIGNALED, TR_START_COMMITTED,
+    };
+    use taskgate_faults::Action;
+
+    const FAILED: TaskExit = TaskExit::Code(1);
+
+    fn web(attempts: u32, interval_ms: Option<u64>) -> TaskShape {
+        let mut web = TaskShape::new("web", TaskRole::Main { leader: false }, attempts);
+        if let Some(ms) = interval_ms {
+            web.restart_interval = Duration::from_millis(ms);
+        }
+        web
+    }
+
+    fn delay_mode(attempts: u32, interval_ms: u64) -> TaskShape {
+        TaskShape {
+            restarts_forever: true,
+            ..web(attempts, Some(interval_ms))
+        }
+    }
+
+    fn names(v: &[Violation]) -> Vec<Invariant> {
+        v.iter().map(|v| v.invariant).collect()
+    }
+
+    /// A launch at each of `ms` (the first the task's first), each failing at once.
+    fn failing_at(ms: &[u64]) -> T {
+        ms.iter()
+            .fold(T::run(), |h, &t| h.at(t).start("web").exit("web", FAILED))
+    }
+
+    #[rstest]
+    #[case::within_the_policy(web(1, None), failing_at(&[0, 10]), 0)]
+    #[case::one_restart_too_many(web(1, None), failing_at(&[0, 10, 20]), 1)]
+    #[case::none_allowed(web(0, None), failing_at(&[0, 10]), 1)]
+    #[case::a_second_window_opened(web(1, Some(2000)), failing_at(&[0, 10, 2500]), 0)]
+    #[case::before_the_second_window(web(1, Some(2000)), failing_at(&[0, 10, 1500]), 1)]
+    #[case::delay_mode_waits_for_the_next_window(delay_mode(1, 1000), failing_at(&[0, 10, 1010]), 0)]
+    #[case::delay_mode_restarted_early(delay_mode(1, 1000), failing_at(&[0, 10, 20]), 1)]
+    #[case::delay_mode_without_attempts(delay_mode(0, 1000), failing_at(&[0, 500]), 1)]
+    fn launches_are_accounted_interval_by_interval(
+        #[case] task: TaskShape,
+        #[case] h: T,
+        #[case] expected: usize,
+    ) {
+        let v = check_launches_accounted(&h.events, &[task]);
+        assert_eq!(v.len(), expected, "{v:#?}");
+        assert!(v
+            .iter()
+            .all(|v| v.invariant == Invariant::LaunchesAccounted));
+    }
+
+    /// Bug 1's class: an attempt its killed agent committed, found lost by the
+    /// restored agent, counts, though nothing of it was ever exec'd.
+    #[rstest]
+    #[case::lost_then_launched_again(0, 1)]
+    #[case::with_an_attempt_left(1, 0)]
+    fn an_attempt_lost_before_its_launch_counts(#[case] attempts: u32, #[case] expected: usize) {
+        let h = T::run()
+            .task_hit("web", TR_START_COMMITTED)
+            .agent_restart(false)
+            .at(5)
+            .start("web");
+        assert_eq!(
+            check_launches_accounted(&h.events, &[web(attempts, None)]).len(),
+            expected
+        );
+    }
+
+    #[test]
+    fn a_commit_launched_before_the_agent_died_is_one_attempt() {
+        let h = T::run()
+            .task_hit("web", TR_START_COMMITTED)
+            .start("web")
+            .agent_restart(false);
+        assert_eq!(check_launches_accounted(&h.events, &[web(0, None)]), []);
+    }
+
+    #[test]
+    fn a_failed_setup_counts_and_a_user_restart_does_not() {
+        let failed_setup = T::run()
+            .start("web")
+            .exit("web", FAILED)
+            .fault("web", "hook.prestart.before.task_env", Action::Error)
+            .start("web");
+        assert_eq!(
+            names(&check_launches_accounted(
+                &failed_setup.events,
+                &[web(1, None)]
+            )),
+            [Invariant::LaunchesAccounted]
+        );
+        let user = T::run()
+            .start("web")
+            .task_hit("web", TR_RESTART_SIGNALED)
+            .exit("web", TaskExit::Signal(2))
+            .start("web")
+            .exit("web", FAILED)
+            .start("web");
+        assert_eq!(check_launches_accounted(&user.events, &[web(1, None)]), []);
+    }
+
+    fn waiting(ms: u64) -> TaskShape {
+        TaskShape {
+            restart_waits: vec![Duration::from_millis(ms); 4],
+            ..web(3, None)
+        }
+    }
+
+    #[rstest]
+    #[case::waited(waiting(1000), 1200, None, 0)]
+    #[case::too_soon(waiting(1000), 500, None, 1)]
+    #[case::cut_short_by_a_restart(waiting(1000), 500, Some(TR_RESTART_ASKED), 0)]
+    #[case::cut_short_by_a_kill(waiting(1000), 500, Some(TR_KILL_ASKED), 0)]
+    #[case::delay_mode_within_its_attempts(TaskShape { restarts_forever: true, ..waiting(1000) }, 500, None, 1)]
+    fn a_restart_waits_its_delay(
+        #[case] task: TaskShape,
+        #[case] relaunch_ms: u64,
+        #[case] asked: Option<&str>,
+        #[case] expected: usize,
+    ) {
+        let mut h = T::run().start("web").at(100).exit("web", FAILED);
+        if let Some(asked) = asked {
+            h = h.at(150).task_hit("web", asked);
+        }
+        let h = h.at(100 + relaunch_ms).start("web");
+        let v = check_restart_windows(&h.events, &[task]);
+        assert_eq!(v.len(), expected, "{v:#?}");
+    }
+
+    #[test]
+    fn delay_mode_past_its_attempts_waits_the_window_instead() {
+        let task = TaskShape {
+            restarts_forever: true,
+            ..waiting(1000)
+        };
+        let task = TaskShape {
+            restart_attempts: 1,
+            ..task
+        };
+        let h = T::run()
+            .start("web")
+            .exit("web", FAILED)
+            .at(1100)
+            .start("web")
+            .exit("web", FAILED)
+            .at(1200)
+            .start("web");
+        assert_eq!(check_restart_windows(&h.events, &[task]), []);
+    }
+
+    /// Bug 3's class: a task given up on while the interval still had an
+    /// attempt (the restored tracker counted restarts of an older interval).
+    #[rstest]
+    #[case::interval_passed_since_the_restart(Some(2000), None, 1)]
+    #[case::restart_within_the_interval(Some(10_000), None, 0)]
+    #[case::interval_longer_than_the_run(None, None, 0)]
+    #[case::stopped_first(Some(2000), Some(HARNESS_STOP_DELIVERED), 0)]
+    #[case::killed_first(Some(2000), Some(TR_KILLING), 0)]
+    fn a_give_up_uses_the_intervals_attempts(
+        #[case] interval_ms: Option<u64>,
+        #[case] first: Option<&str>,
+        #[case] expected: usize,
+    ) {
+        let mut h = T::run()
+            .start("web")
+            .exit("web", FAILED)
+            .at(50)
+            .start("web")
+            .at(3000);
+        match first {
+            Some(HARNESS_STOP_DELIVERED) => h = h.stop(),
+            Some(point) => h = h.task_hit("web", point),
+            None => {}
+        }
+        let h = h
+            .exit("web", FAILED)
+            .agent_restart(false)
+            .task_hit("web", TR_MAIN_EXITED);
+        let v = check_restart_windows(&h.events, &[web(1, interval_ms)]);
+        assert_eq!(
+            names(&v),
+            vec![Invariant::RestartWindows; expected],
+            "{v:#?}"
+        );
+    }
+
+    #[test]
+    fn a_completion_is_no_give_up() {
+        let h = T::run()
+            .start("web")
+            .exit("web", FAILED)
+            .at(50)
+            .start("web")
+            .at(3000)
+            .exit("web", TaskExit::Code(0))
+            .task_hit("web", TR_MAIN_EXITED);
+        assert_eq!(check_restart_windows(&h.events, &[web(1, Some(2000))]), []);
+        let service = TaskShape {
+            restarts_on_success: true,
+            ..web(1, Some(2000))
+        };
+        assert_eq!(
+            names(&check_restart_windows(&h.events, &[service])),
+            [Invariant::RestartWindows]
+        );
+    }
+}

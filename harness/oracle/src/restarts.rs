@@ -6,17 +6,14 @@
 //! Nomad #19403: a restart killed the sidecars with the main tasks, and
 //! started the tasks again out of lifecycle order.
 
-use crate::invariants::{Event, TaskRole, TaskShape, Violation};
-use crate::lifecycle::{exits, launches, positions, restarts, told_in_kill_order, tree_roots};
+use crate::history::{Event, TaskRole, TaskShape};
+use crate::invariant::{Invariant, Violation};
+use crate::lifecycle::told_in_kill_order;
+use crate::timeline::{exits, launches, positions, restarts, tree_roots};
 use taskgate_faults::points::{
     AR_ALLOC_TERMINAL, AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, TR_BEFORE_DRIVER_START,
 };
 use taskgate_faults::{scoped, Detail};
-
-pub const RESTART_ORDER: &str =
-    "a restart takes its tasks down leader first and sidecars last, starts nothing until they \
-     are down, and brings them back in lifecycle order, a completed prestart task only when all \
-     tasks restart; none is accepted after a stop";
 
 /// One accepted restart: from its acceptance to its targets being down
 /// (or, if they never were, the agent's death or the run's end).
@@ -45,9 +42,7 @@ fn accepted_restarts(history: &[Event]) -> Vec<Restart> {
             {
                 let all_tasks = matches!(h.detail, Some(Detail::Restart { all_tasks: true }));
                 let end = (agent_deaths.iter().copied().find(|&d| d > at)).unwrap_or(history.len());
-                let down = (at..end).find(|&i| {
-                    matches!(&history[i], Event::FaultHit(h) if h.name() == AR_RESTART_TARGETS_DOWN)
-                });
+                let down = (at..end).find(|&i| history[i].is_hit(AR_RESTART_TARGETS_DOWN));
                 Some(Restart {
                     accepted: at,
                     down,
@@ -60,34 +55,23 @@ fn accepted_restarts(history: &[Event]) -> Vec<Restart> {
         .collect()
 }
 
-fn violation(task: &str, detail: String) -> Violation {
-    Violation {
-        invariant: RESTART_ORDER,
-        task: Some(task.to_string()),
-        detail,
-    }
-}
-
 /// Every accepted restart: accepted only before a stop made the alloc
 /// terminal (a stop is final), its kill order, its hold on starts, the
 /// order its tasks come back in, and a completed prestart task kept
 /// completed unless all tasks restart.
 pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     let restarts_seen = accepted_restarts(history);
-    let terminal = history
-        .iter()
-        .position(|e| matches!(e, Event::FaultHit(h) if h.name() == AR_ALLOC_TERMINAL));
+    let terminal = history.iter().position(|e| e.is_hit(AR_ALLOC_TERMINAL));
     let mut out = Vec::new();
     for (n, restart) in restarts_seen.iter().enumerate() {
         if let Some(terminal) = terminal.filter(|&t| t < restart.accepted) {
-            out.push(Violation {
-                invariant: RESTART_ORDER,
-                task: None,
-                detail: format!(
+            out.push(Invariant::RestartOrder.violation(
+                None,
+                format!(
                     "a restart was accepted at #{} after a stop made the alloc terminal at #{terminal}",
                     restart.accepted
                 ),
-            });
+            ));
         }
         let next = restarts_seen
             .get(n + 1)
@@ -99,7 +83,7 @@ pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
             history,
             tasks,
             &signaled,
-            RESTART_ORDER,
+            Invariant::RestartOrder,
             "restart",
         ));
         out.extend(starts_held(history, tasks, restart));
@@ -125,10 +109,7 @@ fn starts_held(history: &[Event], tasks: &[TaskShape], restart: &Restart) -> Vec
     let mut out = Vec::new();
     for task in tasks.iter().filter(|t| t.role != TaskRole::Poststop) {
         let decision = scoped(Some(&task.name), TR_BEFORE_DRIVER_START);
-        let decided = positions(
-            history,
-            |e| matches!(e, Event::FaultHit(h) if h.name() == decision),
-        );
+        let decided = positions(history, |e| e.is_hit(&decision));
         for launch in launches(history, &task.name)
             .into_iter()
             .filter(|&l| restart.within(l))
@@ -137,8 +118,8 @@ fn starts_held(history: &[Event], tasks: &[TaskShape], restart: &Restart) -> Vec
                 continue;
             };
             if at > restart.accepted {
-                out.push(violation(
-                    &task.name,
+                out.push(Invariant::RestartOrder.violation(
+                    Some(&task.name),
                     format!(
                         "launched at #{launch} on a start decided at #{at}, while the restart accepted at #{} was taking its targets down",
                         restart.accepted
@@ -200,8 +181,8 @@ fn lifecycle_order(
                 }
                 _ => continue,
             };
-            out.push(violation(
-                &task.name,
+            out.push(Invariant::RestartOrder.violation(
+                Some(&task.name),
                 format!(
                     "started at #{root}, after the restart, before {} had {missing} again",
                     before.name
@@ -231,8 +212,8 @@ fn completed_prestart_kept(
             .into_iter()
             .find(|&l| l > accepted && l < next);
         if let (true, Some(again)) = (done, again) {
-            out.push(violation(
-                &task.name,
+            out.push(Invariant::RestartOrder.violation(
+                Some(&task.name),
                 format!(
                     "completed before the restart of the running tasks at #{accepted}, launched again at #{again}"
                 ),
@@ -243,5 +224,202 @@ fn completed_prestart_kept(
 }
 
 #[cfg(test)]
-#[path = "restarts_tests.rs"]
-mod tests;
+mod tests {
+    //! The restart invariant over recorded histories, holding and broken.
+
+    use super::*;
+    use crate::history::TaskExit;
+    use crate::history::{Answer, ExecRecord};
+    use crate::identity::ExecIdentity;
+    use rstest::rstest;
+    use taskgate_faults::points::TR_RESTART_SIGNALED;
+    use taskgate_faults::Hit;
+
+    /// Histories as the harness merges them, one call per record.
+    #[derive(Default, Clone)]
+    struct H(Vec<Event>);
+
+    impl H {
+        fn push(mut self, event: Event) -> Self {
+            self.0.push(event);
+            self
+        }
+        fn hit(self, name: String, detail: Option<Detail>) -> Self {
+            self.push(Event::FaultHit(Hit {
+                seq: 0,
+                point: name.parse().unwrap(),
+                action: None,
+                detail,
+                at_us: 0,
+            }))
+        }
+        fn exec(self, identity: ExecIdentity) -> Self {
+            let seq = self.0.len() as u64;
+            self.push(Event::Exec(ExecRecord {
+                seq,
+                pid: 100 + seq as i32,
+                exe: "/marked/bin/busybox".into(),
+                identity,
+                verdict: Answer::Allow,
+                reason: String::new(),
+                judged: true,
+                cgroup_peers: Vec::new(),
+                started_version: None,
+                executor_peers: Vec::new(),
+            }))
+        }
+        /// Decided, then its executor and its tree exec'd.
+        fn start(self, task: &str) -> Self {
+            let (alloc_id, task_name) = ("a".to_string(), task.to_string());
+            self.hit(scoped(Some(task), TR_BEFORE_DRIVER_START), None)
+                .exec(ExecIdentity::Executor {
+                    alloc_id: alloc_id.clone(),
+                    task: task_name.clone(),
+                })
+                .exec(ExecIdentity::Task {
+                    alloc_id,
+                    task: task_name,
+                })
+        }
+        fn exit(self, task: &str, code: i32) -> Self {
+            self.push(Event::TaskExited {
+                task: task.into(),
+                exit: TaskExit::Code(code),
+            })
+        }
+        fn accepted(self, all_tasks: bool) -> Self {
+            self.hit(
+                AR_RESTART_ACCEPTED.into(),
+                Some(Detail::Restart { all_tasks }),
+            )
+        }
+        fn down(self) -> Self {
+            self.hit(AR_RESTART_TARGETS_DOWN.into(), None)
+        }
+        /// Told to restart, and (if it ran) its tree exited by the kill.
+        fn restarted(self, task: &str, ran: bool) -> Self {
+            let told = self.hit(scoped(Some(task), TR_RESTART_SIGNALED), None);
+            if ran {
+                told.exit(task, 143)
+            } else {
+                told
+            }
+        }
+        /// Every task of [`tasks`] up, `init` completed.
+        fn running() -> Self {
+            H::default()
+                .start("init")
+                .exit("init", 0)
+                .start("proxy")
+                .start("leader")
+                .start("worker")
+                .start("logship")
+        }
+        /// A restart of the running tasks done right, up to its targets down.
+        fn running_restarted() -> Self {
+            H::running()
+                .accepted(false)
+                .restarted("leader", true)
+                .restarted("worker", true)
+                .restarted("proxy", true)
+                .restarted("logship", true)
+                .down()
+        }
+    }
+
+    fn tasks() -> Vec<TaskShape> {
+        let shape = |name: &str, role| TaskShape::new(name, role, 0);
+        vec![
+            shape("init", TaskRole::Prestart { sidecar: false }),
+            shape("proxy", TaskRole::Prestart { sidecar: true }),
+            shape("leader", TaskRole::Main { leader: true }),
+            shape("worker", TaskRole::Main { leader: false }),
+            shape("logship", TaskRole::Poststart { sidecar: true }),
+        ]
+    }
+
+    #[rstest]
+    #[case::running_tasks_in_order(
+        H::running_restarted().start("proxy").start("leader").start("worker").start("logship"),
+        0
+    )]
+    #[case::all_tasks_in_order(
+        H::running().accepted(true)
+            .restarted("leader", true).restarted("worker", true).restarted("init", false)
+            .restarted("proxy", true).restarted("logship", true).down()
+            .start("init").exit("init", 0).start("proxy").start("leader").start("worker").start("logship"),
+        0
+    )]
+    #[case::sidecar_told_before_a_main_task_exited(
+        H::running().accepted(false)
+            .restarted("leader", true).restarted("proxy", true).restarted("worker", true)
+            .restarted("logship", true).down(),
+        1
+    )]
+    #[case::main_task_told_before_the_leader(
+        H::running().accepted(false)
+            .restarted("worker", true).restarted("leader", true)
+            .restarted("proxy", true).restarted("logship", true).down(),
+        1
+    )]
+    // Started during the restart: its new tree is also alive when the
+    // sidecars are told.
+    #[case::started_while_targets_go_down(
+        H::running().accepted(false)
+            .restarted("leader", true).start("leader").restarted("worker", true)
+            .restarted("proxy", true).restarted("logship", true).down(),
+        3
+    )]
+    #[case::decided_before_the_restart_taken_down_after(
+        H::running().hit(scoped(Some("leader"), TR_BEFORE_DRIVER_START), None).accepted(false)
+            .exec(ExecIdentity::Executor { alloc_id: "a".into(), task: "leader".into() })
+            .restarted("leader", true).restarted("worker", true)
+            .restarted("proxy", true).restarted("logship", true).down(),
+        0
+    )]
+    #[case::main_before_the_sidecar_came_back(
+        H::running_restarted().start("leader").start("proxy").start("worker").start("logship"),
+        1
+    )]
+    #[case::poststart_before_the_main_tasks(
+        H::running_restarted().start("proxy").start("logship").start("leader").start("worker"),
+        2
+    )]
+    #[case::main_before_the_prestart_completed_again(
+        H::running().accepted(true)
+            .restarted("leader", true).restarted("worker", true).restarted("init", false)
+            .restarted("proxy", true).restarted("logship", true).down()
+            .start("init").start("proxy").start("leader").exit("init", 0).start("worker").start("logship"),
+        1
+    )]
+    #[case::completed_prestart_run_again(
+        H::running_restarted().start("init").exit("init", 0).start("proxy").start("leader").start("worker").start("logship"),
+        1
+    )]
+    fn restart_order(#[case] h: H, #[case] violations: usize) {
+        let v = check_restart_order(&h.0, &tasks());
+        assert_eq!(v.len(), violations, "{v:#?}");
+        assert!(v.iter().all(|v| v.invariant == Invariant::RestartOrder));
+    }
+
+    /// Without a restart, the invariant has nothing to say, whatever the order.
+    #[test]
+    fn no_restart_no_verdict() {
+        let h = H::default().start("logship").start("leader").start("init");
+        assert!(check_restart_order(&h.0, &tasks()).is_empty());
+    }
+
+    /// A stop is final: a restart delivered after it is refused.
+    #[rstest]
+    #[case::before_the_stop(false, 0)]
+    #[case::after_the_stop(true, 1)]
+    fn no_restart_is_accepted_after_a_stop(#[case] after: bool, #[case] expected: usize) {
+        let stopped = |h: H| h.hit(AR_ALLOC_TERMINAL.into(), None);
+        let h = H::running();
+        let h = if after { stopped(h) } else { h };
+        let h = h.accepted(false).down();
+        let h = if after { h } else { stopped(h) };
+        let v = check_restart_order(&h.0, &tasks());
+        assert_eq!(v.len(), expected, "{v:#?}");
+    }
+}

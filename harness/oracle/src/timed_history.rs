@@ -1,11 +1,12 @@
 //! Recorded histories with times, for the table tests of the checks that
 //! measure timers ([`crate::policy`], [`crate::liveness`],
-//! [`crate::kills`]): each record is stamped with the clock as last set.
+//! [`crate::kills`]) and of the whole judgement ([`crate::check`]): each
+//! record is stamped with the clock as last set.
 
-use crate::gate::{Answer, ExecRecord};
+use crate::history::{
+    AllocStatus, Answer, Event, ExecRecord, StartedVersion, TaskEventKind, TaskExit,
+};
 use crate::identity::ExecIdentity;
-use crate::invariants::{AllocStatus, Event, TaskExit};
-use crate::updates::StartedVersion;
 use std::time::Duration;
 use taskgate_faults::points::{AR_STARTED, EX_SPAWNED, EX_TASK_EXITED};
 use taskgate_faults::{scoped, Action, Detail, Hit};
@@ -57,6 +58,16 @@ impl T {
     }
 
     fn exec(self, identity: ExecIdentity, started_version: Option<StartedVersion>) -> T {
+        self.exec_beside(identity, started_version, &[])
+    }
+
+    /// An exec that found `cgroup_peers` in its task's cgroup.
+    fn exec_beside(
+        self,
+        identity: ExecIdentity,
+        started_version: Option<StartedVersion>,
+        cgroup_peers: &[i32],
+    ) -> T {
         let seq = self.events.len() as u64;
         self.push(Event::Exec(ExecRecord {
             seq,
@@ -66,7 +77,7 @@ impl T {
             verdict: Answer::Allow,
             reason: String::new(),
             judged: true,
-            cgroup_peers: Vec::new(),
+            cgroup_peers: cgroup_peers.to_vec(),
             executor_peers: Vec::new(),
             started_version,
         }))
@@ -102,13 +113,51 @@ impl T {
     }
 
     pub fn start(self, task: &str) -> T {
-        self.launch(task).exec(
-            ExecIdentity::Task {
-                alloc_id: "a".into(),
-                task: task.into(),
-            },
-            None,
-        )
+        self.start_beside(task, &[])
+    }
+
+    /// Launched, and its tree exec'd while `peers` lived in its cgroup.
+    pub fn start_beside(self, task: &str, peers: &[i32]) -> T {
+        self.launch(task).task_exec_beside(task, peers)
+    }
+
+    /// A process of its tree exec'd.
+    pub fn task_exec(self, task: &str) -> T {
+        self.task_exec_beside(task, &[])
+    }
+
+    fn task_exec_beside(self, task: &str, peers: &[i32]) -> T {
+        let tree = ExecIdentity::Task {
+            alloc_id: "a".into(),
+            task: task.into(),
+        };
+        self.exec_beside(tree, None, peers)
+    }
+
+    /// A task event as the engine reported it.
+    pub fn task_event(self, task: &str, kind: TaskEventKind, attempt: u32) -> T {
+        self.push(Event::TaskEvent {
+            task: task.into(),
+            kind,
+            attempt,
+            failed: false,
+        })
+    }
+
+    /// Its restart count as its state recorded it when an agent ended.
+    pub fn restart_count(self, task: &str, restarts: u32) -> T {
+        self.push(Event::RestartCount {
+            task: task.into(),
+            restarts,
+        })
+    }
+
+    /// What of it was alive after the run.
+    pub fn survivors(self, task: &str, pids: &[i32]) -> T {
+        self.push(Event::Survivors {
+            task: task.into(),
+            pids: pids.to_vec(),
+        })
     }
 
     /// Its executor's record of its tree's end.

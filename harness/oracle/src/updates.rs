@@ -2,38 +2,18 @@
 //! The harness's updates carry the job version twice, in an `env` entry and
 //! in a `meta` entry (which a task sees as `NOMAD_META_<key>`, as Nomad
 //! documents it); the oracle reads both from the spec the task's executor
-//! holds on [`SPEC_FD`] while the task's first exec is held, through the
-//! kernel's view of that open file (`/proc/<pid>/fd`): the environment
-//! the task is really exec'd with, not the engine's account of it.
+//! holds while the task's first exec is held ([`StartedVersion::of_pid`](crate::history::StartedVersion::of_pid)):
+//! the environment the task is really exec'd with, not the engine's
+//! account of it.
 
-use crate::identity::{parse_spec_fd_target, SPEC_FD};
-use crate::invariants::{Event, TaskShape, Violation};
-use crate::lifecycle::tree_roots;
-use serde::{Deserialize, Serialize};
+use crate::history::{Event, TaskShape, JOB_VERSION_ENV, JOB_VERSION_META};
+use crate::invariant::{Invariant, Violation};
+use crate::timeline::tree_roots;
 use std::time::Duration;
 use taskgate_faults::points::{
     AR_TASK_RUNNERS_UPDATED, AR_UPDATE_RECEIVED, HARNESS_UPDATE_DELIVERED, TR_START_CONDITION_MET,
 };
 use taskgate_faults::{scoped, Action, Detail};
-
-pub const UPDATES_WHOLE: &str =
-    "every attempt starts with one whole job version, never older than its runner was given";
-
-/// The `env` entry the harness's updates set to the job version.
-pub const JOB_VERSION_ENV: &str = "TASKGATE_JOB_VERSION";
-/// The `meta` entry the harness's updates set to the job version.
-pub const JOB_VERSION_META: &str = "job_version";
-
-/// The job version a task was exec'd with, as its two entries say it (a
-/// job no update touched has neither), and the kill timeout its spec gives
-/// it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StartedVersion {
-    pub env: Option<String>,
-    pub meta: Option<String>,
-    #[serde(default)]
-    pub kill_timeout: Option<Duration>,
-}
 
 /// The kill timeout of a task at job `version`, from its first version's:
 /// each of the harness's updates halves it, so a running attempt killed
@@ -45,39 +25,7 @@ pub fn kill_timeout_of(first: Duration, version: u64) -> Duration {
         .map_or(Duration::ZERO, |halvings| first / halvings)
 }
 
-impl StartedVersion {
-    /// The version, if both entries agree on one (neither: version 0).
-    pub(crate) fn whole(&self) -> Option<u64> {
-        match (&self.env, &self.meta) {
-            (None, None) => Some(0),
-            (Some(env), Some(meta)) if env == meta => env.parse().ok(),
-            _ => None,
-        }
-    }
-
-    /// Reads the version from the spec `pid` holds on [`SPEC_FD`]: only a
-    /// task's first exec still does (close-on-exec fds close after the
-    /// permission check). `None` for any other process.
-    pub fn of_pid(pid: i32) -> Option<StartedVersion> {
-        let fd = format!("/proc/{pid}/fd/{SPEC_FD}");
-        parse_spec_fd_target(&std::fs::read_link(&fd).ok()?)?;
-        let spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&fd).ok()?).ok()?;
-        let env = spec.get("env")?;
-        let entry = |name: &str| env.get(name).and_then(|v| v.as_str()).map(str::to_string);
-        // The executor's spec gives it in milliseconds.
-        let kill_timeout = spec
-            .get("kill_timeout")
-            .and_then(|t| t.as_u64())
-            .map(Duration::from_millis);
-        Some(StartedVersion {
-            env: entry(JOB_VERSION_ENV),
-            meta: entry(&format!("NOMAD_META_{JOB_VERSION_META}")),
-            kill_timeout,
-        })
-    }
-}
-
-/// [`UPDATES_WHOLE`]: each attempt's environment holds one version in both
+/// [`Invariant::UpdatesWhole`]: each attempt's environment holds one version in both
 /// entries, and its kill timeout is that version's; a task's attempts
 /// never go back to an older version; and an
 /// attempt whose runner had been given a version before it met its start
@@ -90,11 +38,7 @@ pub fn check_updates_whole(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
     let mut violations = Vec::new();
     for shape in tasks {
         let task = shape.name.as_str();
-        let violation = |detail: String| Violation {
-            invariant: UPDATES_WHOLE,
-            task: Some(task.to_string()),
-            detail,
-        };
+        let violation = |detail: String| Invariant::UpdatesWhole.violation(Some(task), detail);
         let mut previous = 0;
         for root in tree_roots(history, task) {
             let Event::Exec(exec) = &history[root] else {
@@ -129,7 +73,7 @@ pub fn check_updates_whole(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
             }
             previous = version;
             let met = scoped(Some(task), TR_START_CONDITION_MET);
-            let Some(start) = (0..root).rev().find(|&i| is_hit(&history[i], &met)) else {
+            let Some(start) = (0..root).rev().find(|&i| history[i].is_hit(&met)) else {
                 continue;
             };
             let owed = given
@@ -183,10 +127,6 @@ fn given_versions(history: &[Event]) -> Vec<(usize, u64)> {
     given
 }
 
-fn is_hit(event: &Event, name: &str) -> bool {
-    matches!(event, Event::FaultHit(h) if h.name() == name)
-}
-
 /// A fault that made one of `task`'s update hooks fail.
 fn update_hook_faulted(event: &Event, task: &str) -> bool {
     matches!(event, Event::FaultHit(h) if h.point.scope() == Some(task)
@@ -197,9 +137,8 @@ fn update_hook_faulted(event: &Event, task: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::{Answer, ExecRecord};
+    use crate::history::{Answer, ExecRecord, StartedVersion, TaskRole};
     use crate::identity::ExecIdentity;
-    use crate::invariants::TaskRole;
     use rstest::rstest;
     use taskgate_faults::Hit;
 

@@ -262,7 +262,7 @@ pub fn replay_verdict(report: &RunReport) -> String {
     if report.passed() {
         return RunVerdict::Pass.to_string();
     }
-    let mut broken: Vec<&str> = report.violations.iter().map(|v| v.invariant).collect();
+    let mut broken: Vec<&str> = report.violations.iter().map(|v| v.invariant.id()).collect();
     broken.sort_unstable();
     broken.dedup();
     let problems = if report.problems.is_empty() {

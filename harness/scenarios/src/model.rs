@@ -6,6 +6,7 @@
 use taskgate_engine::jobspec::{Job, Task};
 use taskgate_engine::ClientStatus;
 use taskgate_faults::{Fault, PointName};
+use taskgate_oracle::Invariant;
 
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -93,7 +94,6 @@ pub struct Expect {
 pub struct KnownViolation {
     /// Names the bug, e.g. "B1: stale executor handle on attempt 2 or later".
     pub bug: String,
-    /// The invariant every run must violate while the bug is open (one of
-    /// the oracle's invariant names).
-    pub invariant: String,
+    /// The invariant every run must violate while the bug is open.
+    pub invariant: Invariant,
 }

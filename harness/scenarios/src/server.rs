@@ -8,7 +8,7 @@ use taskgate_engine::jobspec::Job;
 use taskgate_engine::{AllocControl, AllocUpdate, RestartScope};
 use taskgate_faults::points::{HARNESS_STOP_DELIVERED, HARNESS_UPDATE_DELIVERED};
 use taskgate_faults::{Detail, Intervention};
-use taskgate_oracle::updates::{JOB_VERSION_ENV, JOB_VERSION_META};
+use taskgate_oracle::history::{JOB_VERSION_ENV, JOB_VERSION_META};
 
 pub struct Server {
     alloc: AllocControl,

@@ -15,6 +15,7 @@ use taskgate_engine::jobspec::hcl::edit::Span;
 use taskgate_engine::jobspec::hcl::{self, unknown, Cx, Schema};
 use taskgate_engine::jobspec::{self, Job, JobspecError};
 use taskgate_engine::ClientStatus;
+use taskgate_oracle::invariant::{self, Invariant, ALL};
 
 type Result<T> = std::result::Result<T, JobspecError>;
 
@@ -214,22 +215,18 @@ fn expect(cx: &Cx, block: &Block) -> Result<Expect> {
     })
 }
 
-/// One of the oracle's invariant names: a marker naming none could never
+/// One of the oracle's invariants, by id: a marker naming none could never
 /// show, so it would fail every run for a reason nobody meant.
-fn invariant(cx: &Cx, attr: &Attribute) -> Result<String> {
+fn invariant(cx: &Cx, attr: &Attribute) -> Result<Invariant> {
     let name = cx.string(attr)?;
-    if taskgate_oracle::INVARIANTS.contains(&name.as_str()) {
-        return Ok(name);
+    if let Ok(invariant) = name.parse() {
+        return Ok(invariant);
     }
-    Err(cx.error(
-        attr.value.span(),
-        unknown(
-            "invariant",
-            &name,
-            "the oracle",
-            taskgate_oracle::INVARIANTS,
-        ),
-    ))
+    let mut message = unknown("invariant", &name, "the oracle", &invariant::ids());
+    if let Some(meant) = ALL.iter().find(|i| i.statement() == name) {
+        message += &format!(" (invariants are named by id: `{meant}`)");
+    }
+    Err(cx.error(attr.value.span(), message))
 }
 
 fn task_names(job: &Job) -> Vec<&str> {

@@ -42,6 +42,19 @@ fn point(text: &str) -> PointName {
 }
 
 #[test]
+fn a_known_violation_names_its_invariant_by_id() {
+    let src = "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect {\n    status = \"complete\"\n    known_violation {\n      bug = \"B9\"\n      invariant = \"kill-order\"\n    }\n  }\n}";
+    let scenario = parse_str(src).unwrap().remove(0);
+    assert_eq!(
+        scenario.expect.known_violation,
+        Some(KnownViolation {
+            bug: "B9".into(),
+            invariant: Invariant::KillOrder,
+        })
+    );
+}
+
+#[test]
 fn each_expands_wildcards_in_canonical_order_with_extra_faults() {
     let src = faults_scenario(
         "    host = \"agent\"\n    then = \"run-to-end\"\n    each {\n      points = [\"web:hook.prestart.*\", \"ar.kill_started\"]\n      action = \"error\"\n      hit = 2\n      with = [\"side:ex.after_cgroup=await(web:tr.after_driver_start@2)\"]\n    }",
@@ -183,8 +196,16 @@ fn error_of(src: &str) -> String {
     "6:10: duplicate scenario name \"s\" (first defined on line 1)"
 )]
 #[case::unknown_invariant(
-    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect {\n    status = \"complete\"\n    known_violation {\n      bug = \"B9\"\n      invariant = \"a poststop task runs exactly onse\"\n    }\n  }\n}",
-    "8:19: unknown invariant `a poststop task runs exactly onse` in the oracle; did you mean `a poststop task runs exactly once`?"
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect {\n    status = \"complete\"\n    known_violation {\n      bug = \"B9\"\n      invariant = \"postop-once\"\n    }\n  }\n}",
+    "8:19: unknown invariant `postop-once` in the oracle; did you mean `poststop-once`?"
+)]
+#[case::invariant_named_by_nothing_known(
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect {\n    status = \"complete\"\n    known_violation {\n      bug = \"B9\"\n      invariant = \"order\"\n    }\n  }\n}",
+    "8:19: unknown invariant `order` in the oracle (expected one of: layout-before-exec, no-exec-after-terminal, one-exec-per-attempt, started-tasks-end, no-restart-after-completion, no-exec-after-kill, one-live-tree, kill-order, poststop-once, status-matches-exits, no-survivors, restarts-monotonic, start-order, attempts-within-policy, exits-observed, updates-whole, restart-order, launches-accounted, commands-take-effect, restart-windows, kill-grace)"
+)]
+#[case::invariant_named_by_its_statement(
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect {\n    status = \"complete\"\n    known_violation {\n      bug = \"B9\"\n      invariant = \"a poststop task runs exactly once\"\n    }\n  }\n}",
+    "8:19: unknown invariant `a poststop task runs exactly once` in the oracle (expected one of: layout-before-exec, no-exec-after-terminal, one-exec-per-attempt, started-tasks-end, no-restart-after-completion, no-exec-after-kill, one-live-tree, kill-order, poststop-once, status-matches-exits, no-survivors, restarts-monotonic, start-order, attempts-within-policy, exits-observed, updates-whole, restart-order, launches-accounted, commands-take-effect, restart-windows, kill-grace) (invariants are named by id: `poststop-once`)"
 )]
 #[case::inline_job_error(
     "scenario \"s\" {\n  job \"x\" {\n    grop \"g\" {}\n  }\n}",

@@ -193,22 +193,13 @@ fn broken(v: &Violation, history: &[Event]) -> Broken {
         .copied()
         .or_else(|| exec_named(&v.detail, history));
     Broken {
-        id: invariant_id(v.invariant),
-        sentence: v.invariant.to_string(),
+        id: v.invariant.id().to_string(),
+        sentence: v.invariant.statement().to_string(),
         task: v.task.clone(),
         detail: v.detail.clone(),
         at,
         cites,
     }
-}
-
-/// The invariant's number in [`taskgate_oracle::INVARIANTS`], the order
-/// `docs/invariants.md` lists them in.
-fn invariant_id(invariant: &str) -> String {
-    taskgate_oracle::INVARIANTS
-        .iter()
-        .position(|i| *i == invariant)
-        .map_or_else(|| "?".to_string(), |n| format!("#{}", n + 1))
 }
 
 /// The history indices a violation's detail cites: the oracle writes them

@@ -64,12 +64,12 @@ fn report(task: &str) -> RunReport {
         description: format!("park {task} before prestart"),
         violations: vec![
             Violation {
-                invariant: taskgate_oracle::invariants::LAYOUT_BEFORE_EXEC,
+                invariant: taskgate_oracle::Invariant::LayoutBeforeExec,
                 task: Some(task.into()),
                 detail: format!("exec #1 of /marked/{task}/bin denied: layout missing"),
             },
             Violation {
-                invariant: taskgate_oracle::invariants::NO_EXEC_AFTER_TERMINAL,
+                invariant: taskgate_oracle::Invariant::NoExecAfterTerminal,
                 task: Some(task.into()),
                 detail: "exec #1 of x at #10: its start decision at #9 came after the alloc \
                          became terminal at #5"
@@ -147,10 +147,10 @@ fn a_violation_is_placed_on_the_latest_event_it_cites() {
     let view = RunView::of(&r);
     // "exec #1" is the exec's own number; the denied exec is #10.
     assert_eq!(view.broken[0].at, Some(10));
-    assert_eq!(view.broken[0].id, "#1");
+    assert_eq!(view.broken[0].id, "layout-before-exec");
     assert_eq!(view.broken[1].cites, [10, 9, 5]);
     assert_eq!(view.broken[1].at, Some(10));
-    assert_eq!(view.broken[1].id, "#2");
+    assert_eq!(view.broken[1].id, "no-exec-after-terminal");
     // An index past the history is no citation.
     assert!(cited("at #99", 12).is_empty());
 }
@@ -177,7 +177,7 @@ fn a_failing_run_page_carries_what_a_reader_looks_for() {
         "data-kind=\"exec-denied\"",
         "data-kind=\"prestart-skipped\"",
         "data-command=\"stop\"",
-        "data-invariant=\"#1 #2\"",
+        "data-invariant=\"layout-before-exec no-exec-after-terminal\"",
         "<button type=\"button\" data-copy=\"token\">",
         "value=\"sidecar-stop#3\"",
     ] {

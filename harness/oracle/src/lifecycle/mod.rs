@@ -5,145 +5,14 @@
 //! account of itself; only the final status and the restart counters are
 //! the engine's, and those are what they check.
 
-use crate::identity::ExecIdentity;
-use crate::invariants::{Event, TaskExit, TaskRole, TaskShape, Violation};
-use taskgate_faults::points::{TR_KILLING, TR_RESTART_SIGNALED};
-use taskgate_faults::{scoped, Action, Intervention};
-
-pub const NO_RESTART_AFTER_COMPLETION: &str =
-    "no completed task or attempt is started again after a restore";
-pub const NO_EXEC_AFTER_KILL: &str = "no task is started after its runner was told to die";
-pub const ONE_LIVE_TREE: &str = "at most one live process tree and one executor per task";
-pub const KILL_ORDER: &str =
-    "leader killed first, main tasks dead before sidecars are killed, poststop after all";
-pub const POSTSTOP_ONCE: &str = "a poststop task runs exactly once";
-pub const STATUS_MATCHES_EXITS: &str =
-    "the alloc's final status is the one its recorded exits give";
-pub const NO_SURVIVORS: &str = "no process of a task outlives its executor unobserved";
-pub const RESTARTS_MONOTONIC: &str = "a task's restart count never goes backwards";
-pub const ATTEMPTS_WITHIN_POLICY: &str =
-    "no task runs more attempts than its restart policy allows";
-pub const EXITS_OBSERVED: &str =
-    "every task tree's end is recorded by its own executor, unless the harness killed it";
-pub const START_ORDER: &str =
-    "main tasks start after every prestart task completed, poststart tasks after the main tasks";
-
-/// Every lifecycle invariant.
-pub fn check(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
-    let mut v = check_no_restart_after_completion(history, tasks);
-    v.extend(check_no_exec_after_kill(history, tasks));
-    v.extend(check_one_live_tree(history, tasks));
-    v.extend(check_kill_order(history, tasks));
-    v.extend(check_poststop_once(history, tasks));
-    v.extend(check_status_matches_exits(history, tasks));
-    v.extend(check_no_survivors(history));
-    v.extend(check_restarts_monotonic(history));
-    v.extend(check_start_order(history, tasks));
-    v.extend(check_attempts_within_policy(history, tasks));
-    v.extend(check_exits_observed(history, tasks));
-    v
-}
-
-fn violation(invariant: &'static str, task: &str, detail: String) -> Violation {
-    Violation {
-        invariant,
-        task: Some(task.to_string()),
-        detail,
-    }
-}
-
-/// Where an executor for `task` was exec'd: one per launch of an attempt.
-pub(crate) fn launches(history: &[Event], task: &str) -> Vec<usize> {
-    positions(
-        history,
-        |e| matches!(e, Event::Exec(r) if matches!(&r.identity, ExecIdentity::Executor { task: t, .. } if t == task)),
-    )
-}
-
-/// Where each launch's task process was exec'd: the first exec in the
-/// task's cgroup after each launch (the tree's root).
-pub(crate) fn tree_roots(history: &[Event], task: &str) -> Vec<usize> {
-    let launched = launches(history, task);
-    launched
-        .iter()
-        .enumerate()
-        .filter_map(|(n, &at)| {
-            let end = launched.get(n + 1).copied().unwrap_or(history.len());
-            (at..end).find(|&i| is_task_exec(&history[i], task))
-        })
-        .collect()
-}
-
-fn is_task_exec(event: &Event, task: &str) -> bool {
-    matches!(event, Event::Exec(r) if matches!(&r.identity, ExecIdentity::Task { task: t, .. } if t == task))
-}
-
-pub(crate) fn exits(history: &[Event], task: &str) -> Vec<(usize, TaskExit)> {
-    history
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| match e {
-            Event::TaskExited { task: t, exit } if t == task => Some((i, *exit)),
-            _ => None,
-        })
-        .collect()
-}
-
-fn kills(history: &[Event], task: &str) -> Vec<usize> {
-    let name = scoped(Some(task), TR_KILLING);
-    positions(
-        history,
-        |e| matches!(e, Event::FaultHit(h) if h.name() == name),
-    )
-}
-
-/// Where the task's runner took a user restart: its live attempt is told
-/// to die (or, dead, the task is brought back), and the next attempt is
-/// the restart's, outside the restart policy.
-pub(crate) fn restarts(history: &[Event], task: &str) -> Vec<usize> {
-    let name = scoped(Some(task), TR_RESTART_SIGNALED);
-    positions(
-        history,
-        |e| matches!(e, Event::FaultHit(h) if h.name() == name),
-    )
-}
-
-/// Where the harness SIGKILLed the task's executor behind the engine's back.
-fn executor_kills(history: &[Event], task: &str) -> Vec<usize> {
-    positions(history, |e| {
-        matches!(e, Event::FaultHit(h) if h.point.scope() == Some(task)
-            && h.action == Some(Action::Intervene(Intervention::KillExecutor)))
-    })
-}
-
-/// Whether the harness killed the executor of `task`'s latest launch
-/// before `at`: that tree's end has no record (the engine destroys what the
-/// executor left), so no order can be judged on it; what outlives the run
-/// is [`NO_SURVIVORS`]'s.
-pub(crate) fn end_unrecorded(history: &[Event], task: &str, at: usize) -> bool {
-    let Some(launch) = launches(history, task).into_iter().rfind(|&l| l < at) else {
-        return false;
-    };
-    executor_kills(history, task)
-        .into_iter()
-        .any(|k| k > launch && k < at)
-}
-
-pub(crate) fn positions(history: &[Event], f: impl Fn(&Event) -> bool) -> Vec<usize> {
-    history
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| f(e))
-        .map(|(i, _)| i)
-        .collect()
-}
-
-pub(crate) fn is_sidecar(role: TaskRole) -> bool {
-    matches!(
-        role,
-        TaskRole::Prestart { sidecar: true } | TaskRole::Poststart { sidecar: true }
-    )
-}
+use crate::attempts::{attempts, time_at_or_before, windows_begin};
+use crate::history::{AllocStatus, Event, TaskRole, TaskShape};
+use crate::invariant::{Invariant, Violation};
+use crate::timeline::{
+    end_unrecorded, executor_kills, exits, kills, launches, positions, restarts, tree_roots,
+};
+use taskgate_faults::points::TR_MAIN_EXITED;
+use taskgate_faults::scoped;
 
 /// A task whose executor saw it exit successfully before the agent was
 /// restarted has completed; the restored agent must not start it again
@@ -167,9 +36,8 @@ pub fn check_no_restart_after_completion(history: &[Event], tasks: &[TaskShape])
                 continue;
             }
             if let Some(again) = launched.iter().find(|&&l| l > restart) {
-                out.push(violation(
-                    NO_RESTART_AFTER_COMPLETION,
-                    &task.name,
+                out.push(Invariant::NoRestartAfterCompletion.violation(
+                    Some(&task.name),
                     format!(
                         "completed (exit 0 at #{exited}) before the agent restart at #{restart}, \
                          started again at #{again}"
@@ -193,9 +61,8 @@ pub fn check_no_exec_after_kill(history: &[Event], tasks: &[TaskShape]) -> Vec<V
                 continue;
             };
             if !revived.iter().any(|&r| r > killed && r < late) {
-                out.push(violation(
-                    NO_EXEC_AFTER_KILL,
-                    &task.name,
+                out.push(Invariant::NoExecAfterKill.violation(
+                    Some(&task.name),
                     format!("told to die at #{killed}, launched at #{late}"),
                 ));
             }
@@ -215,9 +82,8 @@ pub fn check_one_live_tree(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
         for at in tree_roots(history, &task.name) {
             if let Event::Exec(r) = &history[at] {
                 if !r.cgroup_peers.is_empty() {
-                    out.push(violation(
-                        ONE_LIVE_TREE,
-                        &task.name,
+                    out.push(Invariant::OneLiveTree.violation(
+                        Some(&task.name),
                         format!(
                             "tree rooted at pid {} (#{at}) started while pids {:?} lived in its cgroup",
                             r.pid, r.cgroup_peers
@@ -229,9 +95,8 @@ pub fn check_one_live_tree(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
         for at in launches(history, &task.name) {
             if let Event::Exec(r) = &history[at] {
                 if !r.executor_peers.is_empty() {
-                    out.push(violation(
-                        ONE_LIVE_TREE,
-                        &task.name,
+                    out.push(Invariant::OneLiveTree.violation(
+                        Some(&task.name),
                         format!(
                             "executor pid {} (#{at}) launched while its task's executors {:?} lived",
                             r.pid, r.executor_peers
@@ -264,7 +129,7 @@ pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
             history,
             tasks,
             &first_kill,
-            KILL_ORDER,
+            Invariant::KillOrder,
             "die",
         ));
     }
@@ -279,9 +144,8 @@ pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
             let ran = !tree_roots(history, &other.name).is_empty();
             let exited = exits(history, &other.name).iter().any(|(i, _)| *i < start);
             if ran && !exited {
-                out.push(violation(
-                    KILL_ORDER,
-                    &poststop.name,
+                out.push(Invariant::KillOrder.violation(
+                    Some(&poststop.name),
                     format!("poststop started at #{start} before {} exited", other.name),
                 ));
             }
@@ -299,7 +163,7 @@ pub(crate) fn told_in_kill_order(
     history: &[Event],
     tasks: &[TaskShape],
     told: &dyn Fn(&TaskShape) -> Option<usize>,
-    invariant: &'static str,
+    invariant: Invariant,
     what: &str,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -309,9 +173,8 @@ pub(crate) fn told_in_kill_order(
     if let Some((leader, at)) = leader.and_then(|l| Some((l, told(l)?))) {
         for other in tasks.iter().filter(|t| t.name != leader.name) {
             if let Some(early) = told(other).filter(|&o| o < at) {
-                out.push(violation(
-                    invariant,
-                    &other.name,
+                out.push(invariant.violation(
+                    Some(&other.name),
                     format!(
                         "told to {what} at #{early}, before the leader {} at #{at}",
                         leader.name
@@ -320,7 +183,7 @@ pub(crate) fn told_in_kill_order(
             }
         }
     }
-    for sidecar in tasks.iter().filter(|t| is_sidecar(t.role)) {
+    for sidecar in tasks.iter().filter(|t| t.role.is_sidecar()) {
         let Some(sidecar_told) = told(sidecar) else {
             continue;
         };
@@ -340,9 +203,8 @@ pub(crate) fn told_in_kill_order(
                     .any(|(i, _)| i > l && i < sidecar_told)
             }) || end_unrecorded(history, &main.name, sidecar_told);
             if !ended {
-                out.push(violation(
-                    invariant,
-                    &sidecar.name,
+                out.push(invariant.violation(
+                    Some(&sidecar.name),
                     format!(
                         "sidecar told to {what} at #{sidecar_told} while main task {} (told at #{main_told}) had not exited",
                         main.name
@@ -360,9 +222,7 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
     let finished = history.iter().any(|e| {
         matches!(
             e,
-            Event::AllocStatus(
-                crate::invariants::AllocStatus::Complete | crate::invariants::AllocStatus::Failed
-            )
+            Event::AllocStatus(AllocStatus::Complete | AllocStatus::Failed)
         )
     });
     let any_ran = tasks
@@ -376,15 +236,13 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
             let runs = tree_roots(history, &task.name).len();
             let most = task.restart_attempts as usize + 1;
             if runs > most {
-                Some(violation(
-                    POSTSTOP_ONCE,
-                    &task.name,
+                Some(Invariant::PoststopOnce.violation(
+                    Some(&task.name),
                     format!("ran {runs} times; its restart policy allows {most}"),
                 ))
             } else if runs == 0 && finished && any_ran {
-                Some(violation(
-                    POSTSTOP_ONCE,
-                    &task.name,
+                Some(Invariant::PoststopOnce.violation(
+                    Some(&task.name),
                     "never ran, though the alloc finished after its tasks ran".into(),
                 ))
             } else {
@@ -402,7 +260,6 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
 /// before any stop; complete otherwise. (A task killed by
 /// the kill path exits by a signal, or 0 from its trap: neither fails it.)
 pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
-    use crate::invariants::AllocStatus;
     let Some(reported) = history.iter().rev().find_map(|e| match e {
         Event::AllocStatus(s @ (AllocStatus::Complete | AllocStatus::Failed)) => Some(*s),
         _ => None,
@@ -416,10 +273,10 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         )
     });
     let gave_up = |task: &str| {
-        let exited = scoped(Some(task), taskgate_faults::points::TR_MAIN_EXITED);
+        let exited = scoped(Some(task), TR_MAIN_EXITED);
         history
             .iter()
-            .position(|e| matches!(e, Event::FaultHit(h) if h.name() == exited))
+            .position(|e| e.is_hit(&exited))
             .is_some_and(|at| stop.is_none_or(|s| at < s))
     };
     let mut why = None;
@@ -435,7 +292,7 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         // only because a stop came: the task was ended, not failed. The
         // policy has granted a restart for every attempt after the first
         // that no user restart brought on, lost ones too.
-        let all = crate::attempts::attempts(history, &task.name);
+        let all = attempts(history, &task.name);
         let policy_gives_up = |at: usize| {
             let granted = (all.iter().skip(1))
                 .filter(|a| a.at < at && !a.by_user)
@@ -491,14 +348,13 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
     if derived == reported {
         return Vec::new();
     }
-    vec![Violation {
-        invariant: STATUS_MATCHES_EXITS,
-        task: None,
-        detail: format!(
+    vec![Invariant::StatusMatchesExits.violation(
+        None,
+        format!(
             "reported {reported:?}, the exits give {derived:?}{}",
             why.map_or(String::new(), |w| format!(": {w}"))
         ),
-    }]
+    )]
 }
 
 /// Nothing of a task is alive once its alloc finished: not its executor,
@@ -507,11 +363,12 @@ pub fn check_no_survivors(history: &[Event]) -> Vec<Violation> {
     history
         .iter()
         .filter_map(|e| match e {
-            Event::Survivors { task, pids } if !pids.is_empty() => Some(violation(
-                NO_SURVIVORS,
-                task,
-                format!("pids {pids:?} still alive after the run"),
-            )),
+            Event::Survivors { task, pids } if !pids.is_empty() => {
+                Some(Invariant::NoSurvivors.violation(
+                    Some(task),
+                    format!("pids {pids:?} still alive after the run"),
+                ))
+            }
             _ => None,
         })
         .collect()
@@ -526,11 +383,10 @@ pub fn check_restarts_monotonic(history: &[Event]) -> Vec<Violation> {
         if let Event::RestartCount { task, restarts } = e {
             if let Some(&before) = last.get(task.as_str()) {
                 if *restarts < before {
-                    out.push(violation(
-                        RESTARTS_MONOTONIC,
-                        task,
-                        format!("went from {before} to {restarts}"),
-                    ));
+                    out.push(
+                        Invariant::RestartsMonotonic
+                            .violation(Some(task), format!("went from {before} to {restarts}")),
+                    );
                 }
             }
             last.insert(task, *restarts);
@@ -571,9 +427,8 @@ pub fn check_start_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violatio
                     TaskRole::Main { .. } if poststart && !started(&before.name, root) => "started",
                     _ => continue,
                 };
-                out.push(violation(
-                    START_ORDER,
-                    &task.name,
+                out.push(Invariant::StartOrder.violation(
+                    Some(&task.name),
                     format!("started at #{root} before {} had {missing}", before.name),
                 ));
             }
@@ -588,9 +443,10 @@ pub fn check_start_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violatio
 /// run holds at most one more than the intervals that passed between the
 /// first tracker's start (`ar.started`) and its last tree's root. Each
 /// user restart the task took grants one run more, as it is not counted
-/// against the policy. Poststop tasks are bounded by [`POSTSTOP_ONCE`].
+/// against the policy. Poststop tasks are bounded by
+/// [`Invariant::PoststopOnce`].
 pub fn check_attempts_within_policy(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
-    let begin = crate::attempts::windows_begin(history).unwrap_or(0);
+    let begin = windows_begin(history).unwrap_or(0);
     tasks
         .iter()
         .filter(|t| !t.restarts_forever && t.role != TaskRole::Poststop)
@@ -600,15 +456,14 @@ pub fn check_attempts_within_policy(history: &[Event], tasks: &[TaskShape]) -> V
             let restarted = restarts(history, &task.name).len();
             let last = roots
                 .last()
-                .and_then(|&r| crate::attempts::time_at_or_before(history, r))
+                .and_then(|&r| time_at_or_before(history, r))
                 .unwrap_or(begin);
             let interval = u64::try_from(task.restart_interval.as_micros()).unwrap_or(u64::MAX);
             let windows = 1 + (last.saturating_sub(begin) / interval.max(1)) as usize;
             let most = task.restart_attempts as usize * windows + 1 + restarted;
             (runs > most).then(|| {
-                violation(
-                    ATTEMPTS_WITHIN_POLICY,
-                    &task.name,
+                Invariant::AttemptsWithinPolicy.violation(
+                    Some(&task.name),
                     format!(
                         "ran {runs} times; its restart policy over {windows} interval(s) and {restarted} user restart(s) allow {most}"
                     ),
@@ -635,14 +490,13 @@ pub fn check_exits_observed(history: &[Event], tasks: &[TaskShape]) -> Vec<Viola
         let excused = executor_kills(history, &task.name);
         for (n, &launch) in launched.iter().enumerate() {
             let end = launched.get(n + 1).copied().unwrap_or(history.len());
-            let Some(root) = (launch..end).find(|&i| is_task_exec(&history[i], &task.name)) else {
+            let Some(root) = (launch..end).find(|&i| history[i].is_task_exec_of(&task.name)) else {
                 continue;
             };
             let within = |at: &usize| (launch..end).contains(at);
             if !exited.iter().any(within) && !excused.iter().any(within) {
-                out.push(violation(
-                    EXITS_OBSERVED,
-                    &task.name,
+                out.push(Invariant::ExitsObserved.violation(
+                    Some(&task.name),
                     format!(
                         "the tree rooted at #{root} ended with no exit recorded by its executor"
                     ),
@@ -654,5 +508,4 @@ pub fn check_exits_observed(history: &[Event], tasks: &[TaskShape]) -> Vec<Viola
 }
 
 #[cfg(test)]
-#[path = "lifecycle_tests.rs"]
 mod tests;
