@@ -52,7 +52,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // other problem did (problem texts carry pids and paths, which differ).
     let mut verdicts: BTreeMap<String, (u32, RunReport)> = BTreeMap::new();
     let mut last = None;
+    // The report draws the last run: only it keeps its data.
+    let mut keeper = runner.report_data.take();
     for i in 1..=args.repeat {
+        if i == args.repeat {
+            runner.report_data = keeper.take();
+        }
         let report = runner.run(&scenario, &token.case);
         last = Some(report.clone());
         let verdict = verdict(&report);
