@@ -15,6 +15,7 @@ use common::scratch::{text, Scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
+use taskgate_scenarios::html;
 use taskgate_scenarios::watchdog::Watchdog;
 
 /// The zoo's taskgate, built by `ci/zoo.sh build`.
@@ -168,7 +169,6 @@ fn a_failing_legacy_run_renders_in_chromium() {
         "the gate did not print the report's path:\n{stdout}"
     );
     let bytes = size(&report);
-    assert!(bytes < 4 << 20, "the report takes {bytes} bytes");
 
     // JUnit links every failing case to its page, and only those.
     let junit = std::fs::read_to_string(&xml).unwrap();
@@ -180,10 +180,40 @@ fn a_failing_legacy_run_renders_in_chromium() {
     let failures = junit.matches("<failure").count();
     assert!(failures > 0, "{junit}");
     assert_eq!(links.len(), failures, "{junit}");
+    // What the report weighs stays in proportion to what failed: only the
+    // first few failing runs keep their data (the others' pages give the
+    // replay command), and a page draws each event once, lean.
+    let runs = report.join(html::kept::RUNS_DIR);
+    let kept = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .count();
+    assert_eq!(
+        kept,
+        failures.min(html::kept::KEPT_RUNS_PER_SCENARIO),
+        "one scenario ran: its first failing runs keep their data"
+    );
+    assert!(
+        bytes < failures as u64 * 64 * 1024,
+        "the report takes {bytes} bytes for {failures} failing runs"
+    );
 
     // The report's own race: the sidecar parked before its prestart, the
     // stop delivered, the prestart skipped, its executor's exec denied.
     let pages: Vec<PathBuf> = links.iter().map(|l| scratch.path().join(l)).collect();
+    let not_kept = pages
+        .iter()
+        .filter(|p| {
+            let page = std::fs::read_to_string(p).unwrap();
+            page.contains("<p class=\"not-kept\">") && page.contains("<code>taskgate replay ")
+        })
+        .count();
+    assert_eq!(
+        not_kept,
+        failures - kept,
+        "pages saying their data was not kept"
+    );
     let page = pages
         .iter()
         .find(|p| {
@@ -219,8 +249,7 @@ fn a_failing_legacy_run_renders_in_chromium() {
     for needle in [
         "data-command=\"stop\"",
         "data-kind=\"prestart-skipped\" data-lane=\"runner:sidecar\"",
-        "data-lane=\"kernel\" data-kind=\"exec-denied\"",
-        "<span class=\"inv-id\">#2</span> no exec after the task runner observed the alloc terminal",
+        "<span class=\"inv-id\">no-exec-after-terminal</span> no exec after the task runner observed the alloc terminal",
     ] {
         assert!(
             dom.stdout.contains(needle),
@@ -228,13 +257,30 @@ fn a_failing_legacy_run_renders_in_chromium() {
             page.display()
         );
     }
-    // The broken invariant is ringed on the denied exec.
-    let denied = dom
+    // The kernel lane holds the denied exec, ringed as the event that
+    // broke no-exec-after-terminal.
+    let kernel = dom
         .stdout
-        .split("<g class=\"mark exec-denied")
+        .split("<g class=\"marks\" data-lane=\"kernel\"")
         .nth(1)
-        .expect("a denied exec mark");
-    assert!(denied.starts_with(" broken\""), "{}", &denied[..80]);
+        .map(|rest| &rest[..rest.find("</g>").unwrap()])
+        .expect("a kernel lane of marks");
+    let denied = kernel
+        .split("<use ")
+        .find(|mark| mark.contains("data-kind=\"exec-denied\""))
+        .unwrap_or_else(|| panic!("no denied exec in the kernel lane: {kernel}"));
+    let invariants = denied
+        .split("data-invariant=\"")
+        .nth(1)
+        .map(|rest| &rest[..rest.find('"').unwrap()])
+        .unwrap_or_default();
+    assert!(
+        denied.starts_with("class=\"broken\"")
+            && invariants
+                .split(' ')
+                .any(|id| id == "no-exec-after-terminal"),
+        "{denied}"
+    );
 
     let png = scratch.path().join("page.png");
     let shot = render(

@@ -37,8 +37,7 @@ impl ReportArgs {
         let dir =
             std::path::absolute(dir).with_context(|| format!("resolving {}", dir.display()))?;
         clear(&dir)?;
-        runner.report_data = Some(dir.clone());
-        runner.report_passing = passing;
+        runner.report_data = Some(html::kept::Keeper::new(&dir, passing));
         Ok(Some(Report { dir }))
     }
 }
@@ -56,14 +55,16 @@ fn clear(dir: &Path) -> anyhow::Result<()> {
         let is_report = names.iter().any(|n| n == "index.html")
             && names
                 .iter()
-                .all(|n| n == "index.html" || n == html::kept::RUNS_DIR);
+                .all(|n| n.to_str().is_some_and(html::is_report_file));
         anyhow::ensure!(
             names.is_empty() || is_report,
             "--report {}: the directory holds something other than a taskgate report; \
              name a new or empty directory",
             dir.display()
         );
-        let _ = std::fs::remove_file(dir.join("index.html"));
+        for name in names.iter().filter(|n| *n != html::kept::RUNS_DIR) {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
         let runs = dir.join(html::kept::RUNS_DIR);
         if runs.exists() {
             std::fs::remove_dir_all(&runs)

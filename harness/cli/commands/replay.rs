@@ -47,13 +47,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // A hundred failing runs' data dirs would only bury the one that matters.
     runner.keep_failures = false;
-    let repeats = vec![run.clone(); args.repeat as usize];
+    // The report draws the last run: only it keeps its data.
+    let keeper = runner.report_data.take();
+    let repeats = vec![run.clone(); args.repeat as usize - 1];
     let mut i = 0;
-    let ran = run_all(&runner, &repeats, StopAt::End, &interrupted, |report| {
+    let mut each = |report: &RunReport| {
         i += 1;
         let verdict = replay_verdict(report);
         println!("[{i}/{}] {verdict} ({:.2?})", args.repeat, report.duration);
-    });
+    };
+    let mut ran = run_all(&runner, &repeats, StopAt::End, &interrupted, &mut each);
+    if !interrupted() {
+        runner.report_data = keeper;
+        let last = runner.run(&run);
+        each(&last);
+        ran.reports.push(last);
+    }
     if interrupted() {
         return Err(interrupted_after(ran.reports.len(), args.repeat as usize));
     }

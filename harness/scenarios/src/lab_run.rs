@@ -30,12 +30,10 @@ pub struct LabRunner<'a> {
     /// Keep failing runs' data dirs for inspection (off when failures are
     /// the expected outcome, as in the legacy proof).
     pub keep_failures: bool,
-    /// For an HTML report: each failing run's data (every run's with
-    /// `report_passing`) is copied under this directory, as the report
-    /// links it (see [`crate::html::kept`]), instead of being kept in the
-    /// lab's temp dir.
-    pub report_data: Option<PathBuf>,
-    pub report_passing: bool,
+    /// For an HTML report: the runs' data the keeper picks is copied into
+    /// the report, as it links it (see [`crate::html::kept`]), instead of
+    /// being kept in the lab's temp dir.
+    pub report_data: Option<crate::html::kept::Keeper>,
     runs: std::cell::Cell<u32>,
 }
 
@@ -69,8 +67,10 @@ impl Runner for LabRunner<'_> {
             ));
         }
         expect_known(run.scenario, &mut report);
-        if let Some(dir) = &self.report_data {
-            self.keep_for_report(&data_dir, dir, &mut report);
+        if let Some(keeper) = &self.report_data {
+            // The report holds what it links, and no temp dir stays.
+            keeper.keep(&data_dir, &mut report);
+            let _ = std::fs::remove_dir_all(&data_dir);
         } else if report.passed() || !self.keep_failures {
             let _ = std::fs::remove_dir_all(&data_dir);
         } else {
@@ -92,31 +92,8 @@ impl<'a> LabRunner<'a> {
             agent_bin,
             keep_failures: true,
             report_data: None,
-            report_passing: false,
             runs: std::cell::Cell::new(0),
         }
-    }
-
-    /// Copies a reported run's data beside its page, then removes the
-    /// data dir: the report holds what it links, and no temp dir stays.
-    fn keep_for_report(&self, data_dir: &Path, report_dir: &Path, report: &mut RunReport) {
-        use crate::html::kept;
-        if !report.passed() || self.report_passing {
-            let dest = report_dir
-                .join(kept::RUNS_DIR)
-                .join(kept::dir_name(&report.token.to_string()));
-            match kept::copy(data_dir, &dest) {
-                Ok(()) if !report.passed() => report
-                    .problems
-                    .push(format!("data kept in {}", dest.display())),
-                Ok(()) => {}
-                Err(err) if !report.passed() => report
-                    .problems
-                    .push(format!("keeping the run's data for the report: {err}")),
-                Err(err) => eprintln!("keeping the run's data for the report: {err}"),
-            }
-        }
-        let _ = std::fs::remove_dir_all(data_dir);
     }
 
     fn run_in(&self, run: &Run<'_>, data_dir: &Path) -> Result<Outcome, LabError> {

@@ -9,7 +9,15 @@
 //! alloc dir's fd, never following a link, through
 //! [`taskgate_executor::confined`], and copied only up to
 //! [`MAX_FILE_BYTES`].
+//!
+//! A gate on a broken build fails dozens of runs of one scenario, much
+//! alike: a [`Keeper`] keeps the data of the first
+//! [`KEPT_RUNS_PER_SCENARIO`] failing runs of each, and the other pages
+//! give the replay command that reproduces theirs.
 
+use crate::report::RunReport;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use taskgate_engine::state::StateDb;
@@ -21,7 +29,10 @@ use taskgate_executor::{EXECUTOR_LOG, LOGS_DIR, SHARED_ALLOC_DIR};
 pub const RUNS_DIR: &str = "runs";
 
 /// A file copied into a report is cut at this size (the rest is noted).
-pub const MAX_FILE_BYTES: u64 = 256 * 1024;
+pub const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+/// How many failing runs of one scenario keep their data in a report.
+pub const KEPT_RUNS_PER_SCENARIO: usize = 2;
 
 /// The state database, dumped.
 pub const STATE_DUMP: &str = "state.json";
@@ -29,7 +40,9 @@ pub const STATE_DUMP: &str = "state.json";
 /// The name of a run's page (`.html`) and data directory: its token,
 /// every character outside `[A-Za-z0-9.=,-]` written `_XX` (hex), so two
 /// tokens never share a name and the name needs no escaping in a link.
-pub fn dir_name(token: &str) -> String {
+/// A token's later runs in one report (a random schedule can repeat one
+/// the enumeration ran) get `~2`, `~3`...: `occurrence` counts from 0.
+pub fn dir_name(token: &str, occurrence: usize) -> String {
     let mut out = String::new();
     for b in token.bytes() {
         match b {
@@ -39,7 +52,85 @@ pub fn dir_name(token: &str) -> String {
             other => out.push_str(&format!("_{other:02x}")),
         }
     }
+    if occurrence > 0 {
+        out.push_str(&format!("~{}", occurrence + 1));
+    }
     out
+}
+
+/// Counts the runs of each token, in run order, so the n-th drawn run of
+/// a token and the n-th kept one share a [`dir_name`].
+#[derive(Debug, Default)]
+pub struct Occurrences(BTreeMap<String, usize>);
+
+impl Occurrences {
+    /// `token`'s name for its next run.
+    pub fn next(&mut self, token: &str) -> String {
+        let n = self.0.entry(token.to_string()).or_default();
+        *n += 1;
+        dir_name(token, *n - 1)
+    }
+}
+
+/// Where a report keeps its runs' data, and which runs keep it: every
+/// failing run up to [`KEPT_RUNS_PER_SCENARIO`] per scenario, and with
+/// `passing` (a replay, which draws its run whatever it did) every run.
+#[derive(Debug)]
+pub struct Keeper {
+    dir: PathBuf,
+    passing: bool,
+    names: RefCell<Occurrences>,
+    kept: RefCell<BTreeMap<String, usize>>,
+}
+
+impl Keeper {
+    pub fn new(report_dir: &Path, passing: bool) -> Keeper {
+        Keeper {
+            dir: report_dir.to_path_buf(),
+            passing,
+            names: RefCell::default(),
+            kept: RefCell::default(),
+        }
+    }
+
+    /// Keeps the data of `report`'s run, in `data_dir`, if it is one to
+    /// keep, and says on the report what became of it.
+    pub fn keep(&self, data_dir: &Path, report: &mut RunReport) {
+        let failed = !report.passed();
+        if !failed && !self.passing {
+            return;
+        }
+        let token = report.token.to_string();
+        let dest = self
+            .dir
+            .join(RUNS_DIR)
+            .join(self.names.borrow_mut().next(&token));
+        if failed && !self.passing {
+            let mut kept = self.kept.borrow_mut();
+            let n = kept.entry(report.token.scenario.clone()).or_default();
+            if *n >= KEPT_RUNS_PER_SCENARIO {
+                report.problems.push(format!(
+                    "data not kept (a report keeps {KEPT_RUNS_PER_SCENARIO} failing runs' of \
+                     each scenario): `taskgate replay '{token}' --report DIR` reproduces it"
+                ));
+                return;
+            }
+            *n += 1;
+        }
+        match copy(data_dir, &dest) {
+            // A replay's page (every run of it drawn) shows its data; a
+            // note only on the run that kept it would set apart one
+            // repetition's verdict from the others'.
+            Ok(()) if failed && !self.passing => report
+                .problems
+                .push(format!("data kept in {}", dest.display())),
+            Ok(()) => {}
+            Err(err) if failed => report
+                .problems
+                .push(format!("keeping the run's data for the report: {err}")),
+            Err(err) => eprintln!("keeping the run's data for the report: {err}"),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +162,7 @@ pub fn copy(data_dir: &Path, dest: &Path) -> Result<(), KeepError> {
         let from = data_dir.join(name);
         if from.is_file() {
             let file = std::fs::File::open(&from).map_err(io("reading", &from))?;
-            write_capped(file, &dest.join(name))?;
+            copy_capped(file, &dest.join(name))?;
         }
     }
     let data = DataDir::new(data_dir);
@@ -81,17 +172,21 @@ pub fn copy(data_dir: &Path, dest: &Path) -> Result<(), KeepError> {
     let allocs = std::fs::read_dir(data.allocs()).into_iter().flatten();
     for alloc in allocs.flatten() {
         let id = alloc.file_name().to_string_lossy().into_owned();
-        copy_alloc(&alloc.path(), &dest.join("allocs").join(&id))?;
+        copy_alloc(&alloc.path(), &dest.join(&id))?;
     }
     Ok(())
 }
 
-/// An alloc's logs and each task's `executor.out`, read beneath the
-/// alloc dir (which only the engine names).
+/// An alloc's logs and each task's `executor.out` (as
+/// `<task>.executor.out`), read beneath the alloc dir (which only the
+/// engine names), side by side in `dest`: one directory per alloc, as a
+/// directory costs a report more than a small file.
 fn copy_alloc(alloc_dir: &Path, dest: &Path) -> Result<(), KeepError> {
     let root = ConfinedDir::open(alloc_dir)?;
     if let Ok(logs) = root.dir(SHARED_ALLOC_DIR).and_then(|d| d.dir(LOGS_DIR)) {
-        copy_files(&logs, &dest.join("logs"), |_| true)?;
+        // Log files are named `<task>.stdout.N`, `<task>.stderr.N`: never
+        // `<task>.executor.out`.
+        copy_files(&logs, dest, |n| Some(n.to_string()))?;
     }
     for name in root.names()? {
         let Some(name) = name.to_str() else { continue };
@@ -102,43 +197,54 @@ fn copy_alloc(alloc_dir: &Path, dest: &Path) -> Result<(), KeepError> {
         let Ok(task_dir) = root.dir(name) else {
             continue;
         };
-        copy_files(&task_dir, &dest.join(name), |n| n == EXECUTOR_LOG)?;
+        copy_files(&task_dir, dest, |n| {
+            (n == EXECUTOR_LOG).then(|| format!("{name}.{EXECUTOR_LOG}"))
+        })?;
     }
     Ok(())
 }
 
-/// Copies the regular files of `dir` that `wanted` names into `dest`;
-/// anything else (a link, a FIFO, a directory) is skipped.
+/// Copies the regular files of `dir` that `named` gives a name into
+/// `dest`, under that name; anything else (a link, a FIFO, a directory)
+/// is skipped.
 fn copy_files(
     dir: &ConfinedDir,
     dest: &Path,
-    wanted: impl Fn(&str) -> bool,
+    named: impl Fn(&str) -> Option<String>,
 ) -> Result<(), KeepError> {
     for name in dir.names()? {
-        let Some(name) = name.to_str().filter(|n| wanted(n)) else {
+        let Some((name, as_name)) = name.to_str().and_then(|n| Some((n, named(n)?))) else {
             continue;
         };
         let Ok(file) = dir.open_read(name) else {
             continue;
         };
         std::fs::create_dir_all(dest).map_err(io("creating", dest))?;
-        write_capped(file, &dest.join(name))?;
+        copy_capped(file, &dest.join(as_name))?;
     }
     Ok(())
 }
 
-fn write_capped(file: std::fs::File, to: &Path) -> Result<(), KeepError> {
-    let mut body = Vec::new();
+/// Copies `file` into `to`, cut at [`MAX_FILE_BYTES`].
+fn copy_capped(file: std::fs::File, to: &Path) -> Result<(), KeepError> {
     let size = file.metadata().map_err(io("reading", to))?.len();
-    file.take(MAX_FILE_BYTES)
+    write_capped(file, size, to)
+}
+
+/// Writes what `from` reads (`size` bytes) into `to`, cut at
+/// [`MAX_FILE_BYTES`] with a note of how much more there was.
+fn write_capped(from: impl Read, size: u64, to: &Path) -> Result<(), KeepError> {
+    let mut body = Vec::new();
+    from.take(MAX_FILE_BYTES)
         .read_to_end(&mut body)
         .map_err(io("reading", to))?;
     let mut out = std::fs::File::create(to).map_err(io("writing", to))?;
     out.write_all(&body).map_err(io("writing", to))?;
-    if size > MAX_FILE_BYTES {
+    if size > body.len() as u64 {
         writeln!(
             out,
-            "\n[taskgate report: cut at {MAX_FILE_BYTES} of {size} bytes]"
+            "\n[taskgate report: truncated, {} bytes more]",
+            size - body.len() as u64
         )
         .map_err(io("writing", to))?;
     }
@@ -166,7 +272,7 @@ fn dump_state(db: &Path, to: &Path) -> Result<(), KeepError> {
         Err(e) => serde_json::json!({ "error": e.to_string() }),
     };
     let text = serde_json::to_string_pretty(&dump).unwrap_or_else(|e| e.to_string());
-    std::fs::write(to, text).map_err(io("writing", to))
+    write_capped(text.as_bytes(), text.len() as u64, to)
 }
 
 /// The files kept for a run (relative to `dir`), sorted; none if it has

@@ -22,9 +22,28 @@ pub fn esc(text: &str) -> String {
 
 const STYLE: &str = include_str!("style.css");
 
-/// The script of the copy buttons, the only script of the report: copies
-/// the value of the input its button names.
-const COPY_SCRIPT: &str = r#"
+/// The report's only script: a copy button copies the value of the input
+/// it names; a timeline mark (or command line) pointed at shows its
+/// history row's line and time as its tooltip, and clicked goes to the
+/// row (one handler, not a link and a copy of the line on each of
+/// hundreds of marks).
+const SCRIPT: &str = r##"
+const markOf = (event) => event.target.closest && event.target.closest("[data-i]");
+for (const svg of document.querySelectorAll("svg.timeline")) {
+  svg.addEventListener("click", (event) => {
+    const mark = markOf(event);
+    if (mark) { location.hash = "e" + mark.dataset.i; }
+  });
+  svg.addEventListener("mouseover", (event) => {
+    const mark = markOf(event);
+    const row = mark && document.getElementById("e" + mark.dataset.i);
+    if (!row || mark.querySelector("title")) { return; }
+    const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+    const time = row.cells[1].textContent;
+    title.textContent = "#" + mark.dataset.i + " " + row.cells[2].textContent + (time ? " (+" + time + " ms)" : "");
+    mark.appendChild(title);
+  });
+}
 for (const button of document.querySelectorAll("button[data-copy]")) {
   button.addEventListener("click", () => {
     const input = document.getElementById(button.dataset.copy);
@@ -38,20 +57,29 @@ for (const button of document.querySelectorAll("button[data-copy]")) {
     }
   });
 }
-"#;
+"##;
 
-/// A whole page: `body` is markup already escaped.
-pub fn page(title: &str, body: &str) -> String {
+/// The files every page of a report shares, written once beside its
+/// `index.html`: the stylesheet and the one script. They are the
+/// report's own, never fetched from anywhere.
+pub const SHARED: [(&str, &str); 2] = [("report.css", STYLE), ("report.js", SCRIPT)];
+
+/// A whole page: `body` is markup already escaped; `root` is the way
+/// from the page to the report's directory (`""` or `"../"`).
+pub fn page(title: &str, body: &str, root: &str) -> String {
     let mut out = String::new();
-    // No request leaves the page: the icon is empty, the style and the
-    // script inline.
+    // No request leaves the report: the icon is empty, the style and the
+    // script the report's own files.
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width\">\
-         <link rel=\"icon\" href=\"data:,\"><title>{}</title><style>{STYLE}</style></head>\
-         <body>\n{body}\n<script>{COPY_SCRIPT}</script></body></html>\n",
-        esc(title)
+         <link rel=\"icon\" href=\"data:,\"><title>{}</title>\
+         <link rel=\"stylesheet\" href=\"{root}{css}\"></head>\
+         <body>\n{body}\n<script src=\"{root}{js}\"></script></body></html>\n",
+        esc(title),
+        css = SHARED[0].0,
+        js = SHARED[1].0,
     );
     out
 }

@@ -1,8 +1,9 @@
 //! The HTML report of a gate, an exploration or a replay: a
 //! self-contained `index.html` (what ran, what failed, the coverage, the
 //! build and host) and one page per drawn run, with its history as a
-//! swimlane timeline. No request leaves a page: the style, the drawing
-//! (inline SVG) and the one small script (the copy button) are inline.
+//! swimlane timeline. No request leaves the report: the drawing is
+//! inline SVG, and the style and the one small script (the copy buttons,
+//! the marks' tooltips and links) are written once beside `index.html`.
 //!
 //! The report reads only the structs defined here ([`RunView`],
 //! [`Summary`]), which [`RunView::of`] and the commands fill from their
@@ -99,6 +100,12 @@ pub struct Summary<'a> {
     pub host: host::Host,
 }
 
+/// Whether `name`, in a report's directory, is one of the report's own
+/// files (which writing a report again replaces).
+pub fn is_report_file(name: &str) -> bool {
+    name == "index.html" || name == kept::RUNS_DIR || markup::SHARED.iter().any(|(n, _)| *n == name)
+}
+
 /// What [`write`] wrote.
 #[derive(Debug, Clone)]
 pub struct Written {
@@ -120,16 +127,22 @@ pub fn write(
     drawn: &[RunView],
 ) -> std::io::Result<Written> {
     std::fs::create_dir_all(dir.join(kept::RUNS_DIR))?;
-    let mut pages = BTreeMap::new();
     let mut bytes = 0;
+    for (name, text) in markup::SHARED {
+        bytes += text.len() as u64;
+        std::fs::write(dir.join(name), text)?;
+    }
+    let mut pages = BTreeMap::new();
+    let mut names = kept::Occurrences::default();
     for run in drawn {
-        let name = kept::dir_name(&run.token);
+        let name = names.next(&run.token);
         let relative = format!("{}/{name}.html", kept::RUNS_DIR);
         let data = kept::list(&dir.join(kept::RUNS_DIR).join(&name))?;
         let html = pages::run_page(run, &name, &data);
         bytes += html.len() as u64;
         std::fs::write(dir.join(&relative), html)?;
-        pages.insert(run.token.clone(), relative);
+        // A repeated token's JUnit case and summary row link its first page.
+        pages.entry(run.token.clone()).or_insert(relative);
     }
     let index = dir.join("index.html");
     let html = pages::index(summary, all, &pages);

@@ -1,6 +1,7 @@
 //! The two kinds of page: a run's (its verdict, what broke, the timeline,
 //! its kept data, its whole history) and the summary (`index.html`).
 
+use super::kept::KEPT_RUNS_PER_SCENARIO;
 use super::markup::{copy_field, esc, page, pre};
 use super::svg::{draw, Highlights};
 use super::timeline::{layout, MarkKind};
@@ -45,10 +46,7 @@ pub fn run_page(run: &RunView, name: &str, data: &[String]) -> String {
         events = run.history.len(),
         duration = run.duration,
         token = copy_field("token", &run.token),
-        command = copy_field(
-            "command",
-            &format!("taskgate replay '{}' --report report", run.token)
-        ),
+        command = copy_field("command", &replay_command(&run.token)),
     );
     s += "<h2>Timeline</h2>";
     s += LEGEND;
@@ -83,7 +81,15 @@ pub fn run_page(run: &RunView, name: &str, data: &[String]) -> String {
     );
     s += "<h2>Kept data</h2>";
     if data.is_empty() {
-        s += "<p>None: the run's data dir was removed.</p>";
+        let _ = write!(
+            s,
+            "<p class=\"not-kept\">Not kept: a report keeps the data (task logs, \
+             <code>executor.out</code>, the state database) of the first \
+             {KEPT_RUNS_PER_SCENARIO} failing runs of each scenario. The replay \
+             command above runs this case again and keeps its data in its own report: \
+             <code>{}</code></p>",
+            esc(&replay_command(&run.token))
+        );
     } else {
         s += "<ul class=\"kept\">";
         for file in data {
@@ -96,7 +102,7 @@ pub fn run_page(run: &RunView, name: &str, data: &[String]) -> String {
         }
         s += "</ul>";
     }
-    s += "<h2>History</h2><table class=\"history\"><tr><th>#</th><th>time</th><th>event</th></tr>";
+    s += "<h2>History</h2><table class=\"history\"><tr><th>#</th><th>ms</th><th>event</th></tr>";
     for (i, event) in run.history.iter().enumerate() {
         let mut class = String::new();
         if hl.broken.contains_key(&i) {
@@ -113,11 +119,16 @@ pub fn run_page(run: &RunView, name: &str, data: &[String]) -> String {
         let time = timeline
             .times
             .get(&i)
-            .map_or(String::new(), |us| format!("{:.1} ms", *us as f64 / 1000.0));
+            .map_or(String::new(), |us| format!("{:.1}", *us as f64 / 1000.0));
+        let class = match class.trim() {
+            "" => String::new(),
+            class => format!(" class=\"{class}\""),
+        };
+        // Hundreds of rows: the closing tags HTML lets a row leave out
+        // are left out.
         let _ = write!(
             s,
-            "<tr id=\"e{i}\" class=\"{}\"><td>{i}</td><td class=\"time\">{time}</td><td>{}</td></tr>",
-            class.trim(),
+            "<tr id=\"e{i}\"{class}><td>{i}<td>{time}<td>{}",
             esc(&describe(event))
         );
     }
@@ -133,7 +144,12 @@ pub fn run_page(run: &RunView, name: &str, data: &[String]) -> String {
         run.token,
         if denied > 0 { " (exec denied)" } else { "" }
     );
-    page(&title, &s)
+    page(&title, &s, "../")
+}
+
+/// The command that runs `token`'s case again and draws it.
+fn replay_command(token: &str) -> String {
+    format!("taskgate replay '{token}' --report report")
 }
 
 const LEGEND: &str = "<p class=\"legend\">\
@@ -226,7 +242,7 @@ pub fn index(summary: &Summary<'_>, all: &[RunReport], pages: &BTreeMap<String, 
     if let Some(coverage) = summary.coverage {
         coverage_section(&mut s, coverage);
     }
-    page(&format!("taskgate {} report", summary.command), &s)
+    page(&format!("taskgate {} report", summary.command), &s, "")
 }
 
 fn coverage_section(s: &mut String, coverage: &crate::coverage::Coverage) {

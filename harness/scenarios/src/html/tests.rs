@@ -161,8 +161,9 @@ fn hostile_names_and_log_lines_are_escaped() {
     let r = report(task);
     let view = RunView::of(&r);
     let page = pages::run_page(&view, "x", &[format!("{task}/executor.out")]);
-    // The page's own copy script is its only script.
+    // The report's own script is the page's only script.
     assert_eq!(page.matches("<script").count(), 1, "{page}");
+    assert!(page.contains("<script src=\"../report.js\"></script>"));
     assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(page.contains("data-lane=\"runner:&lt;script&gt;"));
 }
@@ -194,7 +195,7 @@ fn page_names_are_distinct_and_need_no_escaping() {
         "a/1",
         "s@tr=1.4/up=2/stop=0/first=tr/swaps=",
     ]
-    .map(kept::dir_name);
+    .map(|t| kept::dir_name(t, 0));
     for (i, a) in names.iter().enumerate() {
         assert!(a
             .chars()
@@ -242,6 +243,10 @@ fn a_report_is_written_and_linked_from_junit() {
     );
     assert!(index.contains("2 runs, 1 failed"), "{index}");
     assert!(dir.path().join("r").join(page).is_file());
+    for shared in ["report.css", "report.js"] {
+        assert!(dir.path().join("r").join(shared).is_file(), "{shared}");
+        assert!(is_report_file(shared));
+    }
     let mut xml = crate::report::junit(&all, "t");
     link_junit(&mut xml, &written, &dir.path().join("gate.xml"));
     let text = xml.to_string().unwrap();
@@ -278,4 +283,69 @@ fn a_killed_agent_is_down_until_restored() {
         .map(|b| (b.from, b.to))
         .collect();
     assert_eq!(lives, [(0, 1), (2, 3)]);
+}
+
+#[test]
+fn a_report_keeps_a_few_failing_runs_per_scenario_each_file_capped() {
+    let data = tempfile::tempdir().unwrap();
+    let big = kept::MAX_FILE_BYTES as usize + 1000;
+    std::fs::write(data.path().join("faults.jsonl"), "x".repeat(big)).unwrap();
+    let report_dir = tempfile::tempdir().unwrap();
+    let keeper = kept::Keeper::new(report_dir.path(), false);
+    let runs_dir = report_dir.path().join(kept::RUNS_DIR);
+    let mut notes = Vec::new();
+    // One case twice (a random schedule can repeat an enumerated one),
+    // then more failing runs than a scenario keeps.
+    let keep = kept::KEPT_RUNS_PER_SCENARIO;
+    let cases: Vec<usize> = [0].into_iter().chain(0..keep + 2).collect();
+    let mut names = kept::Occurrences::default();
+    let mut expected = Vec::new();
+    for &case in &cases {
+        let mut r = report("sidecar");
+        r.token = Token::of_fault_case("sidecar-stop", case);
+        let name = names.next(&r.token.to_string());
+        keeper.keep(data.path(), &mut r);
+        let note = r.problems.last().unwrap().clone();
+        if expected.len() < keep {
+            assert!(note.starts_with("data kept in "), "{note}");
+            expected.push(name);
+        } else {
+            assert!(note.starts_with("data not kept"), "{note}");
+            assert!(
+                note.contains(&format!("taskgate replay '{}' --report", r.token)),
+                "{note}"
+            );
+        }
+        notes.push(note);
+    }
+    let mut kept: Vec<String> = std::fs::read_dir(&runs_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    expected.sort();
+    assert_eq!(kept, expected);
+    assert_eq!(
+        names.next("sidecar-stop#0"),
+        kept::dir_name("sidecar-stop#0", 2)
+    );
+    assert!(kept::dir_name("sidecar-stop#0", 1).ends_with("~2"));
+    let copied = std::fs::read_to_string(runs_dir.join(&kept[0]).join("faults.jsonl")).unwrap();
+    assert!(
+        copied.len() < kept::MAX_FILE_BYTES as usize + 100,
+        "{}",
+        copied.len()
+    );
+    assert!(
+        copied.ends_with("[taskgate report: truncated, 1000 bytes more]\n"),
+        "{}",
+        &copied[copied.len() - 80..]
+    );
+    // A passing run keeps nothing unless the report draws passing runs.
+    let mut passing = report("web");
+    passing.violations.clear();
+    passing.problems.clear();
+    keeper.keep(data.path(), &mut passing);
+    assert!(passing.problems.is_empty());
+    assert_eq!(std::fs::read_dir(&runs_dir).unwrap().count(), keep);
 }
