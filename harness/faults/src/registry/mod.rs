@@ -538,5 +538,4 @@ pub fn reset() {
 }
 
 #[cfg(test)]
-#[path = "registry_tests.rs"]
 mod tests;
