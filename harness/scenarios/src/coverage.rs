@@ -32,6 +32,18 @@ pub struct Coverage {
 }
 
 impl Coverage {
+    /// The pairs grouped by their scenario, in name order.
+    pub fn by_scenario(&self) -> BTreeMap<&str, Vec<(&Pair, &Tally)>> {
+        let mut by_scenario: BTreeMap<&str, Vec<(&Pair, &Tally)>> = BTreeMap::new();
+        for (pair, tally) in &self.pairs {
+            by_scenario
+                .entry(&pair.scenario)
+                .or_default()
+                .push((pair, tally));
+        }
+        by_scenario
+    }
+
     pub fn missing(&self) -> impl Iterator<Item = &Pair> {
         self.pairs
             .iter()
@@ -157,14 +169,7 @@ pub fn coverage<'r, 's: 'r>(
 /// The table as the gate prints it.
 pub fn render(coverage: &Coverage) -> String {
     let mut out = String::from("coverage: declared depth-2 pairs (held x event)\n");
-    let mut by_scenario: BTreeMap<&str, Vec<(&Pair, &Tally)>> = BTreeMap::new();
-    for (pair, tally) in &coverage.pairs {
-        by_scenario
-            .entry(&pair.scenario)
-            .or_default()
-            .push((pair, tally));
-    }
-    for (scenario, rows) in by_scenario {
+    for (scenario, rows) in coverage.by_scenario() {
         let ran = rows.iter().filter(|(_, t)| t.runs > 0).count();
         out += &format!("  {scenario}: {ran} of {} pairs ran\n", rows.len());
         for (pair, tally) in rows {

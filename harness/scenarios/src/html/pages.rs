@@ -6,7 +6,6 @@ use super::markup::{copy_field, esc, page, pre};
 use super::svg::{draw, Highlights};
 use super::timeline::{layout, MarkKind};
 use super::{RunView, Summary};
-use crate::coverage::{Pair, Tally};
 use crate::report::{describe, RunReport, RunVerdict};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -253,14 +252,7 @@ fn coverage_section(s: &mut String, coverage: &crate::coverage::Coverage) {
          boundary while an event happens at another) ran.</p>",
         coverage.pairs.len()
     );
-    let mut by_scenario: BTreeMap<&str, Vec<(&Pair, &Tally)>> = BTreeMap::new();
-    for (pair, tally) in &coverage.pairs {
-        by_scenario
-            .entry(&pair.scenario)
-            .or_default()
-            .push((pair, tally));
-    }
-    for (scenario, rows) in by_scenario {
+    for (scenario, rows) in coverage.by_scenario() {
         let ran = rows.iter().filter(|(_, t)| t.runs > 0).count();
         let failing = rows.iter().any(|(_, t)| t.failed > 0);
         let _ = write!(
