@@ -35,10 +35,8 @@
 #   qemu-v2    the README's demo alloc (the default job to Complete), then the
 #   qemu-v1    executor, escape, cgroup, engine, harness and agent tests, in a qemu
 #              guest with pure cgroup v2 (from a login session's cgroup
-#              holding another process) / pure cgroup v1; both start right
-#              after the build and run beside the host's stages (each guest
-#              is mostly one busy core, the host's stages mostly wait on
-#              their runs' events), their verdicts reported at the end
+#              holding another process) / pure cgroup v1 (run side by side
+#              when both are asked for: each guest is mostly one busy core)
 #   leftovers  this run left no taskgate cgroup, mount or process on this
 #              host (ci/leftovers.sh; what was there before is only listed)
 # Ends with the line "N passed, N failed" (stages) and exits non-zero if any
@@ -187,31 +185,6 @@ fi
 needs_build() { # needs_build NAME COMMAND...: a stage that runs what `build` built
     if [ "$built" = 1 ]; then stage "$@"; else skip "$1" "nothing built (run the build stage)"; fi
 }
-# The qemu guests (each mostly one busy core) run beside the host's stages,
-# which mostly wait on their runs' events; their verdicts come at the end.
-modes=()
-wants qemu-v2 && modes+=(v2)
-wants qemu-v1 && modes+=(v1)
-qemu_pids=()
-if [ ${#modes[@]} -gt 0 ] && [ "$built" = 0 ]; then
-    for m in "${modes[@]}"; do skip "qemu cgroup $m" "nothing built (run the build stage)"; done
-    modes=()
-elif [ ${#modes[@]} -gt 0 ]; then
-    qemu_logs=$(mktemp -d "${TMPDIR:-/tmp}/ci-qemu.XXXXXX")
-    qemu_t0=$(date +%s.%N)
-    for m in "${modes[@]}"; do
-        qemu_cmd "$m"
-        header "qemu cgroup $m (started now, beside the next stages; log: $qemu_logs/$m.log, printed when it ends)" "${qemu[@]}"
-        # Its time is its own, not the stages' it ran beside.
-        (
-            "${qemu[@]}" >"$qemu_logs/$m.log" 2>&1
-            rc=$?
-            since "$qemu_t0" >"$qemu_logs/$m.took"
-            exit "$rc"
-        ) &
-        qemu_pids+=($!)
-    done
-fi
 wants test && needs_build test "${TEST_CMD[@]}"
 wants gate && needs_build gate "${GATE_CMD[@]}"
 wants legacy && needs_build "legacy (must find the violation)" "${LEGACY_EXPLORE_CMD[@]}"
@@ -220,15 +193,31 @@ wants fake && needs_build "fake (the wide search, unprivileged)" "${FAKE_CMD[@]}
 wants stress && needs_build stress "${STRESS_CMD[@]}"
 wants lint && stage lint "${LINT_CMD[@]}"
 
-for i in "${!modes[@]}"; do
-    wait "${qemu_pids[$i]}"
-    rc=$?
-    echo
-    echo "==== qemu cgroup ${modes[$i]}: guest output"
-    cat "$qemu_logs/${modes[$i]}.log"
-    record "qemu cgroup ${modes[$i]}" "$rc" "$(cat "$qemu_logs/${modes[$i]}.took" 2>/dev/null || since "$qemu_t0")"
-done
-[ ${#modes[@]} = 0 ] || rm -rf "$qemu_logs"
+modes=()
+wants qemu-v2 && modes+=(v2)
+wants qemu-v1 && modes+=(v1)
+if [ ${#modes[@]} -gt 0 ] && [ "$built" = 0 ]; then
+    for m in "${modes[@]}"; do skip "qemu cgroup $m" "nothing built (run the build stage)"; done
+elif [ ${#modes[@]} -gt 0 ]; then
+    logs=$(mktemp -d "${TMPDIR:-/tmp}/ci-qemu.XXXXXX")
+    pids=()
+    t0=$(date +%s.%N)
+    for m in "${modes[@]}"; do
+        qemu_cmd "$m"
+        header "qemu cgroup $m (log: $logs/$m.log, printed when it ends)" "${qemu[@]}"
+        "${qemu[@]}" >"$logs/$m.log" 2>&1 &
+        pids+=($!)
+    done
+    for i in "${!modes[@]}"; do
+        wait "${pids[$i]}"
+        rc=$?
+        echo
+        echo "==== qemu cgroup ${modes[$i]}: guest output"
+        cat "$logs/${modes[$i]}.log"
+        record "qemu cgroup ${modes[$i]}" "$rc" "$(since "$t0")"
+    done
+    rm -rf "$logs"
+fi
 
 wants leftovers && stage leftovers ci/leftovers.sh --baseline "$baseline"
 
