@@ -203,7 +203,6 @@ mod tests {
     //! The exec and terminal invariants over recorded histories, holding and broken.
 
     use super::*;
-    use std::path::PathBuf;
     use taskgate_faults::Hit;
 
     /// Builds histories; sequence numbers are only labels here.
@@ -230,16 +229,9 @@ mod tests {
                 String::new()
             };
             self.0.push(Event::Exec(ExecRecord {
-                seq,
-                pid: 100 + seq as i32,
-                exe: PathBuf::from("/marked/bin/busybox"),
-                identity,
                 verdict,
                 reason,
-                judged: true,
-                cgroup_peers: Vec::new(),
-                started_version: None,
-                executor_peers: Vec::new(),
+                ..ExecRecord::allowed(seq, identity)
             }));
             self
         }

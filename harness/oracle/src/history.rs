@@ -239,6 +239,26 @@ pub struct ExecRecord {
     pub started_version: Option<StartedVersion>,
 }
 
+#[cfg(test)]
+impl ExecRecord {
+    /// An exec the judge allowed, numbered `seq`, for tests that write
+    /// histories by hand.
+    pub(crate) fn allowed(seq: u64, identity: ExecIdentity) -> ExecRecord {
+        ExecRecord {
+            seq,
+            pid: 100 + seq as i32,
+            exe: "/marked/bin/busybox".into(),
+            identity,
+            verdict: Answer::Allow,
+            reason: String::new(),
+            judged: true,
+            cgroup_peers: Vec::new(),
+            executor_peers: Vec::new(),
+            started_version: None,
+        }
+    }
+}
+
 /// The `env` entry the harness's updates set to the job version.
 pub const JOB_VERSION_ENV: &str = "TASKGATE_JOB_VERSION";
 /// The `meta` entry the harness's updates set to the job version.
@@ -304,21 +324,13 @@ mod tests {
         };
         let history = vec![
             hit(0, "web:tr.before_driver_start"),
-            Event::Exec(ExecRecord {
-                seq: 1,
-                pid: 101,
-                exe: PathBuf::from("/marked/bin/busybox"),
-                identity: ExecIdentity::Executor {
+            Event::Exec(ExecRecord::allowed(
+                1,
+                ExecIdentity::Executor {
                     alloc_id: "a1".into(),
                     task: "web".into(),
                 },
-                verdict: Answer::Allow,
-                reason: String::new(),
-                judged: true,
-                cgroup_peers: Vec::new(),
-                started_version: None,
-                executor_peers: Vec::new(),
-            }),
+            )),
             Event::StopDelivered { seq: 1 },
             Event::TaskEvent {
                 task: "web".into(),

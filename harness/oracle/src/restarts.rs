@@ -228,8 +228,8 @@ mod tests {
     //! The restart invariant over recorded histories, holding and broken.
 
     use super::*;
+    use crate::history::ExecRecord;
     use crate::history::TaskExit;
-    use crate::history::{Answer, ExecRecord};
     use crate::identity::ExecIdentity;
     use rstest::rstest;
     use taskgate_faults::points::TR_RESTART_SIGNALED;
@@ -255,18 +255,7 @@ mod tests {
         }
         fn exec(self, identity: ExecIdentity) -> Self {
             let seq = self.0.len() as u64;
-            self.push(Event::Exec(ExecRecord {
-                seq,
-                pid: 100 + seq as i32,
-                exe: "/marked/bin/busybox".into(),
-                identity,
-                verdict: Answer::Allow,
-                reason: String::new(),
-                judged: true,
-                cgroup_peers: Vec::new(),
-                started_version: None,
-                executor_peers: Vec::new(),
-            }))
+            self.push(Event::Exec(ExecRecord::allowed(seq, identity)))
         }
         /// Decided, then its executor and its tree exec'd.
         fn start(self, task: &str) -> Self {

@@ -3,9 +3,7 @@
 //! [`crate::kills`]) and of the whole judgement ([`crate::check`]): each
 //! record is stamped with the clock as last set.
 
-use crate::history::{
-    AllocStatus, Answer, Event, ExecRecord, StartedVersion, TaskEventKind, TaskExit,
-};
+use crate::history::{AllocStatus, Event, ExecRecord, StartedVersion, TaskEventKind, TaskExit};
 use crate::identity::ExecIdentity;
 use std::time::Duration;
 use taskgate_faults::points::{AR_STARTED, EX_SPAWNED, EX_TASK_EXITED};
@@ -70,16 +68,9 @@ impl T {
     ) -> T {
         let seq = self.events.len() as u64;
         self.push(Event::Exec(ExecRecord {
-            seq,
-            pid: 100 + seq as i32,
-            exe: "/marked/bin/busybox".into(),
-            identity,
-            verdict: Answer::Allow,
-            reason: String::new(),
-            judged: true,
             cgroup_peers: cgroup_peers.to_vec(),
-            executor_peers: Vec::new(),
             started_version,
+            ..ExecRecord::allowed(seq, identity)
         }))
     }
 

@@ -137,7 +137,7 @@ fn update_hook_faulted(event: &Event, task: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::{Answer, ExecRecord, StartedVersion, TaskRole};
+    use crate::history::{ExecRecord, StartedVersion, TaskRole};
     use crate::identity::ExecIdentity;
     use rstest::rstest;
     use taskgate_faults::Hit;
@@ -154,16 +154,9 @@ mod tests {
 
     fn exec(identity: ExecIdentity, started_version: Option<StartedVersion>) -> Event {
         Event::Exec(ExecRecord {
-            seq: 0,
             pid: 7,
-            exe: "/marked/bin/busybox".into(),
-            identity,
-            verdict: Answer::Allow,
-            reason: String::new(),
-            judged: true,
-            cgroup_peers: Vec::new(),
             started_version,
-            executor_peers: Vec::new(),
+            ..ExecRecord::allowed(0, identity)
         })
     }
 

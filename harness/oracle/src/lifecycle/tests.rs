@@ -1,10 +1,9 @@
 //! Each lifecycle invariant over recorded histories, holding and broken.
 
 use super::*;
-use crate::history::{Answer, ExecRecord, TaskExit};
+use crate::history::{ExecRecord, TaskExit};
 use crate::identity::ExecIdentity;
 use rstest::rstest;
-use std::path::PathBuf;
 use std::time::Duration;
 use taskgate_faults::points::{TR_KILLING, TR_MAIN_EXITED};
 use taskgate_faults::{Action, Hit, Intervention};
@@ -17,16 +16,8 @@ impl H {
     fn exec(mut self, identity: ExecIdentity, peers: &[i32]) -> Self {
         let seq = self.0.len() as u64 + 1;
         self.0.push(Event::Exec(ExecRecord {
-            seq,
-            pid: 100 + seq as i32,
-            exe: PathBuf::from("/marked/bin/busybox"),
-            identity,
-            verdict: Answer::Allow,
-            reason: String::new(),
-            judged: true,
             cgroup_peers: peers.to_vec(),
-            started_version: None,
-            executor_peers: Vec::new(),
+            ..ExecRecord::allowed(seq, identity)
         }));
         self
     }
