@@ -7,7 +7,9 @@
 use crate::history::Records;
 use crate::lab::{io, Lab, LabError};
 use crate::model::{Restore, Scenario, Then};
-use crate::outcome::{by_process, restart_counts, unfired, Outcome, RESTART_SEED};
+use crate::outcome::{
+    by_process, restart_counts, unfired, Outcome, AGENT_JOB, AGENT_LOG, RESTART_SEED,
+};
 use crate::plan::AgentCase;
 use std::path::Path;
 use std::process::{Command, ExitStatus};
@@ -38,7 +40,7 @@ impl Agents<'_> {
             restore,
             ..
         } = *case;
-        let job_path = data_dir.join("job.json");
+        let job_path = data_dir.join(AGENT_JOB);
         let job = serde_json::to_vec(&scenario.job).expect("jobs serialize");
         std::fs::write(&job_path, job).map_err(io("writing", &job_path))?;
         let mut problems = Vec::new();
@@ -68,7 +70,7 @@ impl Agents<'_> {
                     taskgate_executor::FAILPOINTS_ENV,
                     taskgate_faults::env_spec(executor),
                 );
-            let agent_log = data_dir.join("agent.log");
+            let agent_log = data_dir.join(AGENT_LOG);
             let stderr = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)

@@ -11,7 +11,7 @@ use crate::gate::Runner;
 use crate::judge::{expect_known, harness_error, judge};
 use crate::lab::{io, LabError};
 use crate::model::Then;
-use crate::outcome::{summary_records, unfired, Outcome, RESTART_SEED};
+use crate::outcome::{summary_records, unfired, Outcome, FAULT_LOG, RESTART_SEED};
 use crate::plan::{Case, InProcess, Run};
 use crate::report::RunReport;
 use std::time::Instant;
@@ -86,7 +86,7 @@ impl FakeRunner<'_> {
         let engine = Engine::open_on_fake(config, &driver)?;
         taskgate_faults::reset();
         // The hits go to a log too, for the faults that await one.
-        let log = home.path().join("faults.jsonl");
+        let log = home.path().join(FAULT_LOG);
         taskgate_faults::log_to(Some(&log)).map_err(io("opening", &log))?;
         let driven = drive(&engine, scenario, plan, home.path(), self.runtime);
         let hits = taskgate_faults::history();

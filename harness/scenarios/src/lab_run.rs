@@ -13,7 +13,7 @@ use crate::interventions;
 use crate::judge::{expect_known, harness_error, judge};
 use crate::lab::{io, FaultSource, Lab, LabError};
 use crate::leftovers;
-use crate::outcome::{by_process, summary_records, unfired, Outcome, RESTART_SEED};
+use crate::outcome::{by_process, summary_records, unfired, Outcome, FAULT_LOG, RESTART_SEED};
 use crate::plan::{Case, InProcess, Run};
 use crate::report::RunReport;
 use std::collections::BTreeSet;
@@ -104,7 +104,7 @@ impl<'a> LabRunner<'a> {
             .filter(|t| t.is_poststop())
             .map(|t| t.name.clone())
             .collect();
-        let log = data_dir.join("faults.jsonl");
+        let log = data_dir.join(FAULT_LOG);
         let first = self.lab.begin_run(
             DataDir::new(data_dir).allocs(),
             may_start_late,

@@ -13,6 +13,13 @@ use taskgate_oracle::ExecRecord;
 /// fake, in process or as an agent: a replay waits exactly as its run did.
 pub const RESTART_SEED: u64 = 0x7a5c_6a7e;
 
+/// The harness's own files in a run's data dir, beside the engine's
+/// layout (no task writes there): the run's fault log, which the engine
+/// and every executor append to; a killed agent's job and its log.
+pub(crate) const FAULT_LOG: &str = "faults.jsonl";
+pub(crate) const AGENT_JOB: &str = "job.json";
+pub(crate) const AGENT_LOG: &str = "agent.log";
+
 /// What one run produced, before judging.
 pub(crate) struct Outcome {
     pub hits: Vec<Hit>,

@@ -15,6 +15,7 @@
 //! [`KEPT_RUNS_PER_SCENARIO`] failing runs of each, and the other pages
 //! give the replay command that reproduces theirs.
 
+use crate::outcome::{AGENT_JOB, AGENT_LOG, FAULT_LOG};
 use crate::report::RunReport;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -158,7 +159,7 @@ pub fn copy(data_dir: &Path, dest: &Path) -> Result<(), KeepError> {
     }
     std::fs::create_dir_all(dest).map_err(io("creating", dest))?;
     // The harness's own files, in the data dir's root (no task writes there).
-    for name in ["faults.jsonl", "agent.log", "job.json"] {
+    for name in [FAULT_LOG, AGENT_LOG, AGENT_JOB] {
         let from = data_dir.join(name);
         if from.is_file() {
             let file = std::fs::File::open(&from).map_err(io("reading", &from))?;
