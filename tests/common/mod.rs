@@ -94,6 +94,7 @@ impl Sandbox {
             run_dir: self.run_dir(),
             cgroup_parent: self.cgroups.parent().clone(),
             faults: Default::default(),
+            launcher_faults: Default::default(),
         }
     }
 
@@ -352,6 +353,7 @@ impl EngineHome {
             restart_seed: 0,
             cgroup_parent: self.cgroup_parent.clone(),
             executor_faults: Default::default(),
+            faults: Default::default(),
         }
     }
 

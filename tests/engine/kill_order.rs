@@ -37,7 +37,7 @@ fn stop_kills_the_leader_first_and_the_others_only_after_it_is_dead() {
     wait_parked(Some("lead"), points::TR_MAIN_EXITED);
     // The leader's kill is done (its Killed event was emitted before this
     // point), but it is not dead yet: nobody else may have been told to die.
-    let held = taskgate_faults::history();
+    let held = faults().history();
     assert!(
         passed_at(&held, "lead:hook.exited.before.executor_shutdown").is_some(),
         "{:#?}",
@@ -60,9 +60,9 @@ fn stop_kills_the_leader_first_and_the_others_only_after_it_is_dead() {
         );
         assert_eq!(rec.state, TaskState::Running { attempt: 1 }, "{t}");
     }
-    taskgate_faults::release(Some("lead"), points::TR_MAIN_EXITED);
+    faults().release(Some("lead"), points::TR_MAIN_EXITED);
     let summary = bench.wait_for(waiter);
-    let hits = taskgate_faults::history();
+    let hits = faults().history();
     assert_all_fired();
 
     let lead = task(&summary.tasks, "lead");

@@ -25,7 +25,7 @@ fn prestart_task_completes_before_the_main_task_starts() {
     let alloc = bench.submit(&job("prestart", vec![init, web]));
     let alloc_id = alloc.alloc_id.clone();
     wait_parked(Some("web"), points::TR_START_CONDITION_MET);
-    let at_start = taskgate_faults::history();
+    let at_start = faults().history();
     assert!(
         passed_at(&at_start, "init:tr.main_exited").is_some(),
         "web's start opened before init finished: {:#?}",
@@ -36,9 +36,9 @@ fn prestart_task_completes_before_the_main_task_starts() {
         std::fs::read_to_string(&ready).expect("init's file").trim(),
         "ready"
     );
-    taskgate_faults::release(Some("web"), points::TR_START_CONDITION_MET);
+    faults().release(Some("web"), points::TR_START_CONDITION_MET);
     let summary = bench.wait(alloc);
-    let hits = taskgate_faults::history();
+    let hits = faults().history();
     assert_all_fired();
 
     assert_before(&hits, "init:tr.main_exited", "web:tr.start_condition_met");
@@ -77,7 +77,7 @@ fn failed_prestart_task_keeps_the_main_task_from_starting() {
     let alloc = bench.submit(&job("prestart-fails", vec![init, service("web")]));
     let alloc_id = alloc.alloc_id.clone();
     let summary = bench.wait(alloc);
-    let hits = taskgate_faults::history();
+    let hits = faults().history();
 
     let (init, web) = (task(&summary.tasks, "init"), task(&summary.tasks, "web"));
     assert!(
@@ -117,7 +117,7 @@ fn prestart_sidecar_runs_before_the_main_task_starts() {
     let alloc = bench.submit(&job("prestart-sidecar", vec![side, web]));
     let alloc_id = alloc.alloc_id.clone();
     wait_parked(Some("web"), points::TR_START_CONDITION_MET);
-    let at_start = taskgate_faults::history();
+    let at_start = faults().history();
     assert!(
         passed_at(&at_start, "side:tr.after_driver_start").is_some(),
         "web's start opened before the prestart sidecar was started: {:#?}",
@@ -129,9 +129,9 @@ fn prestart_sidecar_runs_before_the_main_task_starts() {
         "the prestart sidecar is already gone: {:#?}",
         names(&at_start)
     );
-    taskgate_faults::release(Some("web"), points::TR_START_CONDITION_MET);
+    faults().release(Some("web"), points::TR_START_CONDITION_MET);
     let summary = bench.wait(alloc);
-    let hits = taskgate_faults::history();
+    let hits = faults().history();
     assert_all_fired();
 
     assert_before(
@@ -170,7 +170,7 @@ fn poststop_task_runs_after_a_stop() {
     wait_passed(Some("leader"), points::TR_AFTER_DRIVER_START);
     alloc.stop();
     let summary = bench.wait(alloc);
-    let hits = taskgate_faults::history();
+    let hits = faults().history();
 
     assert_before(
         &hits,
@@ -217,9 +217,9 @@ fn leader_exit_kills_the_sidecar() {
     let alloc_id = alloc.alloc_id.clone();
     wait_parked(Some("leader"), &held);
     wait_passed(Some("sidecar"), points::TR_AFTER_DRIVER_START);
-    taskgate_faults::release(Some("leader"), &held);
+    faults().release(Some("leader"), &held);
     let summary = bench.wait(alloc);
-    let hits = taskgate_faults::history();
+    let hits = faults().history();
     assert_all_fired();
 
     assert!(

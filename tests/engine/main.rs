@@ -60,20 +60,32 @@ fn as_root(mut task: Task) -> Task {
 // ---------------------------------------------------------------------------
 // Faults
 
-/// Resets the global fault registry now and again when dropped (also on a
-/// failing test, so no engine thread stays parked).
+thread_local! {
+    /// The running test's fault registry, set by [`Faults::reset`]: each
+    /// test runs on a thread of its own, and its engine gets the registry
+    /// in its config ([`Bench`]).
+    static TEST_FAULTS: std::cell::RefCell<taskgate_faults::Faults> = Default::default();
+}
+
+/// The running test's fault registry.
+fn faults() -> taskgate_faults::Faults {
+    TEST_FAULTS.with(|f| f.borrow().clone())
+}
+
+/// Gives the test a fresh fault registry, and resets it when dropped (also
+/// on a failing test, so no engine thread stays parked).
 struct Faults;
 
 impl Faults {
     fn reset() -> Faults {
-        taskgate_faults::reset();
+        TEST_FAULTS.with(|f| *f.borrow_mut() = taskgate_faults::Faults::new());
         Faults
     }
 }
 
 impl Drop for Faults {
     fn drop(&mut self) {
-        taskgate_faults::reset();
+        faults().reset();
     }
 }
 
@@ -82,14 +94,14 @@ fn name(scope: Option<&str>, point: &str) -> String {
 }
 
 fn park(scope: Option<&str>, point: &str) {
-    taskgate_faults::configure(scope, point, Action::Park);
+    faults().configure(scope, point, Action::Park);
 }
 
 fn wait_for(what: Await) {
-    if let Err(err) = taskgate_faults::wait_any(std::slice::from_ref(&what), idle()) {
+    if let Err(err) = faults().wait_any(std::slice::from_ref(&what), idle()) {
         panic!(
             "engine hung: {err}\nhistory: {:#?}",
-            names(&taskgate_faults::history())
+            names(&faults().history())
         );
     }
 }
@@ -142,7 +154,7 @@ fn assert_before(hits: &[Hit], first: &str, then: &str) {
 }
 
 fn assert_all_fired() {
-    let unfired = taskgate_faults::unfired();
+    let unfired = faults().unfired();
     assert!(
         unfired.is_empty(),
         "configured faults that never fired: {unfired:?}"
@@ -170,6 +182,7 @@ impl Bench {
         let rt = engine_runtime();
         let config = EngineConfig {
             clock,
+            faults: faults(),
             ..home.config()
         };
         let engine = Some(Engine::open(config).expect("open engine"));
@@ -188,24 +201,24 @@ impl Bench {
     /// Waits (with a hang safety net) for the alloc to finish.
     fn wait(&self, alloc: AllocHandle) -> AllocSummary {
         self.rt
-            .block_on(until_idle(&mut Box::pin(alloc.wait()), idle()))
+            .block_on(until_idle(&faults(), &mut Box::pin(alloc.wait()), idle()))
             .unwrap_or_else(|| {
                 panic!(
                     "alloc hung: no progress for {:?}; history: {:#?}",
                     idle(),
-                    names(&taskgate_faults::history())
+                    names(&faults().history())
                 )
             })
     }
 
     fn wait_for(&self, waiter: AllocWaiter) -> AllocSummary {
         self.rt
-            .block_on(until_idle(&mut Box::pin(waiter.wait()), idle()))
+            .block_on(until_idle(&faults(), &mut Box::pin(waiter.wait()), idle()))
             .unwrap_or_else(|| {
                 panic!(
                     "alloc hung: no progress for {:?}; history: {:#?}",
                     idle(),
-                    names(&taskgate_faults::history())
+                    names(&faults().history())
                 )
             })
     }
@@ -232,7 +245,7 @@ impl Bench {
         let mut seen = Vec::new();
         self.rt.block_on(async {
             while !missing.is_empty() {
-                match until_idle(&mut Box::pin(events.recv()), idle()).await {
+                match until_idle(&faults(), &mut Box::pin(events.recv()), idle()).await {
                     Some(Some(event)) => {
                         missing.retain(|(t, k)| !(*t == event.task && *k == event.kind));
                         seen.push(event);

@@ -23,14 +23,14 @@ fn report_stop_before_sidecar_prestart_never_execs_the_sidecar() {
 
     wait_parked(Some("sidecar"), points::TR_BEFORE_PRESTART);
     // The sidecar's start condition opened only because the leader runs.
-    assert!(passed_at(&taskgate_faults::history(), "leader:tr.after_driver_start").is_some());
+    assert!(passed_at(&faults().history(), "leader:tr.after_driver_start").is_some());
     alloc.stop();
     wait_parked(None, points::AR_TASK_RUNNERS_UPDATED);
-    taskgate_faults::release(Some("sidecar"), points::TR_BEFORE_PRESTART);
+    faults().release(Some("sidecar"), points::TR_BEFORE_PRESTART);
     wait_passed(Some("sidecar"), points::TR_MAIN_EXITED);
-    taskgate_faults::release(None, points::AR_TASK_RUNNERS_UPDATED);
+    faults().release(None, points::AR_TASK_RUNNERS_UPDATED);
     let summary = bench.wait(alloc);
-    let hits = taskgate_faults::history();
+    let hits = faults().history();
     assert_all_fired();
 
     // The forced order really happened: the sidecar decided while the update

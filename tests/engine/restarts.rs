@@ -49,7 +49,7 @@ fn fail_mode_restarts_exactly_attempts_times_then_fails(#[case] attempts: u32) {
     ));
     let alloc_id = alloc.alloc_id.clone();
     let (summary, events) = bench.wait_streamed(alloc);
-    let hits = taskgate_faults::history();
+    let hits = faults().history();
 
     let web = task(&summary.tasks, "web");
     let mut expected = Vec::new();

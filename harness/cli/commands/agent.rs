@@ -24,7 +24,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     #[cfg(feature = "failpoints")]
-    let harness = args.harness.prepare(&args.agent)?;
+    let (faults, harness) = args.harness.prepare(&args.agent)?;
+    #[cfg(not(feature = "failpoints"))]
+    let faults = taskgate_faults::Faults::default();
     let data_dir = args.agent.data_dir();
     anyhow::ensure!(
         !control::agent_serves(data_dir),
@@ -32,7 +34,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         data_dir.display(),
         data_dir.control_socket().display()
     );
-    let agent = Agent::new(args.agent.open_engine()?);
+    let agent = Agent::new(args.agent.open_engine(faults)?);
     let runtime = super::runtime()?;
     let served = runtime.block_on(async {
         // Bound first: a second agent of this data dir fails here, having

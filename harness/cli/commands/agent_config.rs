@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use taskgate_engine::state::StateDb;
 use taskgate_engine::{DataDir, Engine, EngineConfig};
 use taskgate_executor::{CgroupParent, ParentChoice};
+use taskgate_faults::Faults;
 
 /// Where `--data-dir` points unless given.
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/taskgate";
@@ -107,7 +108,9 @@ impl AgentArgs {
         Ok(choice.parent().clone())
     }
 
-    pub fn engine_config(&self) -> anyhow::Result<EngineConfig> {
+    /// The engine's configuration; its fault points are `faults` (see
+    /// [`taskgate_faults::Faults`]; empty in a build without them).
+    pub fn engine_config(&self, faults: Faults) -> anyhow::Result<EngineConfig> {
         Ok(EngineConfig {
             data_dir: self.data_dir().clone(),
             executor_bin: match &self.executor_bin {
@@ -129,12 +132,13 @@ impl AgentArgs {
             cgroup_parent: self.cgroup_parent()?,
             // The harness's agents are given their executors' faults.
             executor_faults: taskgate_executor::ExecutorFaults::from_env(),
+            faults,
         })
     }
 
-    /// The engine, with its cgroup parent claimed.
-    pub fn open_engine(&self) -> anyhow::Result<Engine> {
+    /// The engine, with its cgroup parent claimed, reaching `faults`.
+    pub fn open_engine(&self, faults: Faults) -> anyhow::Result<Engine> {
         super::require_root()?;
-        Ok(Engine::open(self.engine_config()?)?)
+        Ok(Engine::open(self.engine_config(faults)?)?)
     }
 }

@@ -7,6 +7,7 @@ use super::agent_config::AgentArgs;
 use std::path::PathBuf;
 use std::sync::Arc;
 use taskgate_engine::agent::{Agent, Following};
+use taskgate_faults::Faults;
 use taskgate_scenarios::agent_side::{AgentSide, Orders};
 
 #[derive(clap::Args, Clone)]
@@ -31,20 +32,22 @@ pub struct HarnessArgs {
 pub struct Harness(AgentSide);
 
 impl HarnessArgs {
-    /// Faults from the environment, in any failpoints build; the harness's
-    /// interventions only when the harness drives this agent.
-    pub fn prepare(&self, agent: &AgentArgs) -> anyhow::Result<Option<Harness>> {
+    /// The agent's fault points, configured from the environment in any
+    /// failpoints build (this process is one run of the harness's); the
+    /// harness's interventions only when the harness drives this agent.
+    pub fn prepare(&self, agent: &AgentArgs) -> anyhow::Result<(Faults, Option<Harness>)> {
         taskgate_faults::quiet_injected_panics();
-        taskgate_faults::configure_from_env()?;
+        let faults = Faults::from_env()?;
         if self.job_json.is_none() && !self.restore {
-            return Ok(None);
+            return Ok((faults, None));
         }
         let orders = Orders {
             job_json: self.job_json.clone(),
             stop_when_running: self.stop_when_running,
             stop: self.stop,
         };
-        Ok(Some(Harness(AgentSide::install(orders, agent.data_dir()))))
+        let side = AgentSide::install(&faults, orders, agent.data_dir());
+        Ok((faults, Some(Harness(side))))
     }
 }
 

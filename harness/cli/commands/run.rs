@@ -139,7 +139,7 @@ pub fn follow_remote(mut replies: Replies) -> anyhow::Result<AllocStatus> {
 /// No agent runs: this process is the agent until the allocation ends.
 fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
     let data_dir = args.agent.data_dir();
-    let agent = Agent::new(args.agent.open_engine()?);
+    let agent = Agent::new(args.agent.open_engine(Default::default())?);
     let runtime = super::runtime()?;
     let ended = runtime.block_on(async {
         let mut interrupt = signal(SignalKind::interrupt())?;

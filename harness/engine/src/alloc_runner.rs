@@ -15,7 +15,7 @@ use crate::task_state::{TaskEvent, TaskState};
 use std::sync::{Arc, Mutex};
 use taskgate_faults::points;
 use taskgate_faults::seeded::SeededBug;
-use taskgate_faults::{fault_point, record_point};
+use taskgate_faults::{fault_point, record_point, Faults};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -127,6 +127,14 @@ struct Shared {
     kills: tokio::sync::Mutex<()>,
     /// Wakes the coordinator (a task runner's change, a restart's end).
     changed: mpsc::UnboundedSender<()>,
+    faults: Faults,
+}
+
+/// What an alloc runner shares with the engine that spawns it.
+pub(crate) struct AllocDeps {
+    pub state: Arc<StateDb>,
+    /// The run's fault points.
+    pub faults: Faults,
 }
 
 /// Where the alloc is, for the coordinator and user restarts.
@@ -152,10 +160,10 @@ enum AllocStage {
 pub(crate) fn spawn(
     record: AllocRecord,
     records: Vec<TaskRecord>,
-    state: Arc<StateDb>,
+    AllocDeps { state, faults }: AllocDeps,
     make_deps: impl Fn(&Arc<StartGate>, mpsc::UnboundedSender<TaskEvent>) -> TaskRunnerDeps,
 ) -> AllocHandle {
-    record_point!(points::AR_STARTED);
+    record_point!(faults, points::AR_STARTED);
     let gate = Arc::new(StartGate::new());
     let status = AllocStatus {
         desired: record.desired,
@@ -164,7 +172,7 @@ pub(crate) fn spawn(
     if status.terminal() {
         gate.set_terminal();
         // Restored stopping: its start gate is shut before any task runs.
-        record_point!(points::AR_ALLOC_TERMINAL);
+        record_point!(faults, points::AR_ALLOC_TERMINAL);
     }
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (changed_tx, changed_rx) = mpsc::unbounded_channel();
@@ -209,6 +217,7 @@ pub(crate) fn spawn(
         }),
         kills: tokio::sync::Mutex::new(()),
         changed: changed_tx,
+        faults,
     });
     if status.terminal() {
         // Restored after the agent died while stopping: the update that made
@@ -335,7 +344,7 @@ impl Shared {
         if !self.gate.hold() {
             return Err(RestartRefused::AllocTerminal);
         }
-        record_point!(alloc points::AR_RESTART_ACCEPTED, taskgate_faults::Detail::Restart {
+        record_point!(self.faults, alloc points::AR_RESTART_ACCEPTED, taskgate_faults::Detail::Restart {
             all_tasks: *scope == RestartScope::All,
         });
         for runner in self.runners.iter().filter(|r| !r.task.is_poststop()) {
@@ -358,7 +367,11 @@ impl Shared {
             ask.all_tasks = all_tasks;
         });
         // Once the runner can see it (the oracle orders its delays by it).
-        fault_point!(points::TR_RESTART_ASKED, runner.task.name.as_str());
+        fault_point!(
+            self.faults,
+            points::TR_RESTART_ASKED,
+            runner.task.name.as_str()
+        );
         revive
     }
 
@@ -425,7 +438,7 @@ async fn handle_commands(
 
 /// Applies one server update (Nomad's `handleAllocUpdate`).
 async fn apply_update(shared: &Shared, update: AllocUpdate) {
-    fault_point!(points::AR_UPDATE_RECEIVED);
+    fault_point!(shared.faults, points::AR_UPDATE_RECEIVED);
     let job = update.job.and_then(|job| shared.in_place(job));
     let was_terminal = shared.status().terminal();
     // One persisted change: an agent killed after it restores both. A
@@ -443,16 +456,16 @@ async fn apply_update(shared: &Shared, update: AllocUpdate) {
     if stopping {
         // Ordered against every task runner's commit_start: see start_gate.
         shared.gate.set_terminal();
-        record_point!(points::AR_ALLOC_TERMINAL);
+        record_point!(shared.faults, points::AR_ALLOC_TERMINAL);
     }
-    fault_point!(points::AR_ALLOC_STATE_SET);
+    fault_point!(shared.faults, points::AR_ALLOC_STATE_SET);
     shared.update_task_runners(status);
-    fault_point!(points::AR_TASK_RUNNERS_UPDATED);
+    fault_point!(shared.faults, points::AR_TASK_RUNNERS_UPDATED);
     if stopping {
-        fault_point!(points::AR_KILL_STARTED);
+        fault_point!(shared.faults, points::AR_KILL_STARTED);
         kill_tasks(shared, |_| true).await;
     }
-    fault_point!(points::AR_UPDATE_APPLIED);
+    fault_point!(shared.faults, points::AR_UPDATE_APPLIED);
 }
 
 /// Nomad's `alloc restart` (its alloc runner's `restartTasks`): takes the
@@ -461,7 +474,7 @@ async fn apply_update(shared: &Shared, update: AllocUpdate) {
 /// the start conditions in lifecycle order. Not counted against any
 /// restart policy.
 async fn restart(shared: &Shared, scope: &RestartScope) -> Result<(), RestartRefused> {
-    fault_point!(points::AR_RESTART_RECEIVED);
+    fault_point!(shared.faults, points::AR_RESTART_RECEIVED);
     let _no_kill_beside = shared.kills.lock().await;
     let targets = shared.begin_restart(scope)?;
     let mut revived = false;
@@ -481,7 +494,7 @@ async fn restart(shared: &Shared, scope: &RestartScope) -> Result<(), RestartRef
             let _ = target.await;
         }
     }
-    fault_point!(points::AR_RESTART_TARGETS_DOWN);
+    fault_point!(shared.faults, points::AR_RESTART_TARGETS_DOWN);
     shared.end_restart(revived);
     Ok(())
 }
@@ -500,7 +513,7 @@ async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool)
     let kill = |r: &TaskRunnerHandle| {
         shared.gate.kill(&r.task.name);
         r.kill.send_replace(true);
-        fault_point!(points::TR_KILL_ASKED, r.task.name.as_str());
+        fault_point!(shared.faults, points::TR_KILL_ASKED, r.task.name.as_str());
         let mut state = r.state.clone();
         async move {
             // A closed channel means the runner already finished: dead.
@@ -594,7 +607,7 @@ async fn coordinate(
         ClientStatus::Complete
     };
     let status = shared.change(|rec| rec.client = client);
-    record_point!(points::AR_FINISHED);
+    record_point!(shared.faults, points::AR_FINISHED);
     shared.update_task_runners(status);
     finished.send_replace(true);
     // The update handler finishes what it is applying (a stop's kill

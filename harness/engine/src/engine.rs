@@ -21,6 +21,7 @@ use std::sync::Arc;
 use taskgate_executor::{
     CgroupParent, CgroupTree, ExecutorConfig, ExecutorError, ExecutorFaults, Released,
 };
+use taskgate_faults::Faults;
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -41,13 +42,18 @@ pub struct EngineConfig {
     pub cgroup_parent: CgroupParent,
     /// The fault points of the executors it launches (the harness's).
     pub executor_faults: ExecutorFaults,
+    /// The run's fault points, which this engine (and its driver, in this
+    /// process) reaches: each run of a harness passes its own. Empty in a
+    /// build without fault points.
+    pub faults: Faults,
 }
 
 impl EngineConfig {
     /// An engine's configuration for the fake driver, in `data_dir`: no
     /// executor binary (the fake runs none), no chroot, tasks as `nobody`,
-    /// 8 processes a task, the system clock, restart seed 0, and the fake's
-    /// cgroup parent (it claims none). Change what a test needs with
+    /// 8 processes a task, the system clock, restart seed 0, the fake's
+    /// cgroup parent (it claims none) and a fault registry of its own.
+    /// Change what a test needs with
     /// `EngineConfig { default_user, ..EngineConfig::for_fake(data_dir) }`.
     pub fn for_fake(data_dir: DataDir) -> EngineConfig {
         EngineConfig {
@@ -60,13 +66,15 @@ impl EngineConfig {
             restart_seed: 0,
             cgroup_parent: FakeDriver::cgroup_parent(),
             executor_faults: ExecutorFaults::default(),
+            faults: Faults::default(),
         }
     }
 
     /// The fake driver for an engine with this configuration: its
-    /// executors answer in the config's data dir (see [`FakeDriver::new`]).
+    /// executors answer in the config's data dir and reach the config's
+    /// fault points (see [`FakeDriver::new`]).
     pub fn fake_driver(&self) -> FakeDriver {
-        FakeDriver::new(self.data_dir.run())
+        FakeDriver::new(self.data_dir.run(), self.faults.clone())
     }
 }
 
@@ -137,6 +145,7 @@ impl Engine {
             run_dir: config.data_dir.run(),
             cgroup_parent: config.cgroup_parent.clone(),
             faults: config.executor_faults.clone(),
+            launcher_faults: config.faults.clone(),
         }));
         Ok(Engine::assemble(config, state, driver, Some(tree)))
     }
@@ -253,21 +262,25 @@ impl Engine {
         );
         let run_dir = self.config.data_dir.run();
         let (job_type, restart_seed) = (record.job.job_type, self.config.restart_seed);
-        alloc_runner::spawn(record, tasks, self.state.clone(), move |gate, events| {
-            TaskRunnerDeps {
-                alloc_id: alloc_id.clone(),
-                alloc_dir: alloc_dir.clone(),
-                hooks: hooks.clone(),
-                driver: driver.clone(),
-                gate: gate.clone(),
-                state: state.clone(),
-                defaults: defaults.clone(),
-                run_dir: run_dir.clone(),
-                clock: clock.clone(),
-                job_type,
-                restart_seed,
-                events,
-            }
+        let faults = self.config.faults.clone();
+        let deps = alloc_runner::AllocDeps {
+            state: self.state.clone(),
+            faults: faults.clone(),
+        };
+        alloc_runner::spawn(record, tasks, deps, move |gate, events| TaskRunnerDeps {
+            alloc_id: alloc_id.clone(),
+            alloc_dir: alloc_dir.clone(),
+            hooks: hooks.clone(),
+            driver: driver.clone(),
+            gate: gate.clone(),
+            state: state.clone(),
+            defaults: defaults.clone(),
+            run_dir: run_dir.clone(),
+            clock: clock.clone(),
+            job_type,
+            restart_seed,
+            events,
+            faults: faults.clone(),
         })
     }
 }

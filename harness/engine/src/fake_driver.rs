@@ -16,6 +16,7 @@ use std::time::Duration;
 use taskgate_executor::{
     ExecutorError, ExitResult, KillSignal, ReattachInfo, Remains, StopOutcome, TaskSpec,
 };
+use taskgate_faults::Faults;
 use tokio::sync::watch;
 
 /// How one start of a task ends.
@@ -73,6 +74,8 @@ struct World {
 #[derive(Clone)]
 pub struct FakeDriver {
     world: Arc<Mutex<World>>,
+    /// The run's fault points, reached where a real launch and executor would.
+    faults: Faults,
 }
 
 struct FakeTask {
@@ -80,6 +83,7 @@ struct FakeTask {
     info: ReattachInfo,
     exit: watch::Sender<Option<ExitResult>>,
     world: Arc<Mutex<World>>,
+    faults: Faults,
 }
 
 impl FakeDriver {
@@ -92,7 +96,8 @@ impl FakeDriver {
     /// A driver whose tasks answer at the socket paths real executors in
     /// `run_dir` would have (the engine's `<data dir>/run`), so the engine's
     /// own fallback to the deterministic path works as it does for real.
-    pub fn new(run_dir: PathBuf) -> FakeDriver {
+    /// Its "executors" reach their points in `faults`, the run's.
+    pub fn new(run_dir: PathBuf, faults: Faults) -> FakeDriver {
         FakeDriver {
             world: Arc::new(Mutex::new(World {
                 run_dir,
@@ -102,6 +107,7 @@ impl FakeDriver {
                 envs: Vec::new(),
                 next_pid: 0,
             })),
+            faults,
         }
     }
 
@@ -181,11 +187,12 @@ fn result(exit_code: Option<i32>, signal: Option<i32>) -> ExitResult {
 
 impl Driver for FakeDriver {
     fn start(&self, spec: TaskSpec) -> DriverFuture<'_, RunningTask> {
-        let world = self.world.clone();
+        let (world, faults) = (self.world.clone(), self.faults.clone());
         Box::pin(async move {
             // Where a real launch's executor would be spawned: a harness
             // exploring against the fake takes each hit for one launch.
             taskgate_faults::fault_point!(
+                faults,
                 taskgate_faults::points::EX_SPAWNED,
                 spec.task_name.as_str()
             );
@@ -230,6 +237,7 @@ impl Driver for FakeDriver {
                 info,
                 exit: tx,
                 world: world.clone(),
+                faults,
             });
             w.live.insert(socket, task.clone());
             w.envs.push((spec.task_name.clone(), spec.env));
@@ -302,6 +310,7 @@ impl FakeTask {
     /// What a real executor records when it reaps its task.
     fn exited(&self, code: Option<i32>, signal: Option<i32>) {
         taskgate_faults::record_point!(
+            self.faults,
             taskgate_faults::points::EX_TASK_EXITED,
             self.task.as_str(),
             taskgate_faults::Detail::Exit { code, signal }

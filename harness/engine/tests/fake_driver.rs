@@ -33,7 +33,7 @@ fn tasks_start_in_lifecycle_order_and_a_stop_ends_them_all() {
             task("init", Some(LifecycleHook::Prestart), false),
         ]),
     );
-    wait_for(Await::Passed(taskgate_faults::scoped(
+    home.wait_for(Await::Passed(taskgate_faults::scoped(
         Some("sidecar"),
         points::TR_AFTER_DRIVER_START,
     )));
@@ -69,7 +69,7 @@ fn a_stop_kills_the_leader_then_the_main_tasks_then_the_sidecars() {
             leader,
         ]),
     );
-    wait_for(Await::Passed(taskgate_faults::scoped(
+    home.wait_for(Await::Passed(taskgate_faults::scoped(
         Some("proxy"),
         points::TR_AFTER_DRIVER_START,
     )));
@@ -77,7 +77,7 @@ fn a_stop_kills_the_leader_then_the_main_tasks_then_the_sidecars() {
     let summary = wait(&rt, alloc);
     assert_eq!(stopped(&home.driver), ["leader", "worker", "proxy"]);
     // Told only once dead: each kill after the previous wave's exit.
-    let history = taskgate_faults::history();
+    let history = home.faults.history();
     let at = |task: &str, point: &str| {
         history
             .iter()
@@ -96,18 +96,20 @@ fn a_stop_kills_the_leader_then_the_main_tasks_then_the_sidecars() {
 fn a_stop_before_the_sidecar_prestart_never_starts_it() {
     let rt = runtime();
     let home = Home::new();
-    taskgate_faults::configure(Some("sidecar"), points::TR_BEFORE_PRESTART, Action::Park);
+    home.faults
+        .configure(Some("sidecar"), points::TR_BEFORE_PRESTART, Action::Park);
     let engine = home.engine();
     let alloc = submit(&rt, &engine, &report_job());
-    wait_for(Await::Parked(taskgate_faults::scoped(
+    home.wait_for(Await::Parked(taskgate_faults::scoped(
         Some("sidecar"),
         points::TR_BEFORE_PRESTART,
     )));
     alloc.stop();
     // The alloc is terminal and the runners were told; the kill path now
     // waits for the held sidecar, which goes on from where it was held.
-    wait_for(Await::Passed(points::AR_TASK_RUNNERS_UPDATED.into()));
-    taskgate_faults::release(Some("sidecar"), points::TR_BEFORE_PRESTART);
+    home.wait_for(Await::Passed(points::AR_TASK_RUNNERS_UPDATED.into()));
+    home.faults
+        .release(Some("sidecar"), points::TR_BEFORE_PRESTART);
     let summary = wait(&rt, alloc);
     assert_eq!(
         home.driver.starts("sidecar"),
@@ -255,7 +257,7 @@ fn a_shutdown_delay_holds_the_kill_signal_back() {
             task("proxy", Some(LifecycleHook::Poststart), true),
         ]),
     );
-    wait_for(Await::Passed(taskgate_faults::scoped(
+    home.wait_for(Await::Passed(taskgate_faults::scoped(
         Some("proxy"),
         points::TR_AFTER_DRIVER_START,
     )));
@@ -301,7 +303,7 @@ fn the_client_status_is_running_while_tasks_run() {
         let record = engine.state().alloc(&alloc.alloc_id).unwrap().unwrap();
         record.client
     };
-    wait_for(Await::Passed(taskgate_faults::scoped(
+    home.wait_for(Await::Passed(taskgate_faults::scoped(
         Some("sidecar"),
         points::TR_START_CONDITION_MET,
     )));
@@ -322,7 +324,8 @@ fn the_client_status_is_running_while_tasks_run() {
 fn a_panicked_runner_kills_its_task_and_fails_it() {
     let rt = runtime();
     let home = Home::new();
-    taskgate_faults::configure_fault(&"web:tr.after_driver_start=panic".parse().unwrap());
+    home.faults
+        .configure_fault(&"web:tr.after_driver_start=panic".parse().unwrap());
     let engine = home.engine();
     let alloc = submit(&rt, &engine, &job(vec![task("web", None, false)]));
     let summary = wait(&rt, alloc);
@@ -363,21 +366,21 @@ fn a_stop_taken_as_the_alloc_finishes_is_in_its_summary() {
     let rt = runtime();
     let home = Home::new();
     home.driver.script("web", [Exit::Code(1)]);
-    taskgate_faults::configure_fault(&"web:tr.after_driver_start=park".parse().unwrap());
-    taskgate_faults::configure_fault(&"ar.update_received=park".parse().unwrap());
+    home.faults.configure_fault(&"web:tr.after_driver_start=park".parse().unwrap());
+    home.faults.configure_fault(&"ar.update_received=park".parse().unwrap());
     let engine = home.engine();
     let alloc = submit(&rt, &engine, &job(vec![task("web", None, false)]));
     let alloc_id = alloc.alloc_id.clone();
-    wait_for(Await::Parked(taskgate_faults::scoped(
+    home.wait_for(Await::Parked(taskgate_faults::scoped(
         Some("web"),
         points::TR_AFTER_DRIVER_START,
     )));
     alloc.stop();
-    wait_for(Await::Parked(points::AR_UPDATE_RECEIVED.into()));
+    home.wait_for(Await::Parked(points::AR_UPDATE_RECEIVED.into()));
     // The task fails and the alloc finishes while the stop is held.
-    taskgate_faults::release(Some("web"), points::TR_AFTER_DRIVER_START);
-    wait_for(Await::Passed(points::AR_FINISHED.into()));
-    taskgate_faults::release(None, points::AR_UPDATE_RECEIVED);
+    home.faults.release(Some("web"), points::TR_AFTER_DRIVER_START);
+    home.wait_for(Await::Passed(points::AR_FINISHED.into()));
+    home.faults.release(None, points::AR_UPDATE_RECEIVED);
     let summary = wait(&rt, alloc);
     let persisted = engine
         .state()

@@ -116,20 +116,22 @@ fn a_restart_that_meets_an_exit_0_is_the_restarts() {
     let clock = Arc::new(VirtualClock::default());
     let engine = home.engine_on(clock.clone());
     let after_start = scoped(Some("web"), points::TR_AFTER_DRIVER_START);
-    taskgate_faults::configure_fault(&format!("{after_start}=park").parse().unwrap());
+    home.faults
+        .configure_fault(&format!("{after_start}=park").parse().unwrap());
     let alloc = submit(&rt, &engine, &exit_0_job());
     let control = alloc.control();
     let (mut events, waiter) = alloc.into_parts();
     // other runs (so the restart is accepted), and web is held before it
     // sees its own exit.
-    wait_for(Await::Passed(scoped(
+    home.wait_for(Await::Passed(scoped(
         Some("other"),
         "hook.poststart.after.persist_handle",
     )));
-    wait_for(Await::Parked(after_start.clone()));
+    home.wait_for(Await::Parked(after_start.clone()));
     let restarted = rt.spawn(control.restart(RestartScope::Running));
-    wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_ASKED)));
-    taskgate_faults::release(Some("web"), points::TR_AFTER_DRIVER_START);
+    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_ASKED)));
+    home.faults
+        .release(Some("web"), points::TR_AFTER_DRIVER_START);
     let done = rt.block_on(async { tokio::time::timeout(idle(), restarted).await });
     assert_eq!(done.expect("restart hung").unwrap(), Ok(()));
     assert_eq!(clock.now(), Duration::ZERO);
@@ -212,7 +214,7 @@ fn a_revived_task_keeps_its_restart_window() {
     let web = web_with(policy(1, 10 * MINUTE, Duration::from_secs(10)));
     let engine = home.engine_on(clock.clone());
     let alloc = submit(&rt, &engine, &job(vec![task("other", None, false), web]));
-    wait_for(Await::Passed(scoped(Some("web"), points::TR_MAIN_EXITED)));
+    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_MAIN_EXITED)));
     clock.advance(60 * MINUTE);
     let control = alloc.control();
     let (mut events, waiter) = alloc.into_parts();
@@ -244,12 +246,12 @@ fn a_restart_delay_an_agent_kill_cut_short_is_waited_out() {
     let engine = home.engine_on(Arc::new(SystemClock::default()));
     let alloc = submit(&first, &engine, &job);
     let delay = scoped(Some("web"), points::TR_RESTART_DELAY);
-    wait_for(Await::Passed(delay.clone()));
+    home.wait_for(Await::Passed(delay.clone()));
     drop(alloc);
     drop(engine);
     first.shutdown_timeout(idle());
     // The restored engine's hits alone from here.
-    taskgate_faults::reset();
+    home.faults.reset();
     let persisted = StateDb::open(&home.data_dir().state_db())
         .unwrap()
         .allocs()
@@ -264,7 +266,7 @@ fn a_restart_delay_an_agent_kill_cut_short_is_waited_out() {
     let due = web.restart_due.expect("the delay's end was persisted");
     assert!(due > SystemClock::default().now() + 50 * MINUTE, "{due:?}");
     // The restored runner waits again, at the same point.
-    wait_for(Await::Passed(delay));
+    home.wait_for(Await::Passed(delay));
     alloc.stop();
     let summary = wait(&second, alloc);
     assert_eq!(home.driver.starts("web"), 1);

@@ -295,18 +295,19 @@ fn committing_an_attempt_forgets_the_previous_attempts_handle() {
     let rt = runtime();
     let home = Home::new();
     home.driver.script("web", [Exit::Code(1)]);
-    taskgate_faults::configure_fault(&"web:tr.start_committed@2=park".parse().unwrap());
+    home.faults
+        .configure_fault(&"web:tr.start_committed@2=park".parse().unwrap());
     let mut web = task("web", None, false);
     web.restart.attempts = 1;
     web.restart.delay = Duration::ZERO;
     let engine = home.engine();
     let alloc = submit(&rt, &engine, &job(vec![web]));
     let committed = taskgate_faults::scoped(Some("web"), points::TR_START_COMMITTED);
-    wait_for(Await::Parked(committed.clone()));
+    home.wait_for(Await::Parked(committed.clone()));
     let record = engine.state().tasks(&alloc.alloc_id).unwrap().remove(0);
     assert_eq!(record.committed, Some(2));
     assert_eq!(record.handle, None, "attempt 1's executor still named");
-    taskgate_faults::release(Some("web"), points::TR_START_COMMITTED);
+    home.faults.release(Some("web"), points::TR_START_COMMITTED);
     alloc.stop();
     let summary = wait(&rt, alloc);
     assert_eq!(summary.status.client, ClientStatus::Complete);
@@ -323,17 +324,18 @@ fn an_attempts_end_is_persisted_before_the_exited_hooks() {
     let home = Home::new();
     home.driver.script("web", [Exit::Code(3)]);
     let before_hooks = "web:hook.exited.before.executor_shutdown";
-    taskgate_faults::configure_fault(&format!("{before_hooks}=park").parse().unwrap());
+    home.faults
+        .configure_fault(&format!("{before_hooks}=park").parse().unwrap());
     let engine = home.engine();
     let alloc = submit(&rt, &engine, &job(vec![task("web", None, false)]));
-    wait_for(Await::Parked(before_hooks.into()));
+    home.wait_for(Await::Parked(before_hooks.into()));
     let record = engine.state().tasks(&alloc.alloc_id).unwrap().remove(0);
     let ended = record.ended.expect("the end was not persisted");
     assert_eq!(
         (ended.attempt, ended.result.exit_code, ended.by),
         (1, Some(3), EndedBy::Exit)
     );
-    taskgate_faults::release_all();
+    home.faults.release_all();
     let summary = wait(&rt, alloc);
     assert_eq!(summary.status.client, ClientStatus::Failed);
 }

@@ -21,7 +21,7 @@ fn an_update_that_does_not_stop_the_alloc_kills_nothing() {
     let home = Home::new();
     let engine = home.engine();
     let alloc = submit(&rt, &engine, &report_job());
-    wait_for(Await::Passed(taskgate_faults::scoped(
+    home.wait_for(Await::Passed(taskgate_faults::scoped(
         Some("sidecar"),
         points::TR_AFTER_DRIVER_START,
     )));
@@ -29,7 +29,7 @@ fn an_update_that_does_not_stop_the_alloc_kills_nothing() {
         desired_status: DesiredStatus::Run,
         job: None,
     });
-    wait_for(Await::Passed(points::AR_UPDATE_APPLIED.into()));
+    home.wait_for(Await::Passed(points::AR_UPDATE_APPLIED.into()));
     let stops = home.driver.stops();
     assert!(stops.is_empty(), "{stops:?}");
     alloc.stop();
@@ -79,21 +79,23 @@ fn an_in_place_update_holds_from_the_next_attempt() {
     let home = Home::new();
     home.driver
         .script("web", [Exit::Code(1), Exit::Code(1), Exit::Code(0)]);
-    taskgate_faults::configure_fault(&"web:tr.after_driver_start@1=park".parse().unwrap());
+    home.faults
+        .configure_fault(&"web:tr.after_driver_start@1=park".parse().unwrap());
     let engine = home.engine();
     let v1 = failing_twice();
     let alloc = submit(&rt, &engine, &v1);
-    wait_for(Await::Parked(taskgate_faults::scoped(
+    home.wait_for(Await::Parked(taskgate_faults::scoped(
         Some("web"),
         points::TR_AFTER_DRIVER_START,
     )));
     let mut v2 = version(&v1, 2);
     v2.groups[0].tasks[0].restart.attempts = 2;
     alloc.update(AllocUpdate::in_place(v2.clone()));
-    wait_for(Await::Passed(points::AR_UPDATE_APPLIED.into()));
+    home.wait_for(Await::Passed(points::AR_UPDATE_APPLIED.into()));
     let persisted = engine.state().alloc(&alloc.alloc_id).unwrap().unwrap();
     assert_eq!(persisted.job, v2);
-    taskgate_faults::release(Some("web"), points::TR_AFTER_DRIVER_START);
+    home.faults
+        .release(Some("web"), points::TR_AFTER_DRIVER_START);
     // The record keeps the last 10 events; the stream carries every one.
     let (mut events, waiter) = alloc.into_parts();
     let summary = rt
@@ -136,22 +138,24 @@ fn an_update_that_cannot_apply_in_place_is_refused_whole(#[case] spoil: fn(&mut 
     let home = Home::new();
     home.driver.script("web", [Exit::Code(1), Exit::Code(0)]);
     home.driver.script("other", [Exit::Code(0)]);
-    taskgate_faults::configure_fault(&"web:tr.after_driver_start@1=park".parse().unwrap());
+    home.faults
+        .configure_fault(&"web:tr.after_driver_start@1=park".parse().unwrap());
     let engine = home.engine();
     let mut v1 = failing_twice();
     v1.groups[0].tasks.push(task("other", None, false));
     let alloc = submit(&rt, &engine, &v1);
-    wait_for(Await::Parked(taskgate_faults::scoped(
+    home.wait_for(Await::Parked(taskgate_faults::scoped(
         Some("web"),
         points::TR_AFTER_DRIVER_START,
     )));
     let mut v2 = version(&v1, 2);
     spoil(&mut v2);
     alloc.update(AllocUpdate::in_place(v2));
-    wait_for(Await::Passed(points::AR_UPDATE_APPLIED.into()));
+    home.wait_for(Await::Passed(points::AR_UPDATE_APPLIED.into()));
     let persisted = engine.state().alloc(&alloc.alloc_id).unwrap().unwrap();
     assert_eq!(persisted.job, v1);
-    taskgate_faults::release(Some("web"), points::TR_AFTER_DRIVER_START);
+    home.faults
+        .release(Some("web"), points::TR_AFTER_DRIVER_START);
     let summary = wait(&rt, alloc);
     assert_eq!(
         versions_started(&home.driver, "web"),
@@ -172,18 +176,21 @@ fn a_failed_update_hook_leaves_the_update_for_the_next_boundary() {
     let rt = runtime();
     let home = Home::new();
     home.driver.script("web", [Exit::Code(1), Exit::Code(0)]);
-    taskgate_faults::configure_fault(&"web:tr.after_driver_start@1=park".parse().unwrap());
-    taskgate_faults::configure_fault(&"web:hook.update.before.task_env@1=error".parse().unwrap());
+    home.faults
+        .configure_fault(&"web:tr.after_driver_start@1=park".parse().unwrap());
+    home.faults
+        .configure_fault(&"web:hook.update.before.task_env@1=error".parse().unwrap());
     let engine = home.engine();
     let v1 = failing_twice();
     let alloc = submit(&rt, &engine, &v1);
-    wait_for(Await::Parked(taskgate_faults::scoped(
+    home.wait_for(Await::Parked(taskgate_faults::scoped(
         Some("web"),
         points::TR_AFTER_DRIVER_START,
     )));
     alloc.update(AllocUpdate::in_place(version(&v1, 2)));
-    wait_for(Await::Passed(points::AR_UPDATE_APPLIED.into()));
-    taskgate_faults::release(Some("web"), points::TR_AFTER_DRIVER_START);
+    home.wait_for(Await::Passed(points::AR_UPDATE_APPLIED.into()));
+    home.faults
+        .release(Some("web"), points::TR_AFTER_DRIVER_START);
     let summary = wait(&rt, alloc);
     assert_eq!(
         versions_started(&home.driver, "web"),
@@ -212,8 +219,10 @@ fn an_update_after_a_stop_does_not_undo_it() {
     let rt = runtime();
     let home = Home::new();
     home.driver.script("cleanup", [Exit::Code(0)]);
-    taskgate_faults::configure_fault(&"cleanup:tr.start_condition_met=park".parse().unwrap());
-    taskgate_faults::configure_fault(&"ar.update_applied@2=park".parse().unwrap());
+    home.faults
+        .configure_fault(&"cleanup:tr.start_condition_met=park".parse().unwrap());
+    home.faults
+        .configure_fault(&"ar.update_applied@2=park".parse().unwrap());
     let engine = home.engine();
     let tasks = vec![
         task("web", None, false),
@@ -221,20 +230,21 @@ fn an_update_after_a_stop_does_not_undo_it() {
     ];
     let v1 = version(&job(tasks), 1);
     let alloc = submit(&rt, &engine, &v1);
-    wait_for(Await::Passed(taskgate_faults::scoped(
+    home.wait_for(Await::Passed(taskgate_faults::scoped(
         Some("web"),
         points::TR_AFTER_DRIVER_START,
     )));
     alloc.stop();
     alloc.update(AllocUpdate::in_place(version(&v1, 2)));
-    wait_for(Await::Parked(points::AR_UPDATE_APPLIED.into()));
+    home.wait_for(Await::Parked(points::AR_UPDATE_APPLIED.into()));
     let persisted = engine.state().alloc(&alloc.alloc_id).unwrap().unwrap();
     assert_eq!(
         (persisted.desired, persisted.job.version),
         (DesiredStatus::Stop, 2)
     );
-    taskgate_faults::release(None, points::AR_UPDATE_APPLIED);
-    taskgate_faults::release(Some("cleanup"), points::TR_START_CONDITION_MET);
+    home.faults.release(None, points::AR_UPDATE_APPLIED);
+    home.faults
+        .release(Some("cleanup"), points::TR_START_CONDITION_MET);
     let summary = wait(&rt, alloc);
     assert_eq!(summary.status.desired, DesiredStatus::Stop);
     assert_eq!(

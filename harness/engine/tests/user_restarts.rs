@@ -79,7 +79,7 @@ fn restarting_the_running_tasks_follows_the_lifecycle_and_keeps_the_completed_pr
     let mut sidecars = stops[2..].to_vec();
     sidecars.sort();
     assert_eq!(sidecars, ["logship", "proxy"]);
-    let history = taskgate_faults::history();
+    let history = home.faults.history();
     let at = |task: &str, point: &str| {
         (history.iter().position(|h| h.is(Some(task), point)))
             .unwrap_or_else(|| panic!("{task}:{point} never reached"))
@@ -207,7 +207,7 @@ fn a_restart_with_nothing_running_is_refused() {
     web.restart.delay = std::time::Duration::from_secs(3600);
     let engine = home.engine();
     let alloc = submit(&rt, &engine, &job(vec![web]));
-    wait_for(Await::Passed(taskgate_faults::scoped(
+    home.wait_for(Await::Passed(taskgate_faults::scoped(
         Some("web"),
         points::TR_RESTART_DELAY,
     )));
@@ -237,22 +237,23 @@ fn a_restart_racing_a_stop_ends_stopped() {
     let home = Home::new();
     home.driver.script("init", [Exit::Code(0), Exit::Code(0)]);
     home.driver.script("cleanup", [Exit::Code(0)]);
-    taskgate_faults::configure_fault(&"ar.restart_targets_down=park".parse().unwrap());
+    home.faults
+        .configure_fault(&"ar.restart_targets_down=park".parse().unwrap());
     let engine = home.engine();
     let alloc = submit(&rt, &engine, &lifecycle_job());
     let control = alloc.control();
     let (mut events, waiter) = alloc.into_parts();
     started_events(&rt, &mut events, 5);
     let restarted = rt.spawn(control.restart(RestartScope::All));
-    wait_for(Await::Parked(points::AR_RESTART_TARGETS_DOWN.into()));
+    home.wait_for(Await::Parked(points::AR_RESTART_TARGETS_DOWN.into()));
     control.stop();
-    taskgate_faults::release(None, points::AR_RESTART_TARGETS_DOWN);
+    home.faults.release(None, points::AR_RESTART_TARGETS_DOWN);
     let summary = rt.block_on(async { tokio::time::timeout(idle(), waiter.wait()).await });
     let summary = summary.expect("alloc hung");
     assert_eq!(rt.block_on(restarted).unwrap(), Ok(()));
     assert_eq!(summary.status.desired, DesiredStatus::Stop);
     assert!(summary.tasks.iter().all(|t| t.state.is_dead()));
-    let history = taskgate_faults::history();
+    let history = home.faults.history();
     let terminal = (history
         .iter()
         .position(|h| h.is(None, points::AR_ALLOC_TERMINAL)))

@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use taskgate_faults::seeded::SeededBug;
+use taskgate_faults::Faults;
 
 /// An agent process's input for [`ExecutorFaults::from_env`]: the fault
 /// points of the executors it launches (its own are `TASKGATE_FAULTS`).
@@ -60,6 +61,9 @@ pub struct ExecutorConfig {
     pub cgroup_parent: CgroupParent,
     /// The executors' fault points and log (none outside the harness).
     pub faults: ExecutorFaults,
+    /// The launching process's own run's fault points: `ex.spawned` is
+    /// reached here, between the executor's daemonizing and its report.
+    pub launcher_faults: Faults,
 }
 
 /// Handle on one running executor. Every call opens its own connection, so
@@ -260,7 +264,11 @@ fn spawn_executor(
     let status = child
         .wait()
         .map_err(ExecutorError::io("wait for the executor to daemonize"))?;
-    taskgate_faults::fault_point!(taskgate_faults::points::EX_SPAWNED, spec.task_name.as_str());
+    taskgate_faults::fault_point!(
+        cfg.launcher_faults,
+        taskgate_faults::points::EX_SPAWNED,
+        spec.task_name.as_str()
+    );
     let mut ready = BufReader::new(File::from(ready_r));
     let vanished = || ExecutorError::Vanished {
         log: spec.task_dir.join(crate::validate::EXECUTOR_LOG),

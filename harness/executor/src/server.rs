@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use taskgate_faults::points;
+use taskgate_faults::{points, Faults};
 
 /// Entry point of `taskgate-executor`: the spec is on fd 3, readiness goes to fd 4.
 /// Returns only on a startup failure (after reporting it) or a broken socket.
@@ -129,6 +129,8 @@ struct State {
 struct Supervisor {
     /// The task's name: the scope of this executor's fault points.
     task_name: String,
+    /// This executor's fault points: the process is one task's run.
+    faults: Faults,
     info: ReattachInfo,
     pidfd: OwnedFd,
     leftovers: Mutex<Leftovers>,
@@ -144,8 +146,7 @@ impl Supervisor {
     ) -> Result<(Arc<Supervisor>, UnixListener), ExecutorError> {
         let spec: TaskSpec = serde_json::from_reader(BufReader::new(spec_file))
             .map_err(|e| ExecutorError::Protocol(format!("bad spec on fd {SPEC_FD}: {e}")))?;
-        #[cfg(feature = "failpoints")]
-        configure_faults()?;
+        let faults = configured_faults()?;
         let creds = validate(&spec)?;
         check_task_dir(&spec)?;
         log_to_task_dir(&spec.task_dir)?;
@@ -156,7 +157,7 @@ impl Supervisor {
             socket: false,
             root: false,
         };
-        match Self::setup(&spec, cgroup_parent, creds, &mut made) {
+        match Self::setup(&spec, cgroup_parent, creds, &faults, &mut made) {
             Ok((task_pid, pidfd, listener, pumps)) => {
                 tracing::info!("task {} started as pid {task_pid}", spec.task_name);
                 let info = ReattachInfo {
@@ -166,6 +167,7 @@ impl Supervisor {
                 };
                 let sup = Arc::new(Supervisor {
                     task_name: spec.task_name.clone(),
+                    faults,
                     info,
                     pidfd,
                     leftovers: Mutex::new(made),
@@ -194,12 +196,16 @@ impl Supervisor {
         spec: &TaskSpec,
         cgroup_parent: &CgroupParent,
         creds: Credentials,
+        faults: &Faults,
         made: &mut Leftovers,
     ) -> Result<(Pid, OwnedFd, UnixListener, [JoinHandle<()>; 2]), ExecutorError> {
         let cgroup = made.cgroup.insert(TaskCgroup::create(spec, cgroup_parent)?);
-        taskgate_faults::fault_point!(points::EX_AFTER_CGROUP, spec.task_name.as_str(), |msg| Err(
-            ExecutorError::Injected(msg)
-        ));
+        taskgate_faults::fault_point!(
+            faults,
+            points::EX_AFTER_CGROUP,
+            spec.task_name.as_str(),
+            |msg| Err(ExecutorError::Injected(msg))
+        );
 
         let logs_dir = std::sync::Arc::new(
             ConfinedDir::open(&spec.shared_alloc_dir)?.create_dir(LOGS_DIR, 0o755)?,
@@ -218,9 +224,12 @@ impl Supervisor {
 
         // Under the task's lock, a socket file here is a dead executor's.
         let socket = &made.paths.socket;
-        taskgate_faults::fault_point!(points::EX_BEFORE_BIND, spec.task_name.as_str(), |msg| Err(
-            ExecutorError::Injected(msg)
-        ));
+        taskgate_faults::fault_point!(
+            faults,
+            points::EX_BEFORE_BIND,
+            spec.task_name.as_str(),
+            |msg| Err(ExecutorError::Injected(msg))
+        );
         remove(socket, |p| std::fs::remove_file(p))?;
         let listener = UnixListener::bind(socket)
             .map_err(ExecutorError::io(format!("bind {}", socket.display())))?;
@@ -245,6 +254,7 @@ impl Supervisor {
             creds,
             root_dir: &made.paths.root,
             cgroup,
+            faults,
             stdout: out_w,
             stderr: err_w,
         };
@@ -275,6 +285,7 @@ impl Supervisor {
             // Recorded and marked in one step: a stop answers by the mark.
             let mut st = self.lock();
             taskgate_faults::record_point!(
+                self.faults,
                 points::EX_TASK_EXITED,
                 self.task_name.as_str(),
                 taskgate_faults::Detail::Exit {
@@ -445,6 +456,12 @@ fn log_to_task_dir(task_dir: &Path) -> Result<(), ExecutorError> {
 /// Nothing can release a park across processes, so only park-free actions
 /// make sense here.
 #[cfg(feature = "failpoints")]
-fn configure_faults() -> Result<(), ExecutorError> {
-    taskgate_faults::configure_from_env().map_err(|e| ExecutorError::Failpoints(e.to_string()))
+fn configured_faults() -> Result<Faults, ExecutorError> {
+    Faults::from_env().map_err(|e| ExecutorError::Failpoints(e.to_string()))
+}
+
+/// A build without fault points has none to configure.
+#[cfg(not(feature = "failpoints"))]
+fn configured_faults() -> Result<Faults, ExecutorError> {
+    Ok(Faults::default())
 }

@@ -3,12 +3,17 @@
 //! step fail, panic, or kill the whole agent.
 //!
 //! Compiled in only with the `failpoints` feature: a release build carries
-//! no fault points at all (the macro expands to nothing). Several faults may
-//! sit on one point, each on its own hit (`@N`), applied in the order they
-//! were configured (an await, then a kill). Every point reached goes into a
-//! history (and, when set, a log file shared with child processes), so a
-//! test can assert that each fault it configured really fired and an oracle
-//! can reason over the order of events across the agent and its executors.
+//! no fault points at all (the macros expand to nothing, and [`Faults`] is
+//! an empty type). Several faults may sit on one point, each on its own hit
+//! (`@N`), applied in the order they were configured (an await, then a
+//! kill). Every point reached goes into the run's history (and, when set, a
+//! log file shared with child processes), so a test can assert that each
+//! fault it configured really fired and an oracle can reason over the order
+//! of events across the agent and its executors.
+//!
+//! Each run owns its registry, a [`Faults`] handle passed to everything that
+//! reaches its points: runs in one process never see each other's faults,
+//! parks or hits.
 
 pub mod patience;
 pub mod points;
@@ -19,6 +24,12 @@ pub mod schedule;
 pub mod seeded;
 #[cfg(feature = "failpoints")]
 pub use registry::*;
+
+/// A build without fault points has no registry: the handle a run passes
+/// down is empty, and the macros never read it.
+#[cfg(not(feature = "failpoints"))]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Faults;
 
 /// Names the environment variables a harness uses to configure a child
 /// process (an agent it will SIGKILL, an executor): `TASKGATE_FAULTS` holds
@@ -306,73 +317,91 @@ impl std::str::FromStr for Fault {
     }
 }
 
-/// Marks a fault point. `fault_point!(point)` or `fault_point!(point, scope)`
-/// only records and applies park/delay/panic/kill; the form with a third
-/// argument, a closure from the injected message to the enclosing function's
-/// return value, also honours `Action::Error` by returning early.
+/// Marks a fault point of the run `$faults` (a [`Faults`]).
+/// `fault_point!(faults, point)` or `fault_point!(faults, point, scope)`
+/// only records and applies park/delay/panic/kill; the form with a fourth
+/// argument, a closure from the injected message to the enclosing
+/// function's return value, also honours `Action::Error` by returning early.
 #[cfg(feature = "failpoints")]
 #[macro_export]
 macro_rules! fault_point {
-    ($point:expr) => {{
-        let _ = $crate::reach(None, $point);
+    ($faults:expr, $point:expr) => {{
+        let _ = $crate::Faults::reach(&$faults, None, $point);
     }};
-    ($point:expr, $scope:expr) => {{
-        let _ = $crate::reach(Some($scope), $point);
+    ($faults:expr, $point:expr, $scope:expr) => {{
+        let _ = $crate::Faults::reach(&$faults, Some($scope), $point);
     }};
-    ($point:expr, $scope:expr, $on_error:expr) => {{
-        if let Some(msg) = $crate::reach(Some($scope), $point) {
+    ($faults:expr, $point:expr, $scope:expr, $on_error:expr) => {{
+        if let Some(msg) = $crate::Faults::reach(&$faults, Some($scope), $point) {
             return $on_error(msg);
         }
     }};
 }
 
+/// Without fault points, nothing: the arguments are type-checked in a
+/// branch never taken, so none is evaluated (not even a point name built
+/// with `format!`).
 #[cfg(not(feature = "failpoints"))]
 #[macro_export]
 macro_rules! fault_point {
-    ($point:expr) => {{
-        let _ = &$point;
+    ($faults:expr, $point:expr) => {{
+        if false {
+            let _ = (&$faults, &$point);
+        }
     }};
-    ($point:expr, $scope:expr) => {{
-        let _ = (&$point, &$scope);
+    ($faults:expr, $point:expr, $scope:expr) => {{
+        if false {
+            let _ = (&$faults, &$point, &$scope);
+        }
     }};
-    ($point:expr, $scope:expr, $on_error:expr) => {{
-        let _ = (&$point, &$scope);
+    ($faults:expr, $point:expr, $scope:expr, $on_error:expr) => {{
+        if false {
+            let _ = (&$faults, &$point, &$scope);
+        }
     }};
 }
 
-/// Records a record-only point (no action applies): alloc-wide, for a
-/// task, or with what it knows.
+/// Records a record-only point (no action applies) of the run `$faults`:
+/// alloc-wide, for a task, or with what it knows.
 #[cfg(feature = "failpoints")]
 #[macro_export]
 macro_rules! record_point {
-    ($point:expr) => {{
-        $crate::record_only(None, $point);
+    ($faults:expr, alloc $point:expr, $detail:expr) => {{
+        $crate::Faults::record_detail(&$faults, None, $point, $detail);
     }};
-    ($point:expr, $scope:expr, $detail:expr) => {{
-        $crate::record_detail(Some($scope), $point, $detail);
+    ($faults:expr, $point:expr) => {{
+        $crate::Faults::record_only(&$faults, None, $point);
     }};
-    (alloc $point:expr, $detail:expr) => {{
-        $crate::record_detail(None, $point, $detail);
+    ($faults:expr, $point:expr, $scope:expr, $detail:expr) => {{
+        $crate::Faults::record_detail(&$faults, Some($scope), $point, $detail);
     }};
-    ($point:expr, $scope:expr) => {{
-        $crate::record_only(Some($scope), $point);
+    ($faults:expr, $point:expr, $scope:expr) => {{
+        $crate::Faults::record_only(&$faults, Some($scope), $point);
     }};
 }
 
 #[cfg(not(feature = "failpoints"))]
 #[macro_export]
 macro_rules! record_point {
-    ($point:expr) => {{
-        let _ = &$point;
+    ($faults:expr, alloc $point:expr, $detail:expr) => {{
+        if false {
+            let _ = (&$faults, &$point, &$detail);
+        }
     }};
-    ($point:expr, $scope:expr, $detail:expr) => {{
-        let _ = (&$point, &$scope, &$detail);
+    ($faults:expr, $point:expr) => {{
+        if false {
+            let _ = (&$faults, &$point);
+        }
     }};
-    (alloc $point:expr, $detail:expr) => {{
-        let _ = (&$point, &$detail);
+    ($faults:expr, $point:expr, $scope:expr, $detail:expr) => {{
+        if false {
+            let _ = (&$faults, &$point, &$scope, &$detail);
+        }
     }};
-    ($point:expr, $scope:expr) => {{
-        let _ = (&$point, &$scope);
+    ($faults:expr, $point:expr, $scope:expr) => {{
+        if false {
+            let _ = (&$faults, &$point, &$scope);
+        }
     }};
 }
 
@@ -381,3 +410,58 @@ pub const INJECTED: &str = "fault injected at";
 
 /// Whether this build carries fault points.
 pub const ENABLED: bool = cfg!(feature = "failpoints");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A build without fault points pays nothing for them: the handle is
+    /// empty and the macros evaluate none of their arguments.
+    #[cfg(not(feature = "failpoints"))]
+    #[test]
+    fn without_fault_points_the_macros_evaluate_nothing() {
+        fn every_form(faults: Faults, touched: &std::cell::Cell<u32>) -> Result<(), String> {
+            let touch = |name: &'static str| {
+                touched.set(touched.get() + 1);
+                name
+            };
+            let detail = || Detail::JobVersion {
+                version: u64::from(touch("detail").len() as u32),
+            };
+            fault_point!(faults, touch("p"));
+            fault_point!(faults, touch("p"), touch("web"));
+            fault_point!(faults, touch("p"), touch("web"), |msg: String| Err(msg));
+            record_point!(faults, touch("p"));
+            record_point!(faults, touch("p"), touch("web"));
+            record_point!(faults, touch("p"), touch("web"), detail());
+            record_point!(faults, alloc touch("p"), detail());
+            Ok(())
+        }
+        assert_eq!(std::mem::size_of::<Faults>(), 0);
+        let touched = std::cell::Cell::new(0);
+        assert_eq!(every_form(Faults, &touched), Ok(()));
+        assert_eq!(touched.get(), 0, "an argument was evaluated");
+    }
+
+    /// With fault points, the same forms reach the run's own registry.
+    #[cfg(feature = "failpoints")]
+    #[test]
+    fn with_fault_points_the_macros_reach_the_runs_registry() {
+        fn every_form(faults: &Faults) -> Result<(), String> {
+            fault_point!(faults, "a");
+            fault_point!(faults, "b", "web");
+            record_point!(faults, "c");
+            record_point!(faults, "d", "web");
+            record_point!(faults, "e", "web", Detail::JobVersion { version: 1 });
+            record_point!(faults, alloc "f", Detail::JobVersion { version: 2 });
+            fault_point!(faults, "g", "web", |msg: String| Err(msg));
+            Ok(())
+        }
+        let (faults, other) = (Faults::new(), Faults::new());
+        faults.configure(Some("web"), "g", Action::Error);
+        assert!(every_form(&faults).unwrap_err().starts_with(INJECTED));
+        let names: Vec<_> = faults.history().iter().map(Hit::name).collect();
+        assert_eq!(names, ["a", "web:b", "c", "web:d", "web:e", "f", "web:g"]);
+        assert!(other.history().is_empty(), "another run saw nothing");
+    }
+}

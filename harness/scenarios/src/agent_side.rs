@@ -16,7 +16,7 @@ use taskgate_engine::agent::{Agent, Followed, Following};
 use taskgate_engine::control::ControlError;
 use taskgate_engine::jobspec::Job;
 use taskgate_engine::{AllocStatus, DataDir};
-use taskgate_faults::Intervention;
+use taskgate_faults::{Faults, Intervention};
 
 /// What the harness asks of one agent process.
 #[derive(Debug, Clone, Default)]
@@ -60,21 +60,26 @@ pub enum AgentSideError {
 pub struct AgentSide {
     orders: Orders,
     servers: Arc<Mutex<Vec<Arc<Server>>>>,
+    faults: Faults,
 }
 
 impl AgentSide {
     /// Installs the harness's interventions (kill an executor, stop the
     /// alloc), which act from inside this process at the points its
     /// faults name, on the tasks under `data_dir`.
-    pub fn install(orders: Orders, data_dir: &DataDir) -> AgentSide {
+    pub fn install(faults: &Faults, orders: Orders, data_dir: &DataDir) -> AgentSide {
         let servers: Arc<Mutex<Vec<Arc<Server>>>> = Arc::default();
         let delivering = servers.clone();
-        interventions::install(data_dir.path().to_path_buf(), move |what| {
+        interventions::install(faults, data_dir.path().to_path_buf(), move |what| {
             for server in lock(&delivering).iter() {
                 server.deliver(what);
             }
         });
-        AgentSide { orders, servers }
+        AgentSide {
+            orders,
+            servers,
+            faults: faults.clone(),
+        }
     }
 
     /// Runs the harness's allocations to their end, the submitted one or
@@ -128,7 +133,7 @@ impl AgentSide {
             Err(ControlError::Finished { status, .. }) => return Ok(Some(status)),
             Err(err) => return Err(err.into()),
         };
-        let server = Arc::new(Server::new(control, record.job.clone()));
+        let server = Arc::new(Server::new(control, record.job.clone(), self.faults.clone()));
         lock(&self.servers).push(server.clone());
         if self.orders.stop {
             server.deliver(Intervention::StopAlloc);

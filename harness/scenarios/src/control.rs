@@ -8,7 +8,7 @@
 use taskgate_faults::patience;
 use taskgate_faults::points::{AR_UPDATE_APPLIED, TR_MAIN_EXITED};
 use taskgate_faults::schedule::{Actor, Schedule};
-use taskgate_faults::{scoped, Action, Await};
+use taskgate_faults::{scoped, Action, Await, Faults};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -30,11 +30,11 @@ impl Track {
     }
 
     /// Waits until the actor is parked at its next point (true) or gone (false).
-    fn settle(&mut self) -> Result<bool, ControlError> {
+    fn settle(&mut self, faults: &Faults) -> Result<bool, ControlError> {
         let Some(point) = self.pending() else {
             return Ok(false);
         };
-        let which = taskgate_faults::wait_any(
+        let which = faults.wait_any(
             &[
                 Await::Parked(point.to_string()),
                 Await::Passed(self.gone.clone()),
@@ -47,26 +47,32 @@ impl Track {
         Ok(which == 0)
     }
 
-    fn release(&mut self) {
+    fn release(&mut self, faults: &Faults) {
         if let Some(point) = self.pending() {
-            taskgate_faults::release(None, point);
+            faults.release(None, point);
             self.next += 1;
         }
     }
 }
 
-/// Configures the schedule's parks. Call before the alloc is submitted.
-pub fn arm(schedule: &Schedule, task: &str) {
+/// Configures the schedule's parks in the run's `faults`. Call before the
+/// alloc is submitted.
+pub fn arm(faults: &Faults, schedule: &Schedule, task: &str) {
     for point in schedule.task_park_points() {
-        taskgate_faults::configure(Some(task), point, Action::Park);
+        faults.configure(Some(task), point, Action::Park);
     }
     for point in schedule.update_park_points() {
-        taskgate_faults::configure(None, point, Action::Park);
+        faults.configure(None, point, Action::Park);
     }
 }
 
 /// Runs the schedule to its end; `stop` delivers the stop update.
-pub fn drive(schedule: &Schedule, task: &str, stop: impl FnOnce()) -> Result<(), ControlError> {
+pub fn drive(
+    faults: &Faults,
+    schedule: &Schedule,
+    task: &str,
+    stop: impl FnOnce(),
+) -> Result<(), ControlError> {
     let mut runner = Track {
         parks: schedule
             .task_park_points()
@@ -83,13 +89,13 @@ pub fn drive(schedule: &Schedule, task: &str, stop: impl FnOnce()) -> Result<(),
     let mut stop = Some(stop);
     let mut step = 0u32;
     loop {
-        let runner_parked = runner.settle()?;
+        let runner_parked = runner.settle(faults)?;
         // The stop goes out once the runner sits at the chosen boundary, or
         // at once if the runner finished before reaching it.
         if stop.is_some() && (!runner_parked || runner.next >= schedule.stop_at) {
             (stop.take().expect("checked"))();
         }
-        let updater_parked = stop.is_none() && updater.settle()?;
+        let updater_parked = stop.is_none() && updater.settle(faults)?;
         let pick = match (runner_parked, updater_parked) {
             (false, false) => return Ok(()),
             (true, false) => Actor::TaskRunner,
@@ -97,8 +103,8 @@ pub fn drive(schedule: &Schedule, task: &str, stop: impl FnOnce()) -> Result<(),
             (true, true) => schedule.priority_at(step),
         };
         match pick {
-            Actor::TaskRunner => runner.release(),
-            Actor::Updater => updater.release(),
+            Actor::TaskRunner => runner.release(faults),
+            Actor::Updater => updater.release(faults),
         }
         step += 1;
     }

@@ -15,13 +15,15 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use taskgate_engine::{AllocSummary, Engine};
-use taskgate_faults::{patience, Await, Fault, Intervention};
+use taskgate_faults::{patience, Await, Fault, Faults, Intervention};
 
-/// Runs an in-process case on `engine`: configures its faults, submits the
-/// job, drives the schedule or the faults, and waits for the alloc to end.
-/// The real and the fake driver's runs share it.
+/// Runs an in-process case on `engine`, whose fault points are `faults`:
+/// configures them, submits the job, drives the schedule or the faults,
+/// and waits for the alloc to end. The real and the fake driver's runs
+/// share it.
 pub(crate) fn drive(
     engine: &Engine,
+    faults: &Faults,
     scenario: &Scenario,
     case: &InProcess<'_>,
     data_dir: &Path,
@@ -33,19 +35,23 @@ pub(crate) fn drive(
         InProcess::Race {
             controlled,
             schedule,
-        } => control::arm(schedule, controlled),
-        InProcess::Faults { case, .. } => configure(&case.faults),
+        } => control::arm(faults, schedule, controlled),
+        InProcess::Faults { case, .. } => configure(faults, &case.faults),
     }
     let server_slot: Arc<OnceLock<Arc<Server>>> = Default::default();
     let slot = server_slot.clone();
-    interventions::install(data_dir.to_path_buf(), move |what| {
+    interventions::install(faults, data_dir.to_path_buf(), move |what| {
         if let Some(server) = slot.get() {
             server.deliver(what)
         }
     });
     let _guard = runtime.enter();
     let alloc = engine.submit(&scenario.job, None)?;
-    let server = Arc::new(Server::new(alloc.control(), scenario.job.clone()));
+    let server = Arc::new(Server::new(
+        alloc.control(),
+        scenario.job.clone(),
+        faults.clone(),
+    ));
     let _ = server_slot.set(server.clone());
     let stop = move || server.deliver(Intervention::StopAlloc);
     match case {
@@ -53,21 +59,21 @@ pub(crate) fn drive(
             controlled,
             schedule,
         } => {
-            if let Err(err) = control::drive(schedule, controlled, stop) {
+            if let Err(err) = control::drive(faults, schedule, controlled, stop) {
                 problems.push(err.to_string());
                 // Hung: let every parked actor go, so the run can end
                 // and its report show what it got stuck on.
-                taskgate_faults::release_all();
+                faults.release_all();
             }
         }
         InProcess::Faults { case, then, .. } => {
-            if let Err(err) = drive_faults(scenario, case, *then, stop) {
+            if let Err(err) = drive_faults(faults, scenario, case, *then, stop) {
                 problems.push(format!("engine hung: {err}"));
-                taskgate_faults::release_all();
+                faults.release_all();
             }
         }
     }
-    let summary = finish(runtime, alloc, &mut problems);
+    let summary = finish(runtime, faults, alloc, &mut problems);
     Ok((summary, problems))
 }
 
@@ -76,6 +82,7 @@ pub(crate) fn drive(
 /// and it gets one more idle window to wind down.
 fn finish(
     runtime: &tokio::runtime::Runtime,
+    faults: &Faults,
     alloc: taskgate_engine::AllocHandle,
     problems: &mut Vec<String>,
 ) -> Option<AllocSummary> {
@@ -83,11 +90,11 @@ fn finish(
     let waited = runtime.block_on(async {
         let wait = alloc.wait();
         tokio::pin!(wait);
-        if let Some(summary) = until_idle(&mut wait, idle).await {
+        if let Some(summary) = until_idle(faults, &mut wait, idle).await {
             return Ok(summary);
         }
-        taskgate_faults::release_all();
-        Err(until_idle(&mut wait, idle).await)
+        faults.release_all();
+        Err(until_idle(faults, &mut wait, idle).await)
     });
     match waited {
         Ok(summary) => Some(summary),
@@ -105,18 +112,19 @@ fn finish(
     }
 }
 
-/// Configures a case's faults the engine reaches, in this process (the
-/// executors' are in the engine's config).
-fn configure(faults: &[Fault]) {
-    let (_, engine) = by_process(faults);
+/// Configures a case's faults the engine reaches in the run's `faults`
+/// (the executors' are in the engine's config).
+fn configure(faults: &Faults, case: &[Fault]) {
+    let (_, engine) = by_process(case);
     for fault in engine {
-        taskgate_faults::configure_fault(fault);
+        faults.configure_fault(fault);
     }
 }
 
 /// Drives an in-process fault case: lets a depth-2 pair's parked actor go
 /// once its event happened, then delivers the stop as `then` says.
 fn drive_faults(
+    faults: &Faults,
     scenario: &Scenario,
     case: &FaultCase,
     then: Then,
@@ -124,8 +132,8 @@ fn drive_faults(
 ) -> Result<(), taskgate_faults::WaitTimeout> {
     let idle = patience::step();
     if let Some((_, event)) = &case.pair {
-        taskgate_faults::wait_any(&[Await::Passed(event.to_string())], idle)?;
-        taskgate_faults::release_all();
+        faults.wait_any(&[Await::Passed(event.to_string())], idle)?;
+        faults.release_all();
     }
     let waits: Vec<Vec<Await>> = match then {
         Then::RunToEnd => return Ok(()),
@@ -140,23 +148,25 @@ fn drive_faults(
         Then::StopWhenRunning => UntilRunning::new(scenario.tasks(), &BTreeSet::new()).awaits(),
     };
     for condition in &waits {
-        taskgate_faults::wait_any(condition, idle)?;
+        faults.wait_any(condition, idle)?;
     }
     stop();
     Ok(())
 }
 
-/// Polls `wait` until it is ready, or until no fault point was reached for
-/// a whole `idle` window (`None`): the harness's hang detector for futures.
+/// Polls `wait` until it is ready, or until no point of the run's `faults`
+/// was reached for a whole `idle` window (`None`): the harness's hang
+/// detector for futures.
 pub async fn until_idle<F: std::future::Future + Unpin>(
+    faults: &Faults,
     wait: &mut F,
     idle: Duration,
 ) -> Option<F::Output> {
     loop {
-        let before = taskgate_faults::progress();
+        let before = faults.progress();
         match tokio::time::timeout(idle, &mut *wait).await {
             Ok(out) => return Some(out),
-            Err(_) if taskgate_faults::progress() == before => return None,
+            Err(_) if faults.progress() == before => return None,
             Err(_) => {}
         }
     }

@@ -18,7 +18,7 @@ use std::time::Instant;
 use taskgate_engine::fake_driver::{Call, Exit};
 use taskgate_engine::{DataDir, Engine, EngineConfig};
 use taskgate_faults::points::EX_SPAWNED;
-use taskgate_faults::{Action, Hit};
+use taskgate_faults::{Action, Faults, Hit};
 use taskgate_oracle::{Answer, ExecIdentity, ExecRecord};
 
 /// More user restarts than any case asks of one run.
@@ -68,9 +68,11 @@ impl FakeRunner<'_> {
             ));
         }
         let home = tempfile::tempdir().map_err(io("creating", &std::env::temp_dir()))?;
+        let faults = Faults::new();
         let config = EngineConfig {
             pids_max: 64,
             restart_seed: RESTART_SEED,
+            faults: faults.clone(),
             ..EngineConfig::for_fake(DataDir::new(home.path()))
         };
         let driver = config.fake_driver();
@@ -84,14 +86,13 @@ impl FakeRunner<'_> {
             }
         }
         let engine = Engine::open_on_fake(config, &driver)?;
-        taskgate_faults::reset();
         // The hits go to a log too, for the faults that await one.
         let log = home.path().join(FAULT_LOG);
-        taskgate_faults::log_to(Some(&log)).map_err(io("opening", &log))?;
-        let driven = drive(&engine, scenario, plan, home.path(), self.runtime);
-        let hits = taskgate_faults::history();
-        taskgate_faults::reset();
-        let _ = taskgate_faults::log_to(None);
+        faults.log_to(Some(&log)).map_err(io("opening", &log))?;
+        let driven = drive(&engine, &faults, scenario, plan, home.path(), self.runtime);
+        let hits = faults.history();
+        faults.reset();
+        let _ = faults.log_to(None);
         let (summary, mut problems) = driven?;
         problems.extend(unfired(plan.faults(), &hits));
         let execs = launches_as_execs(&hits, &driver.calls());

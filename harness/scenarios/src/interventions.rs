@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use taskgate_engine::DataDir;
-use taskgate_faults::{patience, Intervention};
+use taskgate_faults::{patience, Faults, Intervention};
 use taskgate_oracle::ExecIdentity;
 
 /// The live processes of one task of the allocations under a data dir.
@@ -61,11 +61,15 @@ pub fn task_processes(data_dir: &Path, task: &str) -> TaskProcesses {
     found
 }
 
-/// Installs the handler for `Action::Intervene` in this process, acting on
-/// the tasks under `data_dir`; `deliver` delivers the alloc updates and
-/// restarts (see [`crate::server::Server`]).
-pub fn install(data_dir: PathBuf, deliver: impl Fn(Intervention) + Send + Sync + 'static) {
-    taskgate_faults::set_intervention_handler(move |scope, what| {
+/// Installs the handler for `Action::Intervene` in the run's `faults`,
+/// acting on the tasks under `data_dir`; `deliver` delivers the alloc
+/// updates and restarts (see [`crate::server::Server`]).
+pub fn install(
+    faults: &Faults,
+    data_dir: PathBuf,
+    deliver: impl Fn(Intervention) + Send + Sync + 'static,
+) {
+    faults.set_intervention_handler(move |scope, what| {
         if what.is_sent_to_alloc() {
             return deliver(what);
         }

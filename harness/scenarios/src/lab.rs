@@ -44,8 +44,8 @@ pub(crate) fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error)
 /// Where the judge reads the fault history of the engine it is judging.
 #[derive(Debug, Clone)]
 pub enum FaultSource {
-    /// The engine runs in this process.
-    InProcess,
+    /// The engine runs in this process, reaching this run's points.
+    InProcess(taskgate_faults::Faults),
     /// The engine runs in child agents that append hits to this file.
     Log(PathBuf),
 }
@@ -53,7 +53,7 @@ pub enum FaultSource {
 impl FaultSource {
     pub fn history(&self) -> Vec<Hit> {
         match self {
-            FaultSource::InProcess => taskgate_faults::history(),
+            FaultSource::InProcess(faults) => faults.history(),
             FaultSource::Log(path) => taskgate_faults::read_log(path).unwrap_or_default(),
         }
     }

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use taskgate_engine::{DataDir, Engine, EngineConfig};
 use taskgate_executor::ExecutorFaults;
+use taskgate_faults::Faults;
 
 pub struct LabRunner<'a> {
     pub lab: &'a Lab,
@@ -127,7 +128,12 @@ impl<'a> LabRunner<'a> {
         Ok(outcome)
     }
 
-    fn engine_config(&self, data_dir: &Path, executor_faults: ExecutorFaults) -> EngineConfig {
+    fn engine_config(
+        &self,
+        data_dir: &Path,
+        executor_faults: ExecutorFaults,
+        faults: Faults,
+    ) -> EngineConfig {
         EngineConfig {
             data_dir: DataDir::new(data_dir),
             executor_bin: self.lab.executor_bin().to_path_buf(),
@@ -138,6 +144,7 @@ impl<'a> LabRunner<'a> {
             restart_seed: RESTART_SEED,
             cgroup_parent: self.lab.cgroup_parent().clone(),
             executor_faults,
+            faults,
         }
     }
 
@@ -148,17 +155,19 @@ impl<'a> LabRunner<'a> {
         data_dir: &Path,
         log: &Path,
     ) -> Result<Outcome, LabError> {
-        taskgate_faults::reset();
-        taskgate_faults::log_to(Some(log)).map_err(io("opening", log))?;
-        let result = self.in_process_logged(run, case, data_dir, log);
+        // The run's own fault points: no other run sees them.
+        let faults = Faults::new();
+        faults.log_to(Some(log)).map_err(io("opening", log))?;
+        let result = self.in_process_logged(&faults, run, case, data_dir, log);
         // Whatever happened, nothing may stay parked, configured or logged.
-        taskgate_faults::reset();
-        let _ = taskgate_faults::log_to(None);
+        faults.reset();
+        let _ = faults.log_to(None);
         result
     }
 
     fn in_process_logged(
         &self,
+        faults: &Faults,
         run: &Run<'_>,
         case: &InProcess<'_>,
         data_dir: &Path,
@@ -171,14 +180,16 @@ impl<'a> LabRunner<'a> {
             spec: (!executor.is_empty()).then(|| taskgate_faults::env_spec(executor)),
             log: Some(log.to_path_buf()),
         };
-        let engine = Engine::open(self.engine_config(data_dir, executor_faults))?;
-        let (summary, mut problems) = drive(&engine, run.scenario, case, data_dir, self.runtime)?;
+        let config = self.engine_config(data_dir, executor_faults, faults.clone());
+        let engine = Engine::open(config)?;
+        let (summary, mut problems) =
+            drive(&engine, faults, run.scenario, case, data_dir, self.runtime)?;
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
         problems.extend(unfired(case.faults(), &hits));
         if let InProcess::Race { schedule, .. } = case {
             // Later parks of a schedule legitimately go unreached when the
             // runner correctly bails out; the first park must always fire.
-            for unfired in taskgate_faults::unfired() {
+            for unfired in faults.unfired() {
                 if schedule
                     .task_park_points()
                     .next()

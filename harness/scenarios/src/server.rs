@@ -7,20 +7,24 @@ use std::sync::Mutex;
 use taskgate_engine::jobspec::Job;
 use taskgate_engine::{AllocControl, AllocUpdate, RestartScope};
 use taskgate_faults::points::{HARNESS_STOP_DELIVERED, HARNESS_UPDATE_DELIVERED};
-use taskgate_faults::{Detail, Intervention};
+use taskgate_faults::{Detail, Faults, Intervention};
 use taskgate_oracle::history::{JOB_VERSION_ENV, JOB_VERSION_META};
 
 pub struct Server {
     alloc: AllocControl,
+    /// The run's fault points, where deliveries are recorded.
+    faults: Faults,
     /// The last version this server sent (or the alloc's, before any).
     job: Mutex<Job>,
 }
 
 impl Server {
-    /// The server of an alloc running `job`, reached through `alloc`.
-    pub fn new(alloc: AllocControl, job: Job) -> Server {
+    /// The server of an alloc running `job`, reached through `alloc`,
+    /// recording its deliveries in the run's `faults`.
+    pub fn new(alloc: AllocControl, job: Job, faults: Faults) -> Server {
         Server {
             alloc,
+            faults,
             job: Mutex::new(job),
         }
     }
@@ -35,7 +39,7 @@ impl Server {
     /// may deliver again.
     pub fn deliver(&self, what: Intervention) {
         if what == Intervention::StopAlloc {
-            taskgate_faults::reach(None, HARNESS_STOP_DELIVERED);
+            self.faults.reach(None, HARNESS_STOP_DELIVERED);
         }
         let restart = match what {
             Intervention::RestartAlloc => Some(RestartScope::Running),
@@ -52,7 +56,7 @@ impl Server {
             Intervention::UpdateAlloc => {
                 *job = next_version(&job);
                 let version = job.version;
-                taskgate_faults::record_detail(
+                self.faults.record_detail(
                     None,
                     HARNESS_UPDATE_DELIVERED,
                     Detail::JobVersion { version },

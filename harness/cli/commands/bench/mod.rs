@@ -233,6 +233,7 @@ impl Bench {
                 run_dir: scratch.dir.join("run"),
                 cgroup_parent,
                 faults: Default::default(),
+                launcher_faults: Default::default(),
             },
             cgroups,
             alloc_dir,
@@ -371,6 +372,7 @@ impl Bench {
             // Its own: the engine gives its parent back when it is dropped.
             cgroup_parent: bench_cgroup_parent("-engine")?,
             executor_faults: Default::default(),
+            faults: Default::default(),
         })?;
         let job = engine_job();
         let runtime = super::runtime()?;

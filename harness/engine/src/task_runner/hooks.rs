@@ -20,9 +20,10 @@ impl TaskRunner {
         let phase = H::PHASE;
         let hooks = self.deps.hooks.clone();
         let task = self.task.name.clone();
+        let faults = self.deps.faults.clone();
         for hook in H::of(&hooks) {
             let name = hook.name();
-            let edge = |edge| reach(phase, edge, name, &task);
+            let edge = |edge| reach(&faults, phase, edge, name, &task);
             let mut ctx = self.context(attempt);
             if phase.points_in_guard() {
                 // A panic at the points is the hook's: the update is
@@ -112,8 +113,14 @@ impl TaskRunner {
 
 /// Reaches the fault point at `edge` of `hook` in `phase`: an error
 /// injected there comes back as the hook's.
-fn reach(phase: HookPhase, edge: Edge, hook: &str, task: &str) -> Result<(), HookError> {
-    fault_point!(&phase.point(edge, hook), task, |msg| Err(
+fn reach(
+    faults: &Faults,
+    phase: HookPhase,
+    edge: Edge,
+    hook: &str,
+    task: &str,
+) -> Result<(), HookError> {
+    fault_point!(faults, &phase.point(edge, hook), task, |msg| Err(
         HookError::Injected(msg)
     ));
     Ok(())

@@ -70,14 +70,14 @@ impl TaskRunner {
         };
         let attempt = self.current_attempt();
         if by == EndedBy::Restart {
-            fault_point!(points::TR_RESTART_SIGNALED, self.name());
+            fault_point!(self.deps.faults, points::TR_RESTART_SIGNALED, self.name());
             self.emit(
                 EventKind::RestartSignaled,
                 attempt,
                 "User requested restart",
             );
         } else {
-            fault_point!(points::TR_KILLING, self.name());
+            fault_point!(self.deps.faults, points::TR_KILLING, self.name());
         }
         let delay = self.run_prekill_hooks(attempt);
         if !delay.is_zero() {

@@ -29,7 +29,7 @@ use taskgate_executor::{
 };
 use taskgate_faults::points::{self, Edge};
 use taskgate_faults::seeded::SeededBug;
-use taskgate_faults::{fault_point, record_point};
+use taskgate_faults::{fault_point, record_point, Faults};
 use tokio::sync::{mpsc, watch};
 
 mod hooks;
@@ -68,6 +68,8 @@ pub struct TaskRunnerDeps {
     /// The engine's seed for restart jitter.
     pub restart_seed: u64,
     pub events: mpsc::UnboundedSender<TaskEvent>,
+    /// The run's fault points.
+    pub faults: Faults,
 }
 
 /// The alloc runner's side of a task runner.
@@ -211,6 +213,7 @@ impl TaskRunner {
             state_tx: self.state_tx.clone(),
             socket: self.socket_path(),
             changed: self.changed.clone(),
+            faults: self.deps.faults.clone(),
         }
     }
 
@@ -235,7 +238,7 @@ impl TaskRunner {
                 last.fails_task = true;
             }
         }
-        fault_point!(points::TR_MAIN_EXITED, self.name());
+        fault_point!(self.deps.faults, points::TR_MAIN_EXITED, self.name());
         self.run_stop_hooks();
         self.set_state(TaskState::Dead { outcome });
         self.publish();
@@ -263,7 +266,7 @@ impl TaskRunner {
                 _ = asked(&mut self.restart_rx) => {}
             }
         }
-        fault_point!(points::TR_RESTART_SIGNALED, self.name());
+        fault_point!(self.deps.faults, points::TR_RESTART_SIGNALED, self.name());
         if let Err(err) = self.record.state.revive() {
             panic!("task {}: {err}", self.task.name);
         }
@@ -347,10 +350,14 @@ impl TaskRunner {
             if self.wait_for_start().await {
                 return self.not_started("killed before its start condition was met");
             }
-            fault_point!(points::TR_START_CONDITION_MET, self.name());
+            fault_point!(
+                self.deps.faults,
+                points::TR_START_CONDITION_MET,
+                self.name()
+            );
             attempt += 1;
             self.take_update(attempt, &mut tracker);
-            fault_point!(points::TR_BEFORE_PRESTART, self.name());
+            fault_point!(self.deps.faults, points::TR_BEFORE_PRESTART, self.name());
             let (receipt, setup) = match self.prestart(attempt) {
                 Ok(ok) => ok,
                 Err(PrestartError::AllocTerminal) => {
@@ -368,15 +375,19 @@ impl TaskRunner {
                     }
                 }
             };
-            fault_point!(points::TR_AFTER_PRESTART, self.name());
-            fault_point!(points::TR_BEFORE_DRIVER_START, self.name());
+            fault_point!(self.deps.faults, points::TR_AFTER_PRESTART, self.name());
+            fault_point!(
+                self.deps.faults,
+                points::TR_BEFORE_DRIVER_START,
+                self.name()
+            );
             match self.commit(receipt) {
                 Ok(()) => {}
                 // Back to the start condition, which the restart closed.
                 Err(StartRefused::Held) => continue,
                 Err(refused) => return self.not_started(&refused.to_string()),
             }
-            fault_point!(points::TR_START_COMMITTED, self.name());
+            fault_point!(self.deps.faults, points::TR_START_COMMITTED, self.name());
             let launch = self.launch(&setup).await;
             self.record.launched = Some(attempt);
             let running = match launch {
@@ -393,7 +404,7 @@ impl TaskRunner {
                     None => continue,
                 },
             };
-            fault_point!(points::TR_AFTER_DRIVER_START, self.name());
+            fault_point!(self.deps.faults, points::TR_AFTER_DRIVER_START, self.name());
             self.set_state(TaskState::Running { attempt });
             self.emit(EventKind::Started, attempt, "Task started by client");
             self.run_poststart_hooks(&running, attempt);

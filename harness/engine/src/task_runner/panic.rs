@@ -6,8 +6,8 @@ use crate::state::{StateDb, TaskRecord};
 use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use std::path::PathBuf;
 use std::sync::Arc;
-use taskgate_faults::fault_point;
 use taskgate_faults::points;
+use taskgate_faults::{fault_point, Faults};
 use tokio::sync::{mpsc, watch};
 
 /// Cleans up after a task runner that panicked (a bug, or a panic injected
@@ -22,6 +22,7 @@ pub struct PanicCleanup {
     pub(super) state_tx: Arc<watch::Sender<TaskState>>,
     pub(super) socket: PathBuf,
     pub(super) changed: mpsc::UnboundedSender<()>,
+    pub(super) faults: Faults,
 }
 
 impl PanicCleanup {
@@ -36,7 +37,7 @@ impl PanicCleanup {
         } else {
             tracing::error!(task = %self.task, %reason);
         }
-        fault_point!(points::TR_MAIN_EXITED, self.task.as_str());
+        fault_point!(self.faults, points::TR_MAIN_EXITED, self.task.as_str());
         let mut record = self.as_left();
         if record.committed.is_some() {
             let info = record

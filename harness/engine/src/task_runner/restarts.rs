@@ -137,7 +137,7 @@ impl TaskRunner {
         self.record.restarts += 1;
         self.record.restart_due = Some(now + delay);
         self.publish();
-        fault_point!(points::TR_RESTART_DELAY, self.name());
+        fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
         let end = self.wait_restart_delay(delay).await;
         self.restart_delay_over(end, attempt)
     }
@@ -151,7 +151,7 @@ impl TaskRunner {
             return None;
         }
         let left = due.saturating_sub(self.deps.clock.now());
-        fault_point!(points::TR_RESTART_DELAY, self.name());
+        fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
         let end = self.wait_restart_delay(left).await;
         self.restart_delay_over(end, attempt)
     }
@@ -210,7 +210,11 @@ impl TaskRunner {
         if self.restart_rx.has_changed().unwrap_or(false) {
             return DelayEnd::Restart;
         }
-        record_point!(points::TR_RESTART_DELAY_ELAPSED, self.name());
+        record_point!(
+            self.deps.faults,
+            points::TR_RESTART_DELAY_ELAPSED,
+            self.name()
+        );
         DelayEnd::Elapsed
     }
 

@@ -15,7 +15,7 @@ impl TaskRunner {
     ) -> Option<Outcome> {
         let attempt = ended.attempt;
         self.deps.gate.restore_committed(&self.task.name, attempt);
-        fault_point!(points::TR_RESTORING, self.name());
+        fault_point!(self.deps.faults, points::TR_RESTORING, self.name());
         let info = self
             .record
             .handle
@@ -55,7 +55,7 @@ impl TaskRunner {
     pub(super) async fn restore(&mut self, attempt: u32) -> Result<RunningTask, String> {
         // Committed but the handle was never persisted: the executor's socket
         // path is deterministic, so look for it there.
-        fault_point!(points::TR_RESTORING, self.name());
+        fault_point!(self.deps.faults, points::TR_RESTORING, self.name());
         let info = self
             .record
             .handle

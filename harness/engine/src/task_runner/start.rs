@@ -25,7 +25,7 @@ impl TaskRunner {
             }
             // The report's original logic: skip the hooks and still hand
             // out a receipt.
-            fault_point!(points::TR_OBSERVED_TERMINAL, self.name());
+            fault_point!(self.deps.faults, points::TR_OBSERVED_TERMINAL, self.name());
             tracing::trace!(
                 task = self.name(),
                 "skipping prestart hooks since allocation is terminal"
@@ -85,7 +85,7 @@ impl TaskRunner {
     }
 
     pub(super) fn not_started(&mut self, reason: &str) -> Outcome {
-        fault_point!(points::TR_OBSERVED_TERMINAL, self.name());
+        fault_point!(self.deps.faults, points::TR_OBSERVED_TERMINAL, self.name());
         let attempt = self.current_attempt();
         self.emit(
             EventKind::NotStarted,

@@ -18,7 +18,8 @@ fn runner_with(
     hooks: impl FnOnce(&mut HookSet),
 ) -> (TaskRunner, TaskRunnerHandle, FakeDriver) {
     let data_dir = crate::DataDir::new(dir);
-    let driver = FakeDriver::new(data_dir.run());
+    let faults = taskgate_faults::Faults::default();
+    let driver = FakeDriver::new(data_dir.run(), faults.clone());
     let me = nix::unistd::User::from_uid(nix::unistd::getuid())
         .unwrap()
         .expect("the test's own user");
@@ -43,6 +44,7 @@ fn runner_with(
         job_type: crate::job::JobType::Batch,
         restart_seed: 0,
         events: mpsc::unbounded_channel().0,
+        faults,
     };
     let alloc = AllocStatus {
         desired: DesiredStatus::Run,

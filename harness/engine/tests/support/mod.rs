@@ -12,23 +12,26 @@ use taskgate_engine::jobspec::{Group, Job, JobType, Lifecycle, LifecycleHook, Ta
 use taskgate_engine::state::{StateDb, TaskRecord};
 use taskgate_engine::task_state::{EventKind, TaskEvent};
 use taskgate_engine::{AllocHandle, AllocSummary, DataDir, Engine, EngineConfig};
-use taskgate_faults::Await;
+use taskgate_faults::{Await, Faults};
 
 pub fn idle() -> Duration {
     taskgate_faults::patience::step()
 }
 
-/// An engine home in a temp dir, run as whoever runs the tests. Declared
-/// after the test's runtimes, it drops first: its reset releases any thread
-/// still parked, so a failing test cannot hang in the runtime's drop.
+/// An engine home in a temp dir, run as whoever runs the tests, with the
+/// test's own fault registry: tests run in parallel, each seeing only its
+/// own faults, parks and hits. Declared after the test's runtimes, it drops
+/// first: its reset releases any thread still parked, so a failing test
+/// cannot hang in the runtime's drop.
 pub struct Home {
     pub dir: tempfile::TempDir,
     pub driver: FakeDriver,
+    pub faults: Faults,
 }
 
 impl Drop for Home {
     fn drop(&mut self) {
-        taskgate_faults::reset();
+        self.faults.reset();
     }
 }
 
@@ -41,10 +44,19 @@ impl Home {
     }
 
     pub fn new() -> Home {
-        taskgate_faults::reset();
         let dir = tempfile::tempdir().unwrap();
-        let driver = EngineConfig::for_fake(DataDir::new(dir.path().join("data"))).fake_driver();
-        Home { dir, driver }
+        let config = EngineConfig::for_fake(DataDir::new(dir.path().join("data")));
+        Home {
+            driver: config.fake_driver(),
+            faults: config.faults,
+            dir,
+        }
+    }
+
+    /// Waits for `what` in this home's runs (see [`idle`]).
+    pub fn wait_for(&self, what: Await) {
+        (self.faults.wait_any(std::slice::from_ref(&what), idle()))
+            .unwrap_or_else(|e| panic!("engine hung: {e}"));
     }
 
     pub fn data_dir(&self) -> DataDir {
@@ -60,6 +72,7 @@ impl Home {
         let config = EngineConfig {
             default_user: own_user(),
             clock,
+            faults: self.faults.clone(),
             ..EngineConfig::for_fake(self.data_dir())
         };
         Engine::open_on_fake(config, &self.driver).unwrap()
@@ -122,11 +135,6 @@ pub fn submit(rt: &tokio::runtime::Runtime, engine: &Engine, job: &Job) -> Alloc
 pub fn wait(rt: &tokio::runtime::Runtime, alloc: AllocHandle) -> AllocSummary {
     rt.block_on(async { tokio::time::timeout(idle(), alloc.wait()).await })
         .expect("alloc hung")
-}
-
-pub fn wait_for(what: Await) {
-    taskgate_faults::wait_any(std::slice::from_ref(&what), idle())
-        .unwrap_or_else(|e| panic!("engine hung: {e}"));
 }
 
 /// The tasks the engine sent a stop signal, in order.

@@ -28,7 +28,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use syscalls::LinuxSyscalls;
-use taskgate_faults::points;
+use taskgate_faults::{points, Faults};
 
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
 
@@ -38,6 +38,8 @@ pub(crate) struct TaskLaunch<'a> {
     pub creds: Credentials,
     pub root_dir: &'a Path,
     pub cgroup: &'a TaskCgroup,
+    /// The executor's fault points (this process is one task's run).
+    pub faults: &'a Faults,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
 }
@@ -121,13 +123,19 @@ fn child_main(
     // the task must not inherit either.
     reset_signals()?;
     nix::unistd::setsid().map_err(ExecutorError::io("setsid"))?;
-    set_up_namespaces(&LinuxSyscalls, spec, launch.root_dir, &launch.creds)?;
+    set_up_namespaces(
+        &LinuxSyscalls,
+        launch.faults,
+        spec,
+        launch.root_dir,
+        &launch.creds,
+    )?;
     caps::apply_rlimits(&spec.rlimits)?;
     caps::apply_oom_score_adj(spec.oom_score_adj)?;
     redirect_stdio(&launch.stdout, &launch.stderr)?;
     let program = resolve_command(&spec.command, envp)?;
     caps::drop_privileges(&launch.creds)?;
-    taskgate_faults::fault_point!(points::EX_BEFORE_EXEC, scope, |msg| Err(
+    taskgate_faults::fault_point!(launch.faults, points::EX_BEFORE_EXEC, scope, |msg| Err(
         ExecutorError::Injected(msg)
     ));
     // Every inherited fd past stdio (spec, ready pipe, socket, error pipe) closes on exec.

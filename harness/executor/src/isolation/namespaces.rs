@@ -12,7 +12,7 @@ use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
 use nix::unistd::Pid;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use taskgate_faults::points;
+use taskgate_faults::{points, Faults};
 
 #[cfg(test)]
 mod tests;
@@ -68,6 +68,7 @@ fn clone_flags(network_isolation: bool) -> CloneFlags {
 /// up its loopback if it has a network namespace of its own.
 pub(crate) fn set_up_namespaces(
     sys: &impl Syscalls,
+    faults: &Faults,
     spec: &TaskSpec,
     root_dir: &Path,
     creds: &Credentials,
@@ -77,9 +78,12 @@ pub(crate) fn set_up_namespaces(
     sys.unshare(CloneFlags::CLONE_NEWCGROUP)
         .map_err(ExecutorError::io("unshare the cgroup namespace"))?;
     rootfs::enter_root(sys, root_dir, spec, creds)?;
-    taskgate_faults::fault_point!(points::EX_AFTER_MOUNTS, spec.task_name.as_str(), |msg| {
-        Err(ExecutorError::Injected(msg))
-    });
+    taskgate_faults::fault_point!(
+        faults,
+        points::EX_AFTER_MOUNTS,
+        spec.task_name.as_str(),
+        |msg| { Err(ExecutorError::Injected(msg)) }
+    );
     sys.sethostname(&spec.task_name)
         .map_err(ExecutorError::io("sethostname"))?;
     if spec.network_isolation {

@@ -1,4 +1,6 @@
-//! The process-wide fault configuration and history (failpoints builds only).
+//! One run's fault configuration and history (failpoints builds only): a
+//! [`Faults`] handle each run makes and passes down to everything that
+//! reaches its points, so runs in one process never see each other's.
 
 use crate::{
     scoped, Action, Detail, Fault, Hit, Intervention, PointName, FAULTS_ENV, FAULT_LOG_ENV,
@@ -6,7 +8,7 @@ use crate::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 #[derive(Default)]
@@ -26,106 +28,398 @@ struct State {
     released: BTreeSet<String>,
     /// Where hits are also appended, for a harness watching this process.
     log: Option<(std::fs::File, std::path::PathBuf)>,
+    /// What [`Action::Intervene`] does in this run.
+    intervention: Option<Arc<InterventionHandler>>,
 }
 
+type InterventionHandler = dyn Fn(Option<&str>, Intervention) + Send + Sync;
+
+#[derive(Default)]
 struct Registry {
     state: Mutex<State>,
     changed: Condvar,
 }
 
-fn registry() -> &'static Registry {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY.get_or_init(|| Registry {
-        state: Mutex::new(State::default()),
-        changed: Condvar::new(),
-    })
+/// One run's fault points: what is configured at them, what was reached
+/// in what order, which threads are parked. A run makes its own and hands
+/// it to the engine it drives (`EngineConfig::faults`), which passes it to
+/// every point it reaches (`fault_point!(faults, ...)`): an explicit handle,
+/// not a thread-local, so it follows the engine into every task, blocking
+/// thread and runtime it uses, and two runs in one process stay apart.
+/// Cheap to clone: clones share one registry.
+#[derive(Clone, Default)]
+pub struct Faults {
+    registry: Arc<Registry>,
 }
 
-fn lock() -> MutexGuard<'static, State> {
-    // A panic injected at a point must not poison the fault layer itself.
-    registry().state.lock().unwrap_or_else(|p| p.into_inner())
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not locked: a Debug print may come from a thread holding the lock.
+        f.debug_struct("Faults").finish_non_exhaustive()
+    }
 }
 
-/// Records that `point` was reached and applies the actions configured
-/// for this hit, in the order they were configured. Returns the injected
-/// message when one of them is [`Action::Error`].
-pub fn reach(scope: Option<&str>, point: &str) -> Option<String> {
-    let at = PointName::new(scope, point);
-    let name = at.to_string();
-    let actions: Vec<Action> = {
-        let mut st = lock();
-        match st.configured.get(&name).cloned() {
-            Some(faults) => {
-                let count = st.reached.entry(name.clone()).or_default();
-                *count += 1;
-                let count = *count;
-                faults
-                    .into_iter()
-                    .filter(|(_, nth)| *nth == count)
-                    .map(|(action, _)| action)
-                    .collect()
+impl Faults {
+    /// A registry with nothing configured and nothing reached.
+    pub fn new() -> Faults {
+        Faults::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic injected at a point must not poison the fault layer itself.
+        (self.registry.state.lock()).unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn notify(&self) {
+        self.registry.changed.notify_all();
+    }
+
+    /// Records that `point` was reached and applies the actions configured
+    /// for this hit, in the order they were configured. Returns the injected
+    /// message when one of them is [`Action::Error`].
+    pub fn reach(&self, scope: Option<&str>, point: &str) -> Option<String> {
+        let at = PointName::new(scope, point);
+        let name = at.to_string();
+        let actions: Vec<Action> = {
+            let mut st = self.lock();
+            match st.configured.get(&name).cloned() {
+                Some(faults) => {
+                    let count = st.reached.entry(name.clone()).or_default();
+                    *count += 1;
+                    let count = *count;
+                    faults
+                        .into_iter()
+                        .filter(|(_, nth)| *nth == count)
+                        .map(|(action, _)| action)
+                        .collect()
+                }
+                None => Vec::new(),
             }
-            None => Vec::new(),
+        };
+        if actions.is_empty() {
+            self.record(&at, &None);
+            return None;
         }
-    };
-    if actions.is_empty() {
-        record(&at, &None);
-        return None;
+        let mut injected = None;
+        for action in actions {
+            injected = injected.or(self.apply(&at, &name, action));
+        }
+        injected
     }
-    let mut injected = None;
-    for action in actions {
-        injected = injected.or(apply(&at, &name, action));
-    }
-    injected
-}
 
-/// Applies one action at the point `name`, recording it in the history.
-///
-/// A hit marks the moment a thread *passes* the point: after a park is
-/// released or a delay slept, so the history orders it after whatever the
-/// test let happen meanwhile. Panics and kills never pass, so they record
-/// first; a park (or an await) records its arrival too, with the action,
-/// because what the point names (e.g. "alloc state set") already happened.
-fn apply(at: &PointName, name: &str, action: Action) -> Option<String> {
-    let some = Some(action.clone());
-    match action {
-        Action::Park => {
-            record(at, &some);
-            blocking(|| park(name));
-            record(at, &None);
-            None
+    /// Applies one action at the point `name`, recording it in the history.
+    ///
+    /// A hit marks the moment a thread *passes* the point: after a park is
+    /// released or a delay slept, so the history orders it after whatever the
+    /// test let happen meanwhile. Panics and kills never pass, so they record
+    /// first; a park (or an await) records its arrival too, with the action,
+    /// because what the point names (e.g. "alloc state set") already happened.
+    fn apply(&self, at: &PointName, name: &str, action: Action) -> Option<String> {
+        let some = Some(action.clone());
+        match action {
+            Action::Park => {
+                self.record(at, &some);
+                blocking(|| self.park(name));
+                self.record(at, &None);
+                None
+            }
+            Action::AwaitHit { point, nth } => {
+                self.record(at, &some);
+                blocking(|| self.await_hit(&point.to_string(), nth));
+                self.record(at, &None);
+                None
+            }
+            Action::Delay(ms) => {
+                blocking(|| std::thread::sleep(Duration::from_millis(ms)));
+                self.record(at, &some);
+                None
+            }
+            Action::Intervene(what) => {
+                // Done before the pass is recorded, so the history shows the
+                // point passed only once the task's processes were acted on.
+                self.intervene(at.scope(), what);
+                self.record(at, &some);
+                None
+            }
+            Action::Error => {
+                self.record(at, &some);
+                Some(injected_message(name))
+            }
+            Action::Panic => {
+                self.record(at, &some);
+                panic!("{}", injected_message(name))
+            }
+            Action::KillAgent => {
+                self.record(at, &some);
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+                unreachable!("SIGKILL cannot be caught")
+            }
         }
-        Action::AwaitHit { point, nth } => {
-            record(at, &some);
-            blocking(|| await_hit(&point.to_string(), nth));
-            record(at, &None);
-            None
+    }
+
+    /// Records a record-only point: no action applies.
+    pub fn record_only(&self, scope: Option<&str>, point: &str) {
+        self.append(&PointName::new(scope, point), &None, None);
+    }
+
+    /// Records a record-only point with a detail (see [`Detail`]).
+    pub fn record_detail(&self, scope: Option<&str>, point: &str, detail: Detail) {
+        self.append(&PointName::new(scope, point), &None, Some(detail));
+    }
+
+    /// Sends every later hit of this registry to `path` too (appended, one
+    /// JSON line each), as [`FAULT_LOG_ENV`] does for a child: one file then
+    /// holds the hits of the engine and of every executor it starts, in one
+    /// order.
+    pub fn log_to(&self, path: Option<&std::path::Path>) -> std::io::Result<()> {
+        let file = match path {
+            Some(path) => Some((open_log(path)?, path.to_path_buf())),
+            None => None,
+        };
+        self.lock().log = file;
+        Ok(())
+    }
+
+    fn record(&self, at: &PointName, action: &Option<Action>) {
+        self.append(at, action, None)
+    }
+
+    fn append(&self, at: &PointName, action: &Option<Action>, detail: Option<Detail>) {
+        let mut st = self.lock();
+        st.seq += 1;
+        let hit = Hit {
+            seq: st.seq,
+            point: at.clone(),
+            action: action.clone(),
+            detail,
+            at_us: monotonic_us(),
+        };
+        if let Some((log, _)) = &mut st.log {
+            // Written before the action, so a harness reading the log of a
+            // process killed at this very point still sees the hit.
+            let _ = append_line(log, &hit);
         }
-        Action::Delay(ms) => {
-            blocking(|| std::thread::sleep(Duration::from_millis(ms)));
-            record(at, &some);
-            None
+        st.history.push(hit);
+        self.notify();
+    }
+
+    /// The configuration a harness put in this process's environment, for
+    /// a process that is one run (an agent it will SIGKILL, an executor).
+    pub fn from_env() -> Result<Faults, EnvConfigError> {
+        let faults = Faults::new();
+        if let Ok(path) = std::env::var(FAULT_LOG_ENV) {
+            let file = open_log(path.as_ref()).map_err(|source| EnvConfigError::Log {
+                path: path.clone(),
+                source,
+            })?;
+            faults.lock().log = Some((file, path.into()));
         }
-        Action::Intervene(what) => {
-            // Done before the pass is recorded, so the history shows the
-            // point passed only once the task's processes were acted on.
-            intervene(at.scope(), what);
-            record(at, &some);
-            None
+        let Ok(spec) = std::env::var(FAULTS_ENV) else {
+            return Ok(faults);
+        };
+        for entry in spec.split(';').filter(|e| !e.trim().is_empty()) {
+            let fault: Fault = entry.trim().parse().map_err(EnvConfigError::Entry)?;
+            faults.configure_fault(&fault);
         }
-        Action::Error => {
-            record(at, &some);
-            Some(injected_message(name))
+        Ok(faults)
+    }
+
+    /// Blocks until the fault log holds `nth` hits of `name`. The log grows
+    /// as any process sharing it moves on, so a wait that saw no growth for a
+    /// whole patience window is hung: it gives up (and the run, whose history
+    /// then lacks the awaited hit, fails on what follows).
+    fn await_hit(&self, name: &str, nth: u32) {
+        let Some(path) = self.lock().log.as_ref().map(|(_, p)| p.clone()) else {
+            panic!("await({name}) configured, but this run logs no hits to wait on");
+        };
+        let idle = crate::patience::step();
+        let mut size = 0;
+        let mut last_growth = Instant::now();
+        loop {
+            let hits = read_log(&path).unwrap_or_default();
+            if hits.iter().filter(|h| h.name() == name).count() >= nth as usize {
+                return;
+            }
+            let now = std::fs::metadata(&path).map_or(0, |m| m.len());
+            if now != size {
+                size = now;
+                last_growth = Instant::now();
+            } else if last_growth.elapsed() > idle {
+                return;
+            }
+            // A poll of a file another process appends to: nothing to wake on.
+            std::thread::sleep(Duration::from_millis(2));
         }
-        Action::Panic => {
-            record(at, &some);
-            panic!("{}", injected_message(name))
+    }
+
+    /// Installs what [`Action::Intervene`] does in this run: the harness (or
+    /// an agent acting for it) knows how to find a task's processes; the
+    /// fault layer does not. [`Faults::reset`] removes it.
+    pub fn set_intervention_handler(
+        &self,
+        handler: impl Fn(Option<&str>, Intervention) + Send + Sync + 'static,
+    ) {
+        self.lock().intervention = Some(Arc::new(handler));
+    }
+
+    fn intervene(&self, scope: Option<&str>, what: Intervention) {
+        // Called unlocked: the handler may deliver an update that reaches
+        // points of this registry.
+        let handler = self.lock().intervention.clone();
+        match handler {
+            Some(handler) => handler(scope, what),
+            // A configured fault that cannot act must not pass for one that did.
+            None => {
+                panic!("{what:?} configured at {scope:?}, but no intervention handler is installed")
+            }
         }
-        Action::KillAgent => {
-            record(at, &some);
-            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-            unreachable!("SIGKILL cannot be caught")
+    }
+
+    /// Configures one fault (see [`Fault`]): its action on its `nth` hit only.
+    pub fn configure_fault(&self, fault: &Fault) {
+        self.configure_nth(
+            fault.point.scope(),
+            &fault.point.point,
+            fault.action.clone(),
+            fault.nth,
+        );
+    }
+
+    /// Configures `action` at `point` (optionally only for one task's scope).
+    pub fn configure(&self, scope: Option<&str>, point: &str, action: Action) {
+        self.configure_nth(scope, point, action, 1)
+    }
+
+    fn configure_nth(&self, scope: Option<&str>, point: &str, action: Action, nth: u32) {
+        let name = scoped(scope, point);
+        let mut st = self.lock();
+        st.released.remove(&name);
+        st.reached.remove(&name);
+        st.configured
+            .entry(name)
+            .or_default()
+            .push((action, nth.max(1)));
+    }
+
+    fn park(&self, name: &str) {
+        let mut st = self.lock();
+        if st.released.contains(name) {
+            return;
         }
+        let generation = st.generation;
+        *st.parked.entry(name.to_string()).or_default() += 1;
+        self.notify();
+        while !st.released.contains(name) && st.generation == generation {
+            st = (self.registry.changed.wait(st)).unwrap_or_else(|p| p.into_inner());
+        }
+        if let Some(n) = st.parked.get_mut(name) {
+            *n -= 1;
+        }
+        self.notify();
+    }
+
+    /// Lets every thread parked at the point continue, and any later arrival pass.
+    pub fn release(&self, scope: Option<&str>, point: &str) {
+        self.lock().released.insert(scoped(scope, point));
+        self.notify();
+    }
+
+    /// Releases every configured park, keeping the configuration and the whole
+    /// history: what a harness does when a run hung, so that the failure report
+    /// still shows everything that happened before.
+    pub fn release_all(&self) {
+        let mut st = self.lock();
+        let names: Vec<String> = st.configured.keys().cloned().collect();
+        st.released.extend(names);
+        self.notify();
+    }
+
+    /// Blocks until any of `conditions` holds and returns the index of the first
+    /// that does. `idle` is a hang detector, not a deadline: it restarts every
+    /// time any point is reached, so a slow machine that keeps making progress
+    /// never times out, and only an engine that stopped moving does.
+    pub fn wait_any(&self, conditions: &[Await], idle: Duration) -> Result<usize, WaitTimeout> {
+        let holds = |st: &State, c: &Await| match c {
+            Await::Parked(name) => st.parked.get(name).copied().unwrap_or(0) > 0,
+            Await::Passed(name) => st.history.iter().any(|h| &h.name() == name),
+        };
+        let mut found = None;
+        self.wait_until(idle, &format!("any of {conditions:?}"), |st| {
+            found = conditions.iter().position(|c| holds(st, c));
+            found.is_some()
+        })?;
+        Ok(found.expect("condition held"))
+    }
+
+    /// Waits for `cond`, giving up only after `idle` passed with no new hit.
+    fn wait_until(
+        &self,
+        idle: Duration,
+        what: &str,
+        mut cond: impl FnMut(&State) -> bool,
+    ) -> Result<(), WaitTimeout> {
+        let mut st = self.lock();
+        let mut seen = st.seq;
+        let mut deadline = Instant::now() + idle;
+        while !cond(&st) {
+            if st.seq != seen {
+                seen = st.seq;
+                deadline = Instant::now() + idle;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(WaitTimeout {
+                    idle,
+                    hits: st.history.len(),
+                    what: what.to_string(),
+                });
+            }
+            st = (self.registry.changed.wait_timeout(st, left))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Ok(())
+    }
+
+    /// How many points have been reached since the last [`Faults::reset`]:
+    /// a progress counter for hang detectors elsewhere in the harness.
+    pub fn progress(&self) -> u64 {
+        self.lock().seq
+    }
+
+    /// Every point reached since the last [`Faults::reset`], in order.
+    pub fn history(&self) -> Vec<Hit> {
+        self.lock().history.clone()
+    }
+
+    /// Configured points that were never reached (as often as their fault's
+    /// hit number): a test that configured a fault which never fired proved
+    /// nothing and must fail.
+    pub fn unfired(&self) -> Vec<String> {
+        let st = self.lock();
+        st.configured
+            .iter()
+            .filter(|(name, faults)| {
+                let reached = st.reached.get(*name).copied().unwrap_or(0);
+                faults.iter().any(|(_, nth)| reached < *nth)
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Removes every configuration (releasing parked threads), the
+    /// intervention handler (which may hold what holds this registry) and
+    /// the history; the log stays.
+    pub fn reset(&self) {
+        let mut st = self.lock();
+        let generation = st.generation + 1;
+        let log = st.log.take();
+        *st = State {
+            generation,
+            log,
+            ..State::default()
+        };
+        self.notify();
     }
 }
 
@@ -139,55 +433,11 @@ fn blocking(f: impl FnOnce()) {
     }
 }
 
-/// Records a record-only point: no action applies.
-pub fn record_only(scope: Option<&str>, point: &str) {
-    append(&PointName::new(scope, point), &None, None);
-}
-
-/// Records a record-only point with a detail (see [`Detail`]).
-pub fn record_detail(scope: Option<&str>, point: &str, detail: Detail) {
-    append(&PointName::new(scope, point), &None, Some(detail));
-}
-
-/// Sends every later hit of this process to `path` too (appended, one JSON
-/// line each), as [`FAULT_LOG_ENV`] does for a child: one file then holds
-/// the hits of the engine and of every executor it starts, in one order.
-pub fn log_to(path: Option<&std::path::Path>) -> std::io::Result<()> {
-    let file = match path {
-        Some(path) => Some((
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?,
-            path.to_path_buf(),
-        )),
-        None => None,
-    };
-    lock().log = file;
-    Ok(())
-}
-
-fn record(at: &PointName, action: &Option<Action>) {
-    append(at, action, None)
-}
-
-fn append(at: &PointName, action: &Option<Action>, detail: Option<Detail>) {
-    let mut st = lock();
-    st.seq += 1;
-    let hit = Hit {
-        seq: st.seq,
-        point: at.clone(),
-        action: action.clone(),
-        detail,
-        at_us: monotonic_us(),
-    };
-    if let Some((log, _)) = &mut st.log {
-        // Written before the action, so a harness reading the log of a
-        // process killed at this very point still sees the hit.
-        let _ = append_line(log, &hit);
-    }
-    st.history.push(hit);
-    registry().changed.notify_all();
+fn open_log(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }
 
 /// The host's monotonic clock (`CLOCK_MONOTONIC`), in microseconds: one
@@ -218,105 +468,13 @@ pub enum EnvConfigError {
     },
 }
 
-/// Applies the configuration the harness put in this process's environment.
-pub fn configure_from_env() -> Result<(), EnvConfigError> {
-    if let Ok(path) = std::env::var(FAULT_LOG_ENV) {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|source| EnvConfigError::Log {
-                path: path.clone(),
-                source,
-            })?;
-        lock().log = Some((file, path.into()));
-    }
-    let Ok(spec) = std::env::var(FAULTS_ENV) else {
-        return Ok(());
-    };
-    for entry in spec.split(';').filter(|e| !e.trim().is_empty()) {
-        let fault: Fault = entry.trim().parse().map_err(EnvConfigError::Entry)?;
-        configure_fault(&fault);
-    }
-    Ok(())
-}
-
-/// Renders a configuration for [`configure_from_env`] in a child process.
+/// Renders a configuration for [`Faults::from_env`] in a child process.
 pub fn env_spec<'a>(faults: impl IntoIterator<Item = &'a Fault>) -> String {
     faults
         .into_iter()
         .map(Fault::to_string)
         .collect::<Vec<_>>()
         .join(";")
-}
-
-/// Blocks until the fault log holds `nth` hits of `name`. The log grows
-/// as any process sharing it moves on, so a wait that saw no growth for a
-/// whole patience window is hung: it gives up (and the run, whose history
-/// then lacks the awaited hit, fails on what follows).
-fn await_hit(name: &str, nth: u32) {
-    let Some(path) = lock().log.as_ref().map(|(_, p)| p.clone()) else {
-        panic!("await({name}) configured, but this process logs no hits to wait on");
-    };
-    let idle = crate::patience::step();
-    let mut size = 0;
-    let mut last_growth = Instant::now();
-    loop {
-        let hits = read_log(&path).unwrap_or_default();
-        if hits.iter().filter(|h| h.name() == name).count() >= nth as usize {
-            return;
-        }
-        let now = std::fs::metadata(&path).map_or(0, |m| m.len());
-        if now != size {
-            size = now;
-            last_growth = Instant::now();
-        } else if last_growth.elapsed() > idle {
-            return;
-        }
-        // A poll of a file another process appends to: nothing to wake on.
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-type InterventionHandler = Box<dyn Fn(Option<&str>, Intervention) + Send + Sync>;
-
-fn intervention_handler() -> &'static Mutex<Option<InterventionHandler>> {
-    static HANDLER: Mutex<Option<InterventionHandler>> = Mutex::new(None);
-    &HANDLER
-}
-
-/// Installs what [`Action::Intervene`] does in this process: the harness
-/// (or an agent acting for it) knows how to find a task's processes; the
-/// fault layer does not.
-pub fn set_intervention_handler(
-    handler: impl Fn(Option<&str>, Intervention) + Send + Sync + 'static,
-) {
-    *intervention_handler()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(handler));
-}
-
-fn intervene(scope: Option<&str>, what: Intervention) {
-    let handler = intervention_handler()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    match handler.as_ref() {
-        Some(handler) => handler(scope, what),
-        // A configured fault that cannot act must not pass for one that did.
-        None => {
-            panic!("{what:?} configured at {scope:?}, but no intervention handler is installed")
-        }
-    }
-}
-
-/// Configures one fault (see [`Fault`]): its action on its `nth` hit only.
-pub fn configure_fault(fault: &Fault) {
-    configure_nth(
-        fault.point.scope(),
-        &fault.point.point,
-        fault.action.clone(),
-        fault.nth,
-    );
 }
 
 /// Reads a fault log written by a child process configured with
@@ -357,22 +515,6 @@ fn parse_log(text: &str) -> std::io::Result<Vec<Hit>> {
         .collect()
 }
 
-/// Configures `action` at `point` (optionally only for one task's scope).
-pub fn configure(scope: Option<&str>, point: &str, action: Action) {
-    configure_nth(scope, point, action, 1)
-}
-
-fn configure_nth(scope: Option<&str>, point: &str, action: Action, nth: u32) {
-    let name = scoped(scope, point);
-    let mut st = lock();
-    st.released.remove(&name);
-    st.reached.remove(&name);
-    st.configured
-        .entry(name)
-        .or_default()
-        .push((action, nth.max(1)));
-}
-
 /// What an injected error or panic says: `fault injected at <point>`.
 pub fn injected_message(point: &str) -> String {
     format!("{INJECTED} {point}")
@@ -397,42 +539,7 @@ pub fn quiet_injected_panics() {
     }));
 }
 
-fn park(name: &str) {
-    let reg = registry();
-    let mut st = lock();
-    if st.released.contains(name) {
-        return;
-    }
-    let generation = st.generation;
-    *st.parked.entry(name.to_string()).or_default() += 1;
-    reg.changed.notify_all();
-    while !st.released.contains(name) && st.generation == generation {
-        st = reg.changed.wait(st).unwrap_or_else(|p| p.into_inner());
-    }
-    if let Some(n) = st.parked.get_mut(name) {
-        *n -= 1;
-    }
-    reg.changed.notify_all();
-}
-
-/// Lets every thread parked at the point continue, and any later arrival pass.
-pub fn release(scope: Option<&str>, point: &str) {
-    let mut st = lock();
-    st.released.insert(scoped(scope, point));
-    registry().changed.notify_all();
-}
-
-/// Releases every configured park, keeping the configuration and the whole
-/// history: what a harness does when a run hung, so that the failure report
-/// still shows everything that happened before.
-pub fn release_all() {
-    let mut st = lock();
-    let names: Vec<String> = st.configured.keys().cloned().collect();
-    st.released.extend(names);
-    registry().changed.notify_all();
-}
-
-/// Error of [`wait_any`]: nothing moved for a whole idle window.
+/// Error of [`Faults::wait_any`]: nothing moved for a whole idle window.
 #[derive(Debug, thiserror::Error)]
 #[error("no progress for {idle:?} (after {hits} fault hits) while waiting for {what}")]
 pub struct WaitTimeout {
@@ -448,93 +555,6 @@ pub enum Await {
     Parked(String),
     /// A thread has passed this (full) point name at least once.
     Passed(String),
-}
-
-/// Blocks until any of `conditions` holds and returns the index of the first
-/// that does. `idle` is a hang detector, not a deadline: it restarts every
-/// time any point is reached, so a slow machine that keeps making progress
-/// never times out, and only an engine that stopped moving does.
-pub fn wait_any(conditions: &[Await], idle: Duration) -> Result<usize, WaitTimeout> {
-    let holds = |st: &State, c: &Await| match c {
-        Await::Parked(name) => st.parked.get(name).copied().unwrap_or(0) > 0,
-        Await::Passed(name) => st.history.iter().any(|h| &h.name() == name),
-    };
-    let mut found = None;
-    wait_until(idle, &format!("any of {conditions:?}"), |st| {
-        found = conditions.iter().position(|c| holds(st, c));
-        found.is_some()
-    })?;
-    Ok(found.expect("condition held"))
-}
-
-/// Waits for `cond`, giving up only after `idle` passed with no new hit.
-fn wait_until(
-    idle: Duration,
-    what: &str,
-    mut cond: impl FnMut(&State) -> bool,
-) -> Result<(), WaitTimeout> {
-    let mut st = lock();
-    let mut seen = st.seq;
-    let mut deadline = Instant::now() + idle;
-    while !cond(&st) {
-        if st.seq != seen {
-            seen = st.seq;
-            deadline = Instant::now() + idle;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(WaitTimeout {
-                idle,
-                hits: st.history.len(),
-                what: what.to_string(),
-            });
-        }
-        st = registry()
-            .changed
-            .wait_timeout(st, left)
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
-    }
-    Ok(())
-}
-
-/// How many points have been reached since the last [`reset`]: a progress
-/// counter for hang detectors elsewhere in the harness.
-pub fn progress() -> u64 {
-    lock().seq
-}
-
-/// Every point reached since the last [`reset`], in order.
-pub fn history() -> Vec<Hit> {
-    lock().history.clone()
-}
-
-/// Configured points that were never reached (as often as their fault's
-/// hit number): a test that configured a fault which never fired proved
-/// nothing and must fail.
-pub fn unfired() -> Vec<String> {
-    let st = lock();
-    st.configured
-        .iter()
-        .filter(|(name, faults)| {
-            let reached = st.reached.get(*name).copied().unwrap_or(0);
-            faults.iter().any(|(_, nth)| reached < *nth)
-        })
-        .map(|(name, _)| name.clone())
-        .collect()
-}
-
-/// Removes every configuration (releasing parked threads) and clears the history.
-pub fn reset() {
-    let mut st = lock();
-    let generation = st.generation + 1;
-    let log = st.log.take();
-    *st = State {
-        generation,
-        log,
-        ..State::default()
-    };
-    registry().changed.notify_all();
 }
 
 #[cfg(test)]

@@ -1,30 +1,36 @@
 //! The registry: parks, nth hits, interventions, awaits, the shared log.
+//! Each test owns its registry, so they run in parallel.
 
 use super::*;
 use crate::PointName;
-use std::sync::{Mutex as StdMutex, MutexGuard as StdGuard};
-
-/// The registry is process-wide: these tests take turns.
-fn serial() -> StdGuard<'static, ()> {
-    static TURN: StdMutex<()> = StdMutex::new(());
-    let guard = TURN.lock().unwrap_or_else(|p| p.into_inner());
-    reset();
-    guard
-}
+use std::sync::Mutex as StdMutex;
 
 const T: Duration = Duration::from_secs(10);
 
+/// `faults.reach(scope, point)` on a thread of its own (a parked engine thread).
+fn reach_on_a_thread(
+    faults: &Faults,
+    scope: Option<&'static str>,
+    point: &'static str,
+) -> std::thread::JoinHandle<Option<String>> {
+    let faults = faults.clone();
+    std::thread::spawn(move || faults.reach(scope, point))
+}
+
 #[test]
 fn a_park_holds_until_released_and_records_arrival_and_pass() {
-    let _turn = serial();
-    configure(Some("web"), "p", Action::Park);
-    let worker = std::thread::spawn(|| reach(Some("web"), "p"));
-    wait_any(&[Await::Parked("web:p".into())], T).unwrap();
-    assert_eq!(history().len(), 1, "only the arrival so far");
-    reach(None, "meanwhile");
-    release(Some("web"), "p");
+    let faults = Faults::new();
+    faults.configure(Some("web"), "p", Action::Park);
+    let worker = reach_on_a_thread(&faults, Some("web"), "p");
+    faults
+        .wait_any(&[Await::Parked("web:p".into())], T)
+        .unwrap();
+    assert_eq!(faults.history().len(), 1, "only the arrival so far");
+    faults.reach(None, "meanwhile");
+    faults.release(Some("web"), "p");
     assert_eq!(worker.join().unwrap(), None);
-    let names: Vec<_> = history()
+    let names: Vec<_> = faults
+        .history()
         .into_iter()
         .map(|h| (h.name(), h.action))
         .collect();
@@ -36,131 +42,185 @@ fn a_park_holds_until_released_and_records_arrival_and_pass() {
             ("web:p".to_string(), None)
         ]
     );
-    assert!(unfired().is_empty());
+    assert!(faults.unfired().is_empty());
+}
+
+#[test]
+fn two_runs_in_one_process_see_nothing_of_each_other() {
+    let (a, b) = (Faults::new(), Faults::new());
+    a.configure(None, "p", Action::Park);
+    b.configure(None, "p", Action::Error);
+    let parked = reach_on_a_thread(&a, None, "p");
+    a.wait_any(&[Await::Parked("p".into())], T).unwrap();
+    assert!(b.reach(None, "p").is_some(), "b's own fault, not a's park");
+    let err = b
+        .wait_any(&[Await::Parked("p".into())], Duration::from_millis(20))
+        .unwrap_err();
+    assert_eq!(err.hits, 1, "b saw only its own hit");
+    a.release(None, "p");
+    assert_eq!(parked.join().unwrap(), None);
+    assert_eq!(a.history().len(), 2, "a's arrival and pass");
+    assert_eq!(b.history().len(), 1);
+    assert_eq!(a.progress(), 2);
+}
+
+#[test]
+fn reset_drops_the_intervention_handler() {
+    let faults = Faults::new();
+    let run = faults.clone();
+    // The handler holds the registry, as a harness's server does: reset
+    // breaks the cycle.
+    faults.set_intervention_handler(move |_, _| drop(run.history()));
+    assert_eq!(std::sync::Arc::strong_count(&faults.registry), 2);
+    faults.reset();
+    assert_eq!(std::sync::Arc::strong_count(&faults.registry), 1);
 }
 
 #[test]
 fn error_returns_the_injected_message_and_unconfigured_points_pass() {
-    let _turn = serial();
-    configure(None, "e", Action::Error);
-    assert!(reach(None, "e").unwrap().contains("fault injected at e"));
-    assert_eq!(reach(None, "other"), None);
+    let faults = Faults::new();
+    faults.configure(None, "e", Action::Error);
+    assert!(faults
+        .reach(None, "e")
+        .unwrap()
+        .contains("fault injected at e"));
+    assert_eq!(faults.reach(None, "other"), None);
 }
 
 #[test]
 fn a_configured_point_never_reached_is_reported_unfired() {
-    let _turn = serial();
-    configure(Some("db"), "never", Action::Delay(1));
-    assert_eq!(unfired(), ["db:never".to_string()]);
+    let faults = Faults::new();
+    faults.configure(Some("db"), "never", Action::Delay(1));
+    assert_eq!(faults.unfired(), ["db:never".to_string()]);
 }
 
 #[test]
 fn reset_wakes_a_parked_thread() {
-    let _turn = serial();
-    configure(None, "stuck", Action::Park);
-    let worker = std::thread::spawn(|| reach(None, "stuck"));
-    wait_any(&[Await::Parked("stuck".into())], T).unwrap();
-    reset();
+    let faults = Faults::new();
+    faults.configure(None, "stuck", Action::Park);
+    let worker = reach_on_a_thread(&faults, None, "stuck");
+    faults
+        .wait_any(&[Await::Parked("stuck".into())], T)
+        .unwrap();
+    faults.reset();
     worker.join().unwrap();
 }
 
 #[test]
 fn wait_any_times_out_instead_of_hanging() {
-    let _turn = serial();
-    let err = wait_any(
-        &[Await::Passed("nothing".into())],
-        Duration::from_millis(20),
-    )
-    .unwrap_err();
+    let faults = Faults::new();
+    let err = faults
+        .wait_any(
+            &[Await::Passed("nothing".into())],
+            Duration::from_millis(20),
+        )
+        .unwrap_err();
     assert!(err.to_string().contains("nothing"));
 }
 
 #[test]
 fn progress_restarts_the_idle_window() {
-    let _turn = serial();
+    let faults = Faults::new();
     let idle = Duration::from_secs(2);
-    let worker = std::thread::spawn(|| {
+    let slow = faults.clone();
+    let worker = std::thread::spawn(move || {
         // A slow worker: hits far inside the idle window, spanning more
         // than the window in all, then the awaited one. (The sleep is
         // the simulated slowness, not synchronisation.)
         for i in 0..12 {
             std::thread::sleep(Duration::from_millis(250));
-            reach(None, &format!("step{i}"));
+            slow.reach(None, &format!("step{i}"));
         }
-        reach(None, "done");
+        slow.reach(None, "done");
     });
-    wait_any(&[Await::Passed("done".into())], idle).unwrap();
+    faults
+        .wait_any(&[Await::Passed("done".into())], idle)
+        .unwrap();
     worker.join().unwrap();
 }
 
 #[test]
 fn release_all_lets_parks_go_and_keeps_the_history() {
-    let _turn = serial();
-    configure(None, "held", Action::Park);
-    reach(None, "before");
-    let worker = std::thread::spawn(|| reach(None, "held"));
-    wait_any(&[Await::Parked("held".into())], T).unwrap();
-    release_all();
+    let faults = Faults::new();
+    faults.configure(None, "held", Action::Park);
+    faults.reach(None, "before");
+    let worker = reach_on_a_thread(&faults, None, "held");
+    faults.wait_any(&[Await::Parked("held".into())], T).unwrap();
+    faults.release_all();
     worker.join().unwrap();
-    let names: Vec<_> = history().into_iter().map(|h| h.name()).collect();
+    let names: Vec<_> = faults.history().into_iter().map(|h| h.name()).collect();
     assert_eq!(names, ["before", "held", "held"]);
 }
 
 #[test]
 fn a_fault_applies_on_its_nth_hit_only() {
-    let _turn = serial();
-    configure_fault(&"web:p@3=error".parse().unwrap());
-    assert_eq!(reach(Some("web"), "p"), None);
+    let faults = Faults::new();
+    faults.configure_fault(&"web:p@3=error".parse().unwrap());
+    assert_eq!(faults.reach(Some("web"), "p"), None);
     assert_eq!(
-        unfired(),
+        faults.unfired(),
         ["web:p".to_string()],
         "not yet fired: 1 of 3 hits"
     );
-    assert_eq!(reach(Some("web"), "p"), None);
-    assert!(reach(Some("web"), "p").is_some(), "the third hit fails");
-    assert_eq!(reach(Some("web"), "p"), None, "and only the third");
-    assert!(unfired().is_empty());
-    let actions: Vec<_> = history().into_iter().map(|h| h.action).collect();
+    assert_eq!(faults.reach(Some("web"), "p"), None);
+    assert!(
+        faults.reach(Some("web"), "p").is_some(),
+        "the third hit fails"
+    );
+    assert_eq!(faults.reach(Some("web"), "p"), None, "and only the third");
+    assert!(faults.unfired().is_empty());
+    let actions: Vec<_> = faults.history().into_iter().map(|h| h.action).collect();
     assert_eq!(actions, [None, None, Some(Action::Error), None]);
 }
 
 #[test]
 fn an_intervention_runs_the_installed_handler_before_the_pass() {
-    let _turn = serial();
+    let faults = Faults::new();
     let seen = std::sync::Arc::new(StdMutex::new(Vec::new()));
-    let log = seen.clone();
-    set_intervention_handler(move |scope, what| {
+    let (log, run) = (seen.clone(), faults.clone());
+    faults.set_intervention_handler(move |scope, what| {
         log.lock()
             .unwrap()
-            .push((scope.map(str::to_string), what, history().len()));
+            .push((scope.map(str::to_string), what, run.history().len()));
     });
-    configure(
+    faults.configure(
         Some("web"),
         "p",
         Action::Intervene(Intervention::KillExecutor),
     );
-    assert_eq!(reach(Some("web"), "p"), None);
+    assert_eq!(faults.reach(Some("web"), "p"), None);
     assert_eq!(
         *seen.lock().unwrap(),
         [(Some("web".to_string()), Intervention::KillExecutor, 0)],
         "acted on before the hit was recorded"
     );
     assert_eq!(
-        history()[0].action,
+        faults.history()[0].action,
         Some(Action::Intervene(Intervention::KillExecutor))
     );
 }
 
 #[test]
 fn several_faults_on_one_point_apply_in_order_on_their_hits() {
-    let _turn = serial();
-    set_intervention_handler(|_, _| {});
+    let faults = Faults::new();
+    faults.set_intervention_handler(|_, _| {});
     for fault in ["web:p=sigstop-executor", "web:p=error", "web:p@2=delay(1)"] {
-        configure_fault(&fault.parse().unwrap());
+        faults.configure_fault(&fault.parse().unwrap());
     }
-    assert!(reach(Some("web"), "p").is_some(), "the first hit fails");
-    assert_eq!(reach(Some("web"), "p"), None, "the second only sleeps");
-    let actions: Vec<_> = history().into_iter().filter_map(|h| h.action).collect();
+    assert!(
+        faults.reach(Some("web"), "p").is_some(),
+        "the first hit fails"
+    );
+    assert_eq!(
+        faults.reach(Some("web"), "p"),
+        None,
+        "the second only sleeps"
+    );
+    let actions: Vec<_> = faults
+        .history()
+        .into_iter()
+        .filter_map(|h| h.action)
+        .collect();
     assert_eq!(
         actions,
         [
@@ -169,23 +229,27 @@ fn several_faults_on_one_point_apply_in_order_on_their_hits() {
             Action::Delay(1)
         ]
     );
-    assert!(unfired().is_empty());
+    assert!(faults.unfired().is_empty());
 }
 
 #[test]
 fn an_await_holds_until_the_shared_log_shows_the_hit() {
-    let _turn = serial();
+    let faults = Faults::new();
     let dir = tempfile::tempdir().unwrap();
-    log_to(Some(&dir.path().join("faults.jsonl"))).unwrap();
-    configure_fault(&"a:held=await(b:go@2)".parse().unwrap());
-    let worker = std::thread::spawn(|| reach(Some("a"), "held"));
-    wait_any(&[Await::Passed("a:held".into())], T).unwrap();
-    reach(Some("b"), "go");
+    faults
+        .log_to(Some(&dir.path().join("faults.jsonl")))
+        .unwrap();
+    faults.configure_fault(&"a:held=await(b:go@2)".parse().unwrap());
+    let worker = reach_on_a_thread(&faults, Some("a"), "held");
+    faults
+        .wait_any(&[Await::Passed("a:held".into())], T)
+        .unwrap();
+    faults.reach(Some("b"), "go");
     assert!(!worker.is_finished(), "one hit of b:go is not two");
-    reach(Some("b"), "go");
+    faults.reach(Some("b"), "go");
     assert_eq!(worker.join().unwrap(), None);
-    log_to(None).unwrap();
-    let names: Vec<_> = history().into_iter().map(|h| h.name()).collect();
+    faults.log_to(None).unwrap();
+    let names: Vec<_> = faults.history().into_iter().map(|h| h.name()).collect();
     assert_eq!(
         names,
         ["a:held", "b:go", "b:go", "a:held"],
@@ -195,7 +259,6 @@ fn an_await_holds_until_the_shared_log_shows_the_hit() {
 
 #[test]
 fn env_spec_round_trips_and_the_log_survives_a_torn_line() {
-    let _turn = serial();
     let faults = [
         "web:tr.before_prestart@2=kill".parse::<Fault>().unwrap(),
         "ar.kill_started=delay(5)".parse().unwrap(),

@@ -25,7 +25,13 @@ fn set_up(sys: &RecordingSyscalls, network_isolation: bool) -> Result<(), Execut
         network_isolation,
         ..spec()
     };
-    set_up_namespaces(sys, &spec, Path::new(ROOT), &creds(1234, 2345))
+    set_up_namespaces(
+        sys,
+        &Faults::default(),
+        &spec,
+        Path::new(ROOT),
+        &creds(1234, 2345),
+    )
 }
 
 /// The cgroup namespace before anything else, then the whole root, then
