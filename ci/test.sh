@@ -10,7 +10,9 @@
 #              TASKGATE_SEEDED_BUG; same target dir, so the dependencies
 #              are built once) copied to target/zoo/
 #   test       the workspace tests on this host (tests/report.rs renders the
-#              legacy build's report in headless Chromium: the zoo is built)
+#              legacy build's report in headless Chromium: the zoo is built),
+#              then the fault layer's unit tests in a default build (its
+#              points must cost nothing)
 #   gate       the release gate (`taskgate gate`): the whole catalogue, full
 #              enumeration + random schedules, JUnit XML at
 #              target/taskgate-gate.xml and the HTML report in
@@ -95,6 +97,9 @@ ZOO_BIN=target/zoo/taskgate
 LEGACY_ENV=(env TASKGATE_SEEDED_BUG=legacy-prestart-skip)
 # PROPTEST_CASES: the jobspec fuzz target runs 10000 cases per property (~20 s).
 TEST_CMD=(env PROPTEST_CASES=10000 cargo test --workspace --features failpoints,privileged -- --test-threads=1)
+# Without fault points the macros must evaluate nothing: taskgate-faults'
+# own test of that only builds without the feature.
+TEST_DEFAULT_CMD=(cargo test -p taskgate-faults --lib)
 GATE_CMD=(target/debug/taskgate gate --random 10 --junit target/taskgate-gate.xml --report target/taskgate-report)
 LEGACY_EXPLORE_CMD=("${LEGACY_ENV[@]}" "$ZOO_BIN" explore sidecar-stop --random 0 --expect-violation)
 ZOO_CMD=(ci/zoo.sh run)
@@ -156,6 +161,10 @@ skip() { # skip NAME REASON
     echo "==== stage $1: SKIPPED ($2)"
 }
 
+test_all() {
+    "${TEST_CMD[@]}" && "${TEST_DEFAULT_CMD[@]}"
+}
+
 build_all() {
     "${BUILD_CMD[@]}" &&
         # The zoo, then back to the fixed binaries.
@@ -185,7 +194,7 @@ fi
 needs_build() { # needs_build NAME COMMAND...: a stage that runs what `build` built
     if [ "$built" = 1 ]; then stage "$@"; else skip "$1" "nothing built (run the build stage)"; fi
 }
-wants test && needs_build test "${TEST_CMD[@]}"
+wants test && needs_build test test_all
 wants gate && needs_build gate "${GATE_CMD[@]}"
 wants legacy && needs_build "legacy (must find the violation)" "${LEGACY_EXPLORE_CMD[@]}"
 wants zoo && needs_build "zoo (every seeded bug caught)" "${ZOO_CMD[@]}"

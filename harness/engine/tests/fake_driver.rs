@@ -3,7 +3,6 @@
 
 mod support;
 
-use serial_test::serial;
 use std::sync::Arc;
 use std::time::Duration;
 use support::*;
@@ -16,7 +15,6 @@ use taskgate_engine::{ClientStatus, DesiredStatus};
 use taskgate_faults::{points, Action, Await};
 
 #[test]
-#[serial]
 fn tasks_start_in_lifecycle_order_and_a_stop_ends_them_all() {
     let rt = runtime();
     let home = Home::new();
@@ -53,7 +51,6 @@ fn tasks_start_in_lifecycle_order_and_a_stop_ends_them_all() {
 /// stop ends a task at once, so a Stop call after another means after its
 /// death).
 #[test]
-#[serial]
 fn a_stop_kills_the_leader_then_the_main_tasks_then_the_sidecars() {
     let rt = runtime();
     let home = Home::new();
@@ -92,7 +89,6 @@ fn a_stop_kills_the_leader_then_the_main_tasks_then_the_sidecars() {
 /// The report's race, forced: the sidecar is held before its prestart while
 /// the stop is applied; released, it must never reach the driver.
 #[test]
-#[serial]
 fn a_stop_before_the_sidecar_prestart_never_starts_it() {
     let rt = runtime();
     let home = Home::new();
@@ -138,7 +134,6 @@ fn a_stop_before_the_sidecar_prestart_never_starts_it() {
 
 /// The leader's exit ends the alloc: the other tasks are killed.
 #[test]
-#[serial]
 fn the_leaders_exit_kills_the_other_tasks() {
     let rt = runtime();
     let home = Home::new();
@@ -168,7 +163,6 @@ fn the_leaders_exit_kills_the_other_tasks() {
 #[rstest::rstest]
 #[case::service(JobType::Service, 3, ClientStatus::Failed)]
 #[case::batch(JobType::Batch, 1, ClientStatus::Complete)]
-#[serial]
 fn a_success_restarts_a_service_and_completes_a_batch(
     #[case] job_type: JobType,
     #[case] starts: usize,
@@ -198,7 +192,6 @@ fn a_success_restarts_a_service_and_completes_a_batch(
 /// A task record keeps its last 10 events, as Nomad caps them; the alloc's
 /// event stream still carries every one.
 #[test]
-#[serial]
 fn a_task_keeps_its_last_ten_events_and_the_stream_carries_all() {
     let rt = runtime();
     let home = Home::new();
@@ -239,7 +232,6 @@ fn a_task_keeps_its_last_ten_events_and_the_stream_carries_all() {
 /// (on the engine's clock, exactly, and with an event), and only then gets
 /// its signal; the kill order stays, and a task without a delay waits none.
 #[test]
-#[serial]
 fn a_shutdown_delay_holds_the_kill_signal_back() {
     let rt = runtime();
     let home = Home::new();
@@ -293,7 +285,6 @@ fn a_shutdown_delay_holds_the_kill_signal_back() {
 /// poststart sidecar's start condition, so it is on disk once the sidecar
 /// is let go; the end is `complete`.
 #[test]
-#[serial]
 fn the_client_status_is_running_while_tasks_run() {
     let rt = runtime();
     let home = Home::new();
@@ -320,7 +311,6 @@ fn the_client_status_is_running_while_tasks_run() {
 /// it dead and failed, with Nomad's failed flag on its last event, and the
 /// alloc fails instead of waiting on a runner that is gone.
 #[test]
-#[serial]
 fn a_panicked_runner_kills_its_task_and_fails_it() {
     let rt = runtime();
     let home = Home::new();

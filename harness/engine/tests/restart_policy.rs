@@ -4,7 +4,6 @@
 
 mod support;
 
-use serial_test::serial;
 use std::sync::Arc;
 use std::time::Duration;
 use support::*;
@@ -45,7 +44,6 @@ fn last_event(summary: &taskgate_engine::AllocSummary, task: &str) -> (EventKind
 /// attempt lost, and the policy decides: the task fails. (It used to start
 /// attempt 2 at once, uncounted.)
 #[test]
-#[serial]
 fn a_lost_attempt_at_restore_is_decided_by_the_policy() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();
@@ -66,7 +64,6 @@ fn a_lost_attempt_at_restore_is_decided_by_the_policy() {
 /// With a restart left, the lost attempt is counted and restarted after
 /// the policy's delay (on the virtual clock, exactly it and its jitter).
 #[test]
-#[serial]
 fn a_lost_attempt_at_restore_is_counted() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();
@@ -108,7 +105,6 @@ fn exit_0_job() -> Job {
 /// is waited (the virtual clock does not move), none counted. (The runner
 /// took it for an ordinary exit and waited out the half hour first.)
 #[test]
-#[serial]
 fn a_restart_that_meets_an_exit_0_is_the_restarts() {
     let rt = runtime();
     let home = Home::new();
@@ -173,7 +169,6 @@ fn failed_once(
 /// expired long ago: it is restarted. (The restored tracker's window began
 /// at the restore, with the task's one restart in it, and gave up.)
 #[test]
-#[serial]
 fn a_restore_keeps_the_restart_window() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();
@@ -204,7 +199,6 @@ fn a_restore_keeps_the_restart_window() {
 /// (completed an hour after its one restart); its next failure is judged
 /// in the window the task was in, long passed: it is restarted.
 #[test]
-#[serial]
 fn a_revived_task_keeps_its_restart_window() {
     let rt = runtime();
     let home = Home::new();
@@ -237,7 +231,6 @@ fn a_revived_task_keeps_its_restart_window() {
 /// agent waits out the rest of it (it used to skip it, as Nomad does),
 /// and a stop meanwhile ends the wait, with no further attempt.
 #[test]
-#[serial]
 fn a_restart_delay_an_agent_kill_cut_short_is_waited_out() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();

@@ -3,7 +3,6 @@
 
 mod support;
 
-use serial_test::serial;
 use std::time::Duration;
 use support::*;
 use taskgate_engine::fake_driver::{Call, Exit};
@@ -18,7 +17,6 @@ use taskgate_faults::{points, Await};
 /// until attempt 2 was committed, docs/bugs.md B1), and neither finishes attempt 2 as
 /// if it were the ended attempt 1 nor starts a third.
 #[test]
-#[serial]
 fn a_restore_on_attempt_2_reattaches_to_attempt_2() {
     let first = runtime();
     let second = runtime();
@@ -71,7 +69,6 @@ fn a_restore_on_attempt_2_reattaches_to_attempt_2() {
 /// crash would leave them) is restored by a new engine: both tasks are
 /// re-attached, none started again, and a stop then ends them.
 #[test]
-#[serial]
 fn a_restored_engine_reattaches_instead_of_starting_again() {
     let first = runtime();
     let second = runtime();
@@ -140,7 +137,6 @@ fn a_restored_engine_reattaches_instead_of_starting_again() {
 /// Restore rule: an alloc whose record cannot be decoded is skipped, with
 /// its key and why, and every other alloc is restored and runs to its end.
 #[test]
-#[serial]
 fn an_undecodable_record_skips_only_its_alloc() {
     let first = runtime();
     let second = runtime();
@@ -185,7 +181,6 @@ fn an_undecodable_record_skips_only_its_alloc() {
 /// Restore rule: the committed attempt ended (its end persisted) before the
 /// agent died; the restored agent finishes it, and never runs it again.
 #[test]
-#[serial]
 fn a_restored_attempt_that_had_ended_is_finished_not_run_again() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();
@@ -211,7 +206,6 @@ fn a_restored_attempt_that_had_ended_is_finished_not_run_again() {
 /// executor than the record names); the remains are destroyed before the
 /// restart, so the new attempt is not refused and never runs beside them.
 #[test]
-#[serial]
 fn a_failed_reattach_destroys_the_remains_before_the_restart() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();
@@ -266,7 +260,6 @@ fn lost_attempt_end(summary: &AllocSummary) -> String {
 /// reattach fails, and the lost attempt is reported killed with nothing
 /// left of it, then restarted.
 #[test]
-#[serial]
 fn a_lost_attempt_with_nothing_left_is_said_so() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();
@@ -290,7 +283,6 @@ fn a_lost_attempt_with_nothing_left_is_said_so() {
 /// between used to reattach to attempt 1's executor, docs/bugs.md B1):
 /// held right after the commit, the persisted record names no executor.
 #[test]
-#[serial]
 fn committing_an_attempt_forgets_the_previous_attempts_handle() {
     let rt = runtime();
     let home = Home::new();
@@ -318,7 +310,6 @@ fn committing_an_attempt_forgets_the_previous_attempts_handle() {
 /// again, docs/bugs.md B2): held at the first of them, the record already
 /// has it.
 #[test]
-#[serial]
 fn an_attempts_end_is_persisted_before_the_exited_hooks() {
     let rt = runtime();
     let home = Home::new();
@@ -343,7 +334,6 @@ fn an_attempts_end_is_persisted_before_the_exited_hooks() {
 /// Each attempt's end is recorded under its own number: attempt 2's end
 /// is attempt 2's, so a restore that finds it never runs attempt 2 again.
 #[test]
-#[serial]
 fn an_attempts_end_is_recorded_under_its_number() {
     let rt = runtime();
     let home = Home::new();
@@ -369,7 +359,6 @@ fn an_attempts_end_is_recorded_under_its_number() {
 /// handle was persisted; the restored agent finds the executor at the
 /// task's socket and reattaches, instead of starting the attempt again.
 #[test]
-#[serial]
 fn a_restore_without_a_handle_finds_the_executor_at_its_socket() {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();

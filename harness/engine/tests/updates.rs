@@ -3,7 +3,6 @@
 
 mod support;
 
-use serial_test::serial;
 use std::time::Duration;
 use support::*;
 use taskgate_engine::alloc::{AllocUpdate, DesiredStatus};
@@ -15,7 +14,6 @@ use taskgate_faults::{points, Await};
 
 /// Only an update that makes the alloc terminal starts the kill path.
 #[test]
-#[serial]
 fn an_update_that_does_not_stop_the_alloc_kills_nothing() {
     let rt = runtime();
     let home = Home::new();
@@ -73,7 +71,6 @@ fn failing_twice() -> Job {
 /// its env and meta together, its restart policy from the next decision;
 /// it is persisted, and taken once.
 #[test]
-#[serial]
 fn an_in_place_update_holds_from_the_next_attempt() {
     let rt = runtime();
     let home = Home::new();
@@ -132,7 +129,6 @@ fn an_in_place_update_holds_from_the_next_attempt() {
     }
 })]
 #[case::unexecable_env(|job: &mut Job| { job.groups[0].tasks[1].env.insert("A=B".into(), "x".into()); })]
-#[serial]
 fn an_update_that_cannot_apply_in_place_is_refused_whole(#[case] spoil: fn(&mut Job)) {
     let rt = runtime();
     let home = Home::new();
@@ -171,7 +167,6 @@ fn an_update_that_cannot_apply_in_place_is_refused_whole(#[case] spoil: fn(&mut 
 /// the update is offered again at the next boundary: never lost, never
 /// half-taken.
 #[test]
-#[serial]
 fn a_failed_update_hook_leaves_the_update_for_the_next_boundary() {
     let rt = runtime();
     let home = Home::new();
@@ -214,7 +209,6 @@ fn a_failed_update_hook_leaves_the_update_for_the_next_boundary() {
 /// status is `run`) is taken as a version, never as a new start. The
 /// poststop task, held, keeps the alloc alive until the update is applied.
 #[test]
-#[serial]
 fn an_update_after_a_stop_does_not_undo_it() {
     let rt = runtime();
     let home = Home::new();

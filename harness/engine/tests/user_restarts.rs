@@ -3,7 +3,6 @@
 
 mod support;
 
-use serial_test::serial;
 use support::*;
 use taskgate_engine::alloc::DesiredStatus;
 use taskgate_engine::fake_driver::Exit;
@@ -67,7 +66,6 @@ fn index_of(order: &[String], task: &str) -> usize {
 /// task is not run again, and nothing counts against the restart policy
 /// (every task here allows no restart at all).
 #[test]
-#[serial]
 fn restarting_the_running_tasks_follows_the_lifecycle_and_keeps_the_completed_prestart() {
     let rt = runtime();
     let home = Home::new();
@@ -106,7 +104,6 @@ fn restarting_the_running_tasks_follows_the_lifecycle_and_keeps_the_completed_pr
 /// Restarting all tasks runs the completed prestart task again, and the
 /// main tasks wait for it as on the first start.
 #[test]
-#[serial]
 fn restarting_all_tasks_runs_the_prestart_task_again_before_the_main_tasks() {
     let rt = runtime();
     let home = Home::new();
@@ -137,7 +134,6 @@ fn restarting_all_tasks_runs_the_prestart_task_again_before_the_main_tasks() {
 
 /// One task restarts alone; the others run on untouched.
 #[test]
-#[serial]
 fn restarting_one_task_leaves_the_others_running() {
     let rt = runtime();
     let home = Home::new();
@@ -153,7 +149,6 @@ fn restarting_one_task_leaves_the_others_running() {
 
 /// What cannot be restarted is refused, with why, and changes nothing.
 #[test]
-#[serial]
 fn a_restart_that_cannot_apply_is_refused() {
     let rt = runtime();
     let home = Home::new();
@@ -197,7 +192,6 @@ fn a_restart_that_cannot_apply_is_refused() {
 /// a restart of the running tasks has nothing to restart: refused, and
 /// the delay goes on; a restart of all tasks cuts it short.
 #[test]
-#[serial]
 fn a_restart_with_nothing_running_is_refused() {
     let rt = runtime();
     let home = Home::new();
@@ -231,7 +225,6 @@ fn a_restart_with_nothing_running_is_refused() {
 /// and the alloc ends stopped: nothing is started after the stop made it
 /// terminal, and nothing of it runs on.
 #[test]
-#[serial]
 fn a_restart_racing_a_stop_ends_stopped() {
     let rt = runtime();
     let home = Home::new();
