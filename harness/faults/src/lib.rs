@@ -45,7 +45,8 @@ use serde::{Deserialize, Serialize};
 /// What happens when a configured point is reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Action {
-    /// Block the reaching thread until [`release`] is called for the point.
+    /// Block the reaching thread until the run releases the point
+    /// (`Faults::release`).
     Park,
     /// Sleep this many milliseconds, then continue.
     Delay(u64),
@@ -56,7 +57,7 @@ pub enum Action {
     /// SIGKILL the whole process (the agent), as a crash would.
     KillAgent,
     /// Act on the point's task from outside the engine, through the handler
-    /// the process installed with `set_intervention_handler`.
+    /// the run installed with `Faults::set_intervention_handler`.
     Intervene(Intervention),
     /// Hold here until the shared fault log shows `point` reached `nth`
     /// times, by any process: a park another process releases just by
@@ -173,7 +174,7 @@ impl std::fmt::Display for Action {
     }
 }
 
-/// One point passed, in the order the whole process passed them. A parked
+/// One point passed, in the order its run passed them. A parked
 /// point shows twice: its arrival (with `action: Some(Park)`) and its pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hit {

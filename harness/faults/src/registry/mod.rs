@@ -26,7 +26,7 @@ struct State {
     parked: BTreeMap<String, usize>,
     /// Points released; a park at a released point falls through.
     released: BTreeSet<String>,
-    /// Where hits are also appended, for a harness watching this process.
+    /// Where hits are also appended, for a harness watching this run.
     log: Option<(std::fs::File, std::path::PathBuf)>,
     /// What [`Action::Intervene`] does in this run.
     intervention: Option<Arc<InterventionHandler>>,
