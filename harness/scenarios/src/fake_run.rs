@@ -183,12 +183,9 @@ mod tests {
             .unwrap()
     }
 
-    // Both share the process's fault registry: one at a time.
-
     /// Without root: every stop-race schedule of the scenario of docs/nomad-prestart-race-report.txt,
     /// and fault cases, against the fake driver, all judged and passing.
     #[test]
-    #[serial_test::serial]
     fn the_catalogues_in_process_cases_pass_against_the_fake() {
         let runtime = runtime();
         let runner = FakeRunner { runtime: &runtime };
@@ -218,7 +215,6 @@ mod tests {
     /// process to act on, a stop to end it) passes against it too: the
     /// engine's logic alone, judged as the gate judges it.
     #[test]
-    #[serial_test::serial]
     fn the_catalogues_fault_cases_the_fake_can_run_pass_against_it() {
         let runtime = runtime();
         let runner = FakeRunner { runtime: &runtime };
@@ -249,6 +245,36 @@ mod tests {
         }
         assert!(failed.is_empty(), "{}", failed.join("\n"));
         assert!(ran >= 40, "only {ran} fault cases ran against the fake");
+    }
+
+    /// Runs in one process overlap: each owns its fault registry, so the
+    /// parks of one never hold the other's engine, nor its hits fill the
+    /// other's history. Two threads run every stop-race schedule of the
+    /// report's scenario at once, on one runtime, and each run passes as
+    /// it does alone.
+    #[test]
+    fn runs_in_one_process_overlap_and_each_judges_its_own_history() {
+        let runtime = runtime();
+        let all = catalogue();
+        let scenario = find(&all, "sidecar-stop").unwrap();
+        let cases = cases(scenario, 0, 0);
+        let reports: Vec<Vec<RunReport>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let runner = FakeRunner { runtime: &runtime };
+                        (cases.iter())
+                            .map(|case| runner.run(scenario, case))
+                            .collect()
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        for report in reports.iter().flatten() {
+            assert!(report.passed(), "{}", report.explain());
+        }
+        assert_eq!(reports.concat().len(), 2 * cases.len());
     }
 
     #[test]
