@@ -351,13 +351,14 @@ fn a_panicked_runner_kills_its_task_and_fails_it() {
 /// gate run judged it "a stop made the alloc terminal, but it ended with
 /// its desired status `run`", under heavy load).
 #[test]
-#[serial]
 fn a_stop_taken_as_the_alloc_finishes_is_in_its_summary() {
     let rt = runtime();
     let home = Home::new();
     home.driver.script("web", [Exit::Code(1)]);
-    home.faults.configure_fault(&"web:tr.after_driver_start=park".parse().unwrap());
-    home.faults.configure_fault(&"ar.update_received=park".parse().unwrap());
+    home.faults
+        .configure_fault(&"web:tr.after_driver_start=park".parse().unwrap());
+    home.faults
+        .configure_fault(&"ar.update_received=park".parse().unwrap());
     let engine = home.engine();
     let alloc = submit(&rt, &engine, &job(vec![task("web", None, false)]));
     let alloc_id = alloc.alloc_id.clone();
@@ -368,7 +369,8 @@ fn a_stop_taken_as_the_alloc_finishes_is_in_its_summary() {
     alloc.stop();
     home.wait_for(Await::Parked(points::AR_UPDATE_RECEIVED.into()));
     // The task fails and the alloc finishes while the stop is held.
-    home.faults.release(Some("web"), points::TR_AFTER_DRIVER_START);
+    home.faults
+        .release(Some("web"), points::TR_AFTER_DRIVER_START);
     home.wait_for(Await::Passed(points::AR_FINISHED.into()));
     home.faults.release(None, points::AR_UPDATE_RECEIVED);
     let summary = wait(&rt, alloc);

@@ -133,7 +133,11 @@ impl AgentSide {
             Err(ControlError::Finished { status, .. }) => return Ok(Some(status)),
             Err(err) => return Err(err.into()),
         };
-        let server = Arc::new(Server::new(control, record.job.clone(), self.faults.clone()));
+        let server = Arc::new(Server::new(
+            control,
+            record.job.clone(),
+            self.faults.clone(),
+        ));
         lock(&self.servers).push(server.clone());
         if self.orders.stop {
             server.deliver(Intervention::StopAlloc);

@@ -257,15 +257,13 @@ mod tests {
         let runtime = runtime();
         let all = catalogue();
         let scenario = find(&all, "sidecar-stop").unwrap();
-        let cases = cases(scenario, 0, 0);
+        let runs = scenario.runs(0, 0);
         let reports: Vec<Vec<RunReport>> = std::thread::scope(|s| {
             let workers: Vec<_> = (0..2)
                 .map(|_| {
                     s.spawn(|| {
                         let runner = FakeRunner { runtime: &runtime };
-                        (cases.iter())
-                            .map(|case| runner.run(scenario, case))
-                            .collect()
+                        runs.iter().map(|run| runner.run(run)).collect()
                     })
                 })
                 .collect();
@@ -274,7 +272,7 @@ mod tests {
         for report in reports.iter().flatten() {
             assert!(report.passed(), "{}", report.explain());
         }
-        assert_eq!(reports.concat().len(), 2 * cases.len());
+        assert_eq!(reports.concat().len(), 2 * runs.len());
     }
 
     #[test]

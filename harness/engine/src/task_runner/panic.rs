@@ -127,7 +127,8 @@ mod tests {
             ..TaskRecord::new("web")
         };
         state.put_task("a1", &running).unwrap();
-        let driver = FakeDriver::new(dir.path().join("run"));
+        let faults = Faults::new();
+        let driver = FakeDriver::new(dir.path().join("run"), faults.clone());
         let (changed, _) = mpsc::unbounded_channel();
         let cleanup = PanicCleanup {
             alloc_id: "a1".into(),
@@ -137,6 +138,7 @@ mod tests {
             state_tx: Arc::new(watch::channel(running.state.clone()).0),
             socket: dir.path().join("run/web.sock"),
             changed,
+            faults,
         };
         let left = cleanup.after_panic(cancelled_runner().await).await;
         let killed = (driver.calls().iter())
