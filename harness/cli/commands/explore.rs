@@ -5,13 +5,15 @@
 //! cases. On real executors under the exec oracle, or on the fake driver.
 
 use super::html_report::ReportArgs;
-use super::lab_session::{interrupted, interrupted_after, print_failures, Progress, Session};
+use super::lab_session::{
+    interrupted, interrupted_after, print_failures, JobsArgs, Progress, Session,
+};
 use anyhow::Context;
 use std::path::PathBuf;
 use taskgate_scenarios::catalogue;
 use taskgate_scenarios::fake_run::FakeRunner;
-use taskgate_scenarios::gate::{run_all, Runner, StopAt};
-use taskgate_scenarios::RunVerdict;
+use taskgate_scenarios::gate::{run_jobs, StopAt};
+use taskgate_scenarios::{RunReport, RunVerdict};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -50,6 +52,8 @@ pub struct Args {
     pub verbose: bool,
     #[command(flatten)]
     pub html: ReportArgs,
+    #[command(flatten)]
+    pub jobs: JobsArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -72,35 +76,35 @@ pub fn pct_guarantee() -> String {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let scenario = catalogue::choose(args.file.as_deref(), args.name.as_deref())?;
     let all = scenario.runs(args.random, args.seed);
-    // One runner or the other: the real one holds a lab (root) for its life.
-    let (session, fake_runtime);
+    let stop = if args.first_failure {
+        StopAt::FirstFailure
+    } else {
+        StopAt::End
+    };
+    let runs: Vec<_> = all.iter().collect();
+    let jobs = args.jobs.jobs();
+    let mut progress = Progress::new(&scenario.name, all.len())?;
+    let each = |r: &RunReport| progress.finished(r);
     let mut html = None;
-    let runner: Box<dyn Runner + '_> = match args.driver {
+    let ran = match args.driver {
         Driver::Real => {
-            session = Session::open()?;
-            let mut runner = session.runner();
-            runner.keep_failures = !args.expect_violation;
-            html = args.html.prepare(&mut runner, false)?;
-            Box::new(runner)
+            let session = Session::open()?;
+            html = args.html.prepare(false)?;
+            let mut workshop = session.workshop();
+            workshop.keep_failures = !args.expect_violation;
+            workshop.report_data = html.as_ref().map(|h| h.keeper());
+            run_jobs(&workshop, jobs, &runs, stop, &interrupted, each)?
         }
         Driver::Fake => {
             anyhow::ensure!(
                 args.html.report.is_none(),
                 "--report needs the real driver: a fake run keeps no data to link"
             );
-            fake_runtime = super::runtime()?;
-            Box::new(FakeRunner {
-                runtime: &fake_runtime,
-            })
+            let runtime = super::runtime()?;
+            let runner = FakeRunner { runtime: &runtime };
+            run_jobs(&runner, jobs, &runs, stop, &interrupted, each).unwrap_or_else(|n| match n {})
         }
     };
-    let stop = if args.first_failure {
-        StopAt::FirstFailure
-    } else {
-        StopAt::End
-    };
-    let mut progress = Progress::new(&scenario.name, all.len())?;
-    let ran = run_all(&*runner, &all, stop, &interrupted, |r| progress.finished(r));
     progress.finish();
     if interrupted() {
         return Err(interrupted_after(ran.reports.len(), all.len()));

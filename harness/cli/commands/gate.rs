@@ -4,7 +4,9 @@
 //! `--merge` joins the shards' reports into one verdict.
 
 use super::html_report::ReportArgs;
-use super::lab_session::{interrupted, interrupted_after, print_failures, Progress, Session};
+use super::lab_session::{
+    interrupted, interrupted_after, print_failures, JobsArgs, Progress, Session,
+};
 use anyhow::Context;
 use std::path::PathBuf;
 use taskgate_scenarios::gate::{self, Gate, StopAt};
@@ -43,6 +45,8 @@ pub struct Args {
     pub merge: Vec<PathBuf>,
     #[command(flatten)]
     pub html: ReportArgs,
+    #[command(flatten)]
+    pub jobs: JobsArgs,
 }
 
 /// The built-in scenarios, or every file of `--catalogue DIR`.
@@ -69,8 +73,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let gate = Gate::new(&selected, args.random, args.seed, shard);
     let planned = gate.mine().len();
     let session = Session::open()?;
-    let mut runner = session.runner();
-    let html = args.html.prepare(&mut runner, false)?;
+    let html = args.html.prepare(false)?;
+    let mut workshop = session.workshop();
+    workshop.report_data = html.as_ref().map(|h| h.keeper());
     if shard != Shard::WHOLE {
         println!(
             "gate: shard {shard}: {planned} of the plan's {} runs",
@@ -83,7 +88,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         StopAt::End
     };
     let mut progress = Progress::new("gate", planned)?;
-    let ran = gate.run(&runner, stop, &interrupted, |r| progress.finished(r));
+    let ran = gate.run(&workshop, args.jobs.jobs(), stop, &interrupted, |r| {
+        progress.finished(r)
+    })?;
     progress.finish();
     if interrupted() {
         return Err(interrupted_after(ran.reports.len(), planned));

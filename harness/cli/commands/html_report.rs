@@ -3,9 +3,10 @@
 
 use anyhow::Context;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use taskgate_scenarios::html::kept::Keeper;
 use taskgate_scenarios::html::{self, host::Host, RunView, ScenarioRow, Summary, Written};
-use taskgate_scenarios::lab_run::LabRunner;
 use taskgate_scenarios::{RunReport, Scenario};
 
 #[derive(clap::Args, Default)]
@@ -20,25 +21,22 @@ pub struct ReportArgs {
 /// describes.
 pub struct Report {
     dir: PathBuf,
+    keeper: Arc<Keeper>,
 }
 
 impl ReportArgs {
     /// Prepares the report's directory before any run, so a wrong DIR
-    /// fails at once and every run's data can be copied into it; and tells
-    /// `runner` to keep its reported runs' data there.
-    pub fn prepare(
-        &self,
-        runner: &mut LabRunner<'_>,
-        passing: bool,
-    ) -> anyhow::Result<Option<Report>> {
+    /// fails at once and every run's data can be copied into it (by the
+    /// runners given [`Report::keeper`]).
+    pub fn prepare(&self, passing: bool) -> anyhow::Result<Option<Report>> {
         let Some(dir) = &self.report else {
             return Ok(None);
         };
         let dir =
             std::path::absolute(dir).with_context(|| format!("resolving {}", dir.display()))?;
         clear(&dir)?;
-        runner.report_data = Some(html::kept::Keeper::new(&dir, passing));
-        Ok(Some(Report { dir }))
+        let keeper = Arc::new(Keeper::new(&dir, passing));
+        Ok(Some(Report { dir, keeper }))
     }
 }
 
@@ -98,6 +96,11 @@ fn build() -> String {
 }
 
 impl Report {
+    /// What keeps the reported runs' data in the report, for the runners.
+    pub fn keeper(&self) -> Arc<Keeper> {
+        self.keeper.clone()
+    }
+
     /// Writes the report of `reports` (the runs of `scenarios`), drawing
     /// those `draw` picks, and prints where it is. The command line names
     /// the report.

@@ -1,18 +1,39 @@
-//! What explore, replay and gate share: a private mount namespace, the lab
-//! (marked filesystem + exec gate) and the engine runtime.
+//! What explore, replay and gate share: a private mount namespace, the
+//! engine runtime, and the labs (marked filesystem + exec gate): one, or
+//! one per worker with `--jobs`.
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::io::{IsTerminal, Write};
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use taskgate_scenarios::lab_run::LabRunner;
+use taskgate_scenarios::lab_run::{LabRunner, LabWorkshop};
 use taskgate_scenarios::{Lab, RunReport};
 
 pub struct Session {
-    pub lab: Lab,
     pub runtime: tokio::runtime::Runtime,
-    agent_bin: std::path::PathBuf,
+    agent_bin: PathBuf,
+    executor_bin: PathBuf,
+}
+
+/// How many runs at once: `--jobs`, the core count unless given.
+#[derive(clap::Args)]
+pub struct JobsArgs {
+    /// Runs at once, each worker with its own lab (marked filesystem, data
+    /// dirs, cgroup subtree, fault logs); the reports, verdicts and JUnit
+    /// are a serial run's. Default: the number of cores.
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<NonZeroUsize>,
+}
+
+impl JobsArgs {
+    pub fn jobs(&self) -> usize {
+        self.jobs
+            .or_else(|| std::thread::available_parallelism().ok())
+            .map_or(1, NonZeroUsize::get)
+    }
 }
 
 impl Session {
@@ -25,18 +46,33 @@ impl Session {
         taskgate_oracle::enter_private_mount_namespace()
             .context("entering a private mount namespace")?;
         let agent_bin = std::env::current_exe().context("locating the taskgate binary")?;
-        let lab = Lab::new(&super::sibling_executor()?)
-            .context("setting up the lab (marked tmpfs + exec gate)")?;
+        let executor_bin = super::sibling_executor()?;
         let runtime = super::runtime()?;
         Ok(Session {
-            lab,
             runtime,
             agent_bin,
+            executor_bin,
         })
     }
 
-    pub fn runner(&self) -> LabRunner<'_> {
-        LabRunner::new(&self.lab, &self.runtime, self.agent_bin.clone())
+    /// One lab, for a command that runs one run at a time.
+    pub fn lab(&self) -> anyhow::Result<Lab> {
+        Lab::new(&self.executor_bin).context("setting up the lab (marked tmpfs + exec gate)")
+    }
+
+    pub fn runner<'a>(&'a self, lab: &'a Lab) -> LabRunner<'a> {
+        LabRunner::new(lab, &self.runtime, self.agent_bin.clone())
+    }
+
+    /// A lab per worker, each made as its worker starts.
+    pub fn workshop(&self) -> LabWorkshop<'_> {
+        LabWorkshop {
+            executor_bin: self.executor_bin.clone(),
+            runtime: &self.runtime,
+            agent_bin: self.agent_bin.clone(),
+            keep_failures: true,
+            report_data: None,
+        }
     }
 }
 

@@ -30,8 +30,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let run = Token::parse(&args.token, &set)?;
     let session = Session::open()?;
-    let mut runner = session.runner();
-    let html = args.html.prepare(&mut runner, true)?;
+    let lab = session.lab()?;
+    let mut runner = session.runner(&lab);
+    let html = args.html.prepare(true)?;
+    runner.report_data = html.as_ref().map(|h| h.keeper());
     if args.repeat == 1 {
         let report = runner.run(&run);
         if let Some(html) = &html {

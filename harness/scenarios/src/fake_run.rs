@@ -7,7 +7,7 @@
 //! the exec oracle remains where it counts.
 
 use crate::drive::drive;
-use crate::gate::Runner;
+use crate::gate::{Runner, Workshop};
 use crate::judge::{expect_known, harness_error, judge};
 use crate::lab::{io, LabError};
 use crate::model::Then;
@@ -38,6 +38,17 @@ impl Runner for FakeRunner<'_> {
         expect_known(run.scenario, &mut report);
         report.duration = started.elapsed();
         report
+    }
+}
+
+/// Fake runs share nothing but the runtime: every worker of a parallel
+/// loop runs on the one runner.
+impl Workshop for FakeRunner<'_> {
+    type Error = std::convert::Infallible;
+
+    fn serve(&self, work: &mut dyn FnMut(&dyn Runner)) -> Result<(), Self::Error> {
+        work(self);
+        Ok(())
     }
 }
 

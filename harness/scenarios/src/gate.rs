@@ -5,10 +5,10 @@
 //! these and print.
 //!
 //! Runs are independent (each has its own data dir, engine and fault
-//! log), and [`run_all`] yields their reports in plan order: a later
-//! `--jobs N` replaces its loop with a work queue over N runners, each
-//! with its own lab, putting the reports back in plan order before
-//! `each` sees them; nothing above it changes.
+//! registry): [`run_all`] runs them one after another on one runner, and
+//! [`run_jobs`] (`--jobs N`) on N workers, each with its own runner and
+//! lab, taking runs from one queue. Both hand the reports on in plan
+//! order, so nothing above them can tell the two apart.
 
 use crate::catalogue::{self, UnknownScenario};
 use crate::coverage::{self, Coverage};
@@ -17,6 +17,7 @@ use crate::plan::{self, Run, Token, TokenError};
 use crate::report::{junit, RunReport, RunVerdict};
 use crate::shard::{self, Shard, ShardError};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The JUnit report's name, a whole gate's or a merged one's.
@@ -72,9 +73,10 @@ impl Ran {
     }
 }
 
-/// Runs `runs` one after another and hands each report to `each` as it
-/// comes, until the plan's end, `stop`, or `interrupted()` (asked after
-/// each run, so the run in progress always ends and is judged).
+/// Runs `runs` one after another on `runner` and hands each report to
+/// `each` as it comes, until the plan's end, `stop`, or `interrupted()`
+/// (asked after each run, so the run in progress always ends and is
+/// judged).
 pub fn run_all<'r, 's: 'r>(
     runner: &dyn Runner,
     runs: impl IntoIterator<Item = &'r Run<'s>>,
@@ -82,28 +84,140 @@ pub fn run_all<'r, 's: 'r>(
     interrupted: &dyn Fn() -> bool,
     mut each: impl FnMut(&RunReport),
 ) -> Ran {
-    let started = Instant::now();
-    let mut reports = Vec::new();
-    let mut first_failure = None;
-    for run in runs {
-        let report = runner.run(run);
-        each(&report);
-        let failed = !report.passed();
-        if failed && first_failure.is_none() {
-            first_failure = Some(FirstFailure {
-                position: reports.len() + 1,
-                after: started.elapsed(),
-            });
-        }
-        reports.push(report);
-        if (failed && stop == StopAt::FirstFailure) || interrupted() {
+    let mut collector = Collector::new(stop, &mut each);
+    for (index, run) in runs.into_iter().enumerate() {
+        collector.take(index, runner.run(run));
+        if collector.stopped() || interrupted() {
             break;
         }
     }
-    Ran {
-        reports,
-        first_failure,
-        elapsed: started.elapsed(),
+    collector.finish()
+}
+
+/// Where each worker of [`run_jobs`] gets its runner. `serve` makes one on
+/// the worker's own thread and lends it to `work` for the worker's life: a
+/// lab's runner owns its marked filesystem, data dirs, cgroup subtree and
+/// fault logs, so no two workers share any of them.
+pub trait Workshop: Sync {
+    type Error: std::error::Error + Send;
+    fn serve(&self, work: &mut dyn FnMut(&dyn Runner)) -> Result<(), Self::Error>;
+}
+
+/// Runs `runs` on `jobs` workers at once, each taking the next run of the
+/// plan as it finishes one, and hands the reports to `each` in plan order:
+/// what [`run_all`] would hand on, verdict for verdict. At
+/// `StopAt::FirstFailure`, no run after a failing one starts; those started
+/// before it was known end, and are dropped. Once `interrupted()`, no run
+/// starts; those in progress end and are judged.
+pub fn run_jobs<W: Workshop>(
+    workshop: &W,
+    jobs: usize,
+    runs: &[&Run<'_>],
+    stop: StopAt,
+    interrupted: &(dyn Fn() -> bool + Sync),
+    mut each: impl FnMut(&RunReport),
+) -> Result<Ran, W::Error> {
+    let (queue_in, queue) = crossbeam_channel::unbounded();
+    for item in runs.iter().enumerate() {
+        let _ = queue_in.send(item);
+    }
+    drop(queue_in);
+    // The first failing run's index, once a worker has seen one.
+    let failed_at = AtomicUsize::new(usize::MAX);
+    let (done_in, done) = std::sync::mpsc::channel::<(usize, RunReport)>();
+    let mut collector = Collector::new(stop, &mut each);
+    let served = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs.max(1))
+            .map(|_| {
+                let (queue, done_in, failed_at) = (queue.clone(), done_in.clone(), &failed_at);
+                scope.spawn(move || {
+                    workshop.serve(&mut |runner| {
+                        for (index, run) in queue.iter() {
+                            if index > failed_at.load(Ordering::SeqCst) || interrupted() {
+                                break;
+                            }
+                            let report = runner.run(run);
+                            if !report.passed() && stop == StopAt::FirstFailure {
+                                failed_at.fetch_min(index, Ordering::SeqCst);
+                            }
+                            if done_in.send((index, report)).is_err() {
+                                break;
+                            }
+                        }
+                    })
+                })
+            })
+            .collect();
+        drop(done_in);
+        for (index, report) in done {
+            collector.take(index, report);
+        }
+        let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+        joined
+    });
+    for result in served {
+        match result {
+            Ok(served) => served?,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+    Ok(collector.finish())
+}
+
+/// Puts reports that come in any order back in plan order, hands them on,
+/// and keeps the loop's tally.
+struct Collector<'e> {
+    started: Instant,
+    stop: StopAt,
+    each: &'e mut dyn FnMut(&RunReport),
+    /// Handed on, in plan order.
+    reports: Vec<RunReport>,
+    /// Come in ahead of a run still going.
+    waiting: BTreeMap<usize, RunReport>,
+    first_failure: Option<FirstFailure>,
+}
+
+impl<'e> Collector<'e> {
+    fn new(stop: StopAt, each: &'e mut dyn FnMut(&RunReport)) -> Self {
+        Collector {
+            started: Instant::now(),
+            stop,
+            each,
+            reports: Vec::new(),
+            waiting: BTreeMap::new(),
+            first_failure: None,
+        }
+    }
+
+    /// The report of the plan's run `index`.
+    fn take(&mut self, index: usize, report: RunReport) {
+        self.waiting.insert(index, report);
+        while !self.stopped() {
+            let Some(report) = self.waiting.remove(&self.reports.len()) else {
+                break;
+            };
+            (self.each)(&report);
+            if !report.passed() && self.first_failure.is_none() {
+                self.first_failure = Some(FirstFailure {
+                    position: self.reports.len() + 1,
+                    after: self.started.elapsed(),
+                });
+            }
+            self.reports.push(report);
+        }
+    }
+
+    /// Whether the loop's verdict is known, at its first failure.
+    fn stopped(&self) -> bool {
+        self.stop == StopAt::FirstFailure && self.first_failure.is_some()
+    }
+
+    fn finish(self) -> Ran {
+        Ran {
+            reports: self.reports,
+            first_failure: self.first_failure,
+            elapsed: self.started.elapsed(),
+        }
     }
 }
 
@@ -152,15 +266,16 @@ impl<'s> Gate<'s> {
             .collect()
     }
 
-    /// Runs this shard's runs.
-    pub fn run(
+    /// Runs this shard's runs on `jobs` workers.
+    pub fn run<W: Workshop>(
         &self,
-        runner: &dyn Runner,
+        workshop: &W,
+        jobs: usize,
         stop: StopAt,
-        interrupted: &dyn Fn() -> bool,
+        interrupted: &(dyn Fn() -> bool + Sync),
         each: impl FnMut(&RunReport),
-    ) -> Ran {
-        run_all(runner, self.mine(), stop, interrupted, each)
+    ) -> Result<Ran, W::Error> {
+        run_jobs(workshop, jobs, &self.mine(), stop, interrupted, each)
     }
 
     /// The coverage of what ran (the reports of [`Gate::run`]).
@@ -290,27 +405,40 @@ pub fn verdicts(reports: &[RunReport]) -> BTreeMap<String, (u32, &RunReport)> {
 mod tests {
     use super::*;
     use crate::catalogue::catalogue;
-    use std::cell::RefCell;
+    use std::sync::Mutex;
 
     /// Fails the runs whose token is listed, and records what it ran.
     struct Scripted {
         failing: Vec<String>,
-        ran: RefCell<Vec<String>>,
+        ran: Mutex<Vec<String>>,
     }
 
     impl Scripted {
         fn failing(tokens: &[String]) -> Scripted {
             Scripted {
                 failing: tokens.to_vec(),
-                ran: RefCell::default(),
+                ran: Mutex::default(),
             }
+        }
+
+        fn ran(&self) -> Vec<String> {
+            self.ran.lock().unwrap().clone()
+        }
+    }
+
+    impl Workshop for Scripted {
+        type Error = std::convert::Infallible;
+
+        fn serve(&self, work: &mut dyn FnMut(&dyn Runner)) -> Result<(), Self::Error> {
+            work(self);
+            Ok(())
         }
     }
 
     impl Runner for Scripted {
         fn run(&self, run: &Run<'_>) -> RunReport {
             let token = run.token();
-            self.ran.borrow_mut().push(token.to_string());
+            self.ran.lock().unwrap().push(token.to_string());
             let failed = self.failing.contains(&token.to_string());
             RunReport {
                 token,
@@ -344,7 +472,7 @@ mod tests {
             seen.push(r.token.to_string())
         });
         assert_eq!(seen, tokens);
-        assert_eq!(*runner.ran.borrow(), tokens);
+        assert_eq!(runner.ran(), tokens);
         assert_eq!(ran.failed(), 2);
         assert_eq!(ran.first_failure.as_ref().unwrap().position, 4);
         let mut failing = tokens[3..5].to_vec();
@@ -355,6 +483,49 @@ mod tests {
         assert_eq!(fast.reports.len(), 4, "stops at the first failure");
         let interrupted = run_all(&runner, &plan, StopAt::End, &|| true, |_| {});
         assert_eq!(interrupted.reports.len(), 1, "the run in progress ends");
+    }
+
+    /// Two workers hand on what one runner would: the same reports in plan
+    /// order, the same first failure, and at `FirstFailure` no run after
+    /// it handed on (a run started before it was known is dropped).
+    #[test]
+    fn jobs_hand_on_what_one_runner_would() {
+        let set = selected(&["sidecar-stop", "agent-kill"]);
+        let plan = plan::plan(&set, 2, 1);
+        let runs: Vec<&Run<'_>> = plan.iter().collect();
+        let tokens: Vec<String> = plan.iter().map(|r| r.token().to_string()).collect();
+        let runner = Scripted::failing(&tokens[3..5]);
+        let serial = run_all(&runner, &plan, StopAt::End, &|| false, |_| {});
+        for jobs in [1, 2, 3] {
+            let mut seen = Vec::new();
+            let scripted = Scripted::failing(&tokens[3..5]);
+            let ran = run_jobs(&scripted, jobs, &runs, StopAt::End, &|| false, |r| {
+                seen.push(r.token.to_string())
+            })
+            .unwrap();
+            assert_eq!(seen, tokens, "{jobs} jobs");
+            let mut all_ran = scripted.ran();
+            all_ran.sort();
+            let mut planned = tokens.clone();
+            planned.sort();
+            assert_eq!(all_ran, planned, "{jobs} jobs ran each run once");
+            assert_eq!(ran.failing_tokens(), serial.failing_tokens());
+            assert_eq!(ran.first_failure.unwrap().position, 4);
+
+            let fast = run_jobs(
+                &scripted,
+                jobs,
+                &runs,
+                StopAt::FirstFailure,
+                &|| false,
+                |_| {},
+            )
+            .unwrap();
+            let handed: Vec<String> = fast.reports.iter().map(|r| r.token.to_string()).collect();
+            assert_eq!(handed, tokens[..4], "{jobs} jobs stop at the first failure");
+            let none = run_jobs(&scripted, jobs, &runs, StopAt::End, &|| true, |_| {}).unwrap();
+            assert!(none.reports.is_empty(), "interrupted before any run starts");
+        }
     }
 
     #[test]
@@ -380,13 +551,17 @@ mod tests {
         let whole = Gate::new(&set, 2, 7, Shard::WHOLE);
         let failing = vec![whole.plan[5].token().to_string()];
         let runner = Scripted::failing(&failing);
-        let ran = whole.run(&runner, StopAt::End, &|| false, |_| {});
+        let ran = whole
+            .run(&runner, 2, StopAt::End, &|| false, |_| {})
+            .unwrap();
         let coverage = whole.coverage(&ran.reports);
         let whole_xml = whole.junit(&ran.reports, &coverage);
         let shards: Vec<(String, String)> = (1..=3)
             .map(|index| {
                 let gate = Gate::new(&set, 2, 7, Shard { index, count: 3 });
-                let ran = gate.run(&runner, StopAt::End, &|| false, |_| {});
+                let ran = gate
+                    .run(&runner, 2, StopAt::End, &|| false, |_| {})
+                    .unwrap();
                 let xml = gate.junit(&ran.reports, &gate.coverage(&ran.reports));
                 (format!("{index}.xml"), xml.to_string().unwrap())
             })

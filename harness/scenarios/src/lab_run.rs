@@ -8,7 +8,8 @@
 
 use crate::agent_run;
 use crate::drive::drive;
-use crate::gate::Runner;
+use crate::gate::{Runner, Workshop};
+use crate::html::kept::Keeper;
 use crate::interventions;
 use crate::judge::{expect_known, harness_error, judge};
 use crate::lab::{io, FaultSource, Lab, LabError};
@@ -18,6 +19,7 @@ use crate::plan::{Case, InProcess, Run};
 use crate::report::RunReport;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 use taskgate_engine::{DataDir, Engine, EngineConfig};
 use taskgate_executor::ExecutorFaults;
@@ -34,8 +36,33 @@ pub struct LabRunner<'a> {
     /// For an HTML report: the runs' data the keeper picks is copied into
     /// the report, as it links it (see [`crate::html::kept`]), instead of
     /// being kept in the lab's temp dir.
-    pub report_data: Option<crate::html::kept::Keeper>,
+    pub report_data: Option<Arc<Keeper>>,
     runs: std::cell::Cell<u32>,
+}
+
+/// A lab for each worker of a parallel gate ([`crate::gate::run_jobs`]),
+/// made on the worker's thread; its runner keeps failures and report data
+/// as the one runner of a serial gate would.
+pub struct LabWorkshop<'a> {
+    /// The executor each lab copies onto its marked filesystem.
+    pub executor_bin: PathBuf,
+    pub runtime: &'a tokio::runtime::Runtime,
+    pub agent_bin: PathBuf,
+    pub keep_failures: bool,
+    pub report_data: Option<Arc<Keeper>>,
+}
+
+impl Workshop for LabWorkshop<'_> {
+    type Error = LabError;
+
+    fn serve(&self, work: &mut dyn FnMut(&dyn Runner)) -> Result<(), LabError> {
+        let lab = Lab::new(&self.executor_bin)?;
+        let mut runner = LabRunner::new(&lab, self.runtime, self.agent_bin.clone());
+        runner.keep_failures = self.keep_failures;
+        runner.report_data = self.report_data.clone();
+        work(&runner);
+        Ok(())
+    }
 }
 
 impl Runner for LabRunner<'_> {

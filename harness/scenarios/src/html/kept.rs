@@ -17,10 +17,10 @@
 
 use crate::outcome::{AGENT_JOB, AGENT_LOG, FAULT_LOG};
 use crate::report::RunReport;
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use taskgate_engine::state::StateDb;
 use taskgate_engine::DataDir;
 use taskgate_executor::confined::ConfinedDir;
@@ -80,8 +80,9 @@ impl Occurrences {
 pub struct Keeper {
     dir: PathBuf,
     passing: bool,
-    names: RefCell<Occurrences>,
-    kept: RefCell<BTreeMap<String, usize>>,
+    // Shared by a gate's workers (`--jobs`), each keeping its own runs.
+    names: Mutex<Occurrences>,
+    kept: Mutex<BTreeMap<String, usize>>,
 }
 
 impl Keeper {
@@ -89,8 +90,8 @@ impl Keeper {
         Keeper {
             dir: report_dir.to_path_buf(),
             passing,
-            names: RefCell::default(),
-            kept: RefCell::default(),
+            names: Mutex::default(),
+            kept: Mutex::default(),
         }
     }
 
@@ -102,12 +103,9 @@ impl Keeper {
             return;
         }
         let token = report.token.to_string();
-        let dest = self
-            .dir
-            .join(RUNS_DIR)
-            .join(self.names.borrow_mut().next(&token));
+        let dest = self.dir.join(RUNS_DIR).join(lock(&self.names).next(&token));
         if failed && !self.passing {
-            let mut kept = self.kept.borrow_mut();
+            let mut kept = lock(&self.kept);
             let n = kept.entry(report.token.scenario.clone()).or_default();
             if *n >= KEPT_RUNS_PER_SCENARIO {
                 report.problems.push(format!(
@@ -132,6 +130,10 @@ impl Keeper {
             Err(err) => eprintln!("keeping the run's data for the report: {err}"),
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[derive(Debug, thiserror::Error)]
