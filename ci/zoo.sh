@@ -14,7 +14,8 @@
 # `run` prints one line per bug with the run that caught it and the time to
 # that first failure, and exits non-zero if any bug was not caught in time.
 # Each gate has a lab of its own, and a gate mostly waits on its runs'
-# events, so ZOO_JOBS gates (default: the core count) run at once.
+# events, so ZOO_JOBS gates (default: the core count) run at once, each
+# one run at a time (--jobs 1): the zoo's parallelism is its gates.
 #
 # No verdict may depend on how loaded the machine is, so the 60 s are the
 # reference VM's: bug-free gates are timed the way the bugs' gates run,
@@ -61,7 +62,7 @@ catch() {
     local name=$1 out rc line secs violation
     out=$(mktemp "${TMPDIR:-/tmp}/ci-zoo.XXXXXX")
     set +e
-    env RUST_BACKTRACE=0 "$BUG_ENV=$name" "$ZOO_DIR/taskgate" gate --fail-fast \
+    env RUST_BACKTRACE=0 "$BUG_ENV=$name" "$ZOO_DIR/taskgate" gate --jobs 1 --fail-fast \
         --junit "$ZOO_DIR/$name.xml" >"$out" 2>&1
     rc=$?
     set -e
@@ -103,7 +104,7 @@ pace() {
     local started took out
     out=$(mktemp "${TMPDIR:-/tmp}/ci-zoo-pace.XXXXXX")
     started=$(date +%s.%N)
-    env RUST_BACKTRACE=0 "$@" gate --junit "$out.xml" >"$out" 2>&1 || {
+    env RUST_BACKTRACE=0 "$@" gate --jobs 1 --junit "$out.xml" >"$out" 2>&1 || {
         echo "ci/zoo.sh: a bug-free gate failed ($*): the zoo cannot be paced; its failures:" >&2
         grep -v '^\[[0-9]*/[0-9]*] pass ' "$out" >&2
         rm -f "$out" "$out.xml"

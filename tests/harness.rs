@@ -6,11 +6,12 @@
 
 mod common;
 
-use common::scratch::{collect, idle, text, Scratch};
+use common::scratch::{collect, idle, text, zoo_taskgate, Scratch};
 use rstest::rstest;
 use serial_test::serial;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use taskgate_scenarios::html::kept::KEPT_RUNS_PER_SCENARIO;
 use taskgate_scenarios::watchdog::Watchdog;
 
 /// The full enumeration (5 task-runner × 4 update boundaries) plus five
@@ -206,6 +207,84 @@ fn an_interrupted_gate_takes_its_lab_down() {
     );
     assert!(!xml_path.exists(), "an interrupted gate wrote a report");
     scratch.finish(&[]);
+}
+
+/// `--jobs 2` gives a serial gate's verdicts: on the legacy build (the
+/// report's own bug, from the zoo), over the report's scenario, the same
+/// JUnit cases with the same failures and messages, the same summary, and
+/// an HTML report keeping the same runs' data under the same names.
+#[test]
+#[serial]
+fn jobs_give_a_serial_gates_verdicts() {
+    let scratch = Scratch::new();
+    let mut junits = Vec::new();
+    let mut summaries = Vec::new();
+    for jobs in ["1", "2"] {
+        let xml = scratch.path().join(format!("jobs-{jobs}.xml"));
+        let report = scratch.path().join(format!("report-{jobs}"));
+        let args = [
+            "gate",
+            "--only",
+            "sidecar-stop",
+            "--random",
+            "4",
+            "--jobs",
+            jobs,
+            "--junit",
+            xml.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ];
+        let mut command = scratch.command_of(&zoo_taskgate(), &args);
+        command.env(
+            taskgate_faults::seeded::SEEDED_BUG_ENV,
+            "legacy-prestart-skip",
+        );
+        let out = scratch.run(command, &args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "--jobs {jobs}:\n{stdout}\n{stderr}"
+        );
+        let junit = std::fs::read_to_string(&xml).unwrap();
+        junits.push(comparable_junit(&junit, &report.display().to_string()));
+        let tally = stdout.lines().find(|l| l.contains(" passed, "));
+        summaries.push(tally.unwrap_or_default().to_string());
+    }
+    let failing = junits[0].iter().filter(|c| c.contains(" FAIL ")).count();
+    assert!(failing > KEPT_RUNS_PER_SCENARIO, "{:#?}", junits[0]);
+    let kept = (junits[0].iter()).filter(|c| c.contains("data kept in REPORT/runs/"));
+    assert_eq!(kept.count(), KEPT_RUNS_PER_SCENARIO, "{:#?}", junits[0]);
+    assert_eq!(junits[0], junits[1], "--jobs 1 and --jobs 2 JUnit differ");
+    assert_eq!(summaries[0], summaries[1], "the gates' tallies differ");
+    scratch.finish(&["jobs-1.xml", "jobs-2.xml", "report-1", "report-2"]);
+}
+
+/// Each JUnit case of a gate as a line: its name, its verdict (the broken
+/// invariants) and what became of its data, without what differs between
+/// two runs of one gate (times, pids, alloc ids, temp dirs).
+fn comparable_junit(xml: &str, report_dir: &str) -> Vec<String> {
+    let xml = xml.replace(report_dir, "REPORT");
+    let mut cases = Vec::new();
+    for case in xml.split("<testcase ").skip(1) {
+        let case = case.split("</testcase>").next().unwrap();
+        let name = case.split('"').nth(1).unwrap();
+        let mut line = name.to_string();
+        if let Some(message) = case.split("<failure message=\"").nth(1) {
+            line += &format!(" FAIL {}", message.split('"').next().unwrap());
+        }
+        for said in case.lines().map(str::trim_start) {
+            if let Some(broken) = said.strip_prefix("violation: ") {
+                line += &format!(" [{}]", broken.split(' ').next().unwrap());
+            }
+            if said.starts_with("problem: data ") {
+                line += &format!(" ({said})");
+            }
+        }
+        cases.push(line);
+    }
+    cases
 }
 
 /// The gate split in two shards, then merged: the shards are disjoint, the

@@ -11,26 +11,13 @@
 
 mod common;
 
-use common::scratch::{text, Scratch};
+use common::scratch::{text, zoo_taskgate, Scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 use taskgate_scenarios::html;
 use taskgate_scenarios::watchdog::Watchdog;
 
-/// The zoo's taskgate, built by `ci/zoo.sh build`.
-fn zoo_taskgate() -> PathBuf {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/zoo/taskgate");
-    assert!(
-        bin.is_file(),
-        "{} missing: build the zoo with `ci/zoo.sh build` (ci/test.sh's build stage does)",
-        bin.display()
-    );
-    bin
-}
-
-/// Debian's `chromium` (`.ci/run` installs it); GitHub's Ubuntu runners
-/// come with `chromium-browser` and `google-chrome` instead.
 fn chromium() -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     ["chromium", "chromium-browser", "google-chrome"]

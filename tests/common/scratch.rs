@@ -19,6 +19,18 @@ pub fn idle() -> Duration {
     taskgate_faults::patience::step()
 }
 
+/// The zoo's taskgate, built by `ci/zoo.sh build` (ci/test.sh's build
+/// stage does): every seeded bug, one chosen per run by its environment.
+pub fn zoo_taskgate() -> PathBuf {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/zoo/taskgate");
+    assert!(
+        bin.is_file(),
+        "{} missing: build the zoo with `ci/zoo.sh build` (ci/test.sh's build stage does)",
+        bin.display()
+    );
+    bin
+}
+
 /// A temp dir the CLI's lab lives in, and what was on the host before.
 pub struct Scratch {
     dir: tempfile::TempDir,

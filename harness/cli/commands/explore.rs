@@ -86,7 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut progress = Progress::new(&scenario.name, all.len())?;
     let each = |r: &RunReport| progress.finished(r);
     let mut html = None;
-    let ran = match args.driver {
+    let mut ran = match args.driver {
         Driver::Real => {
             let session = Session::open()?;
             html = args.html.prepare(false)?;
@@ -106,6 +106,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     progress.finish();
+    if let Some(html) = &html {
+        html.settle(&mut ran.reports);
+    }
     if interrupted() {
         return Err(interrupted_after(ran.reports.len(), all.len()));
     }

@@ -88,10 +88,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         StopAt::End
     };
     let mut progress = Progress::new("gate", planned)?;
-    let ran = gate.run(&workshop, args.jobs.jobs(), stop, &interrupted, |r| {
+    let mut ran = gate.run(&workshop, args.jobs.jobs(), stop, &interrupted, |r| {
         progress.finished(r)
     })?;
     progress.finish();
+    if let Some(html) = &html {
+        html.settle(&mut ran.reports);
+    }
     if interrupted() {
         return Err(interrupted_after(ran.reports.len(), planned));
     }

@@ -101,6 +101,12 @@ impl Report {
         self.keeper.clone()
     }
 
+    /// Settles the kept runs' data once the runs are done, in plan order
+    /// (see [`Keeper::settle`]): before their JUnit or pages are written.
+    pub fn settle(&self, reports: &mut [RunReport]) {
+        self.keeper.settle(reports);
+    }
+
     /// Writes the report of `reports` (the runs of `scenarios`), drawing
     /// those `draw` picks, and prints where it is. The command line names
     /// the report.

@@ -35,8 +35,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let html = args.html.prepare(true)?;
     runner.report_data = html.as_ref().map(|h| h.keeper());
     if args.repeat == 1 {
-        let report = runner.run(&run);
+        let mut report = runner.run(&run);
         if let Some(html) = &html {
+            html.settle(std::slice::from_mut(&mut report));
             html.write(
                 &[run.scenario],
                 std::slice::from_ref(&report),
@@ -61,7 +62,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut ran = run_all(&runner, &repeats, StopAt::End, &interrupted, &mut each);
     if !interrupted() {
         runner.report_data = keeper;
-        let last = runner.run(&run);
+        let mut last = runner.run(&run);
+        if let Some(html) = &html {
+            html.settle(std::slice::from_mut(&mut last));
+        }
         each(&last);
         ran.reports.push(last);
     }

@@ -452,6 +452,7 @@ mod tests {
                 expected: Vec::new(),
                 history: Vec::new(),
                 duration: Duration::ZERO,
+                kept: None,
             }
         }
     }

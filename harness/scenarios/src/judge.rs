@@ -53,6 +53,7 @@ pub(crate) fn judge(run: &Run<'_>, outcome: Outcome) -> RunReport {
         expected: Vec::new(),
         history,
         duration: Duration::ZERO,
+        kept: None,
     }
 }
 
@@ -66,6 +67,7 @@ pub(crate) fn harness_error(run: &Run<'_>, description: String, err: &LabError) 
         expected: Vec::new(),
         history: Vec::new(),
         duration: Duration::ZERO,
+        kept: None,
     }
 }
 

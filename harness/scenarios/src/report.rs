@@ -3,6 +3,7 @@
 
 use crate::plan::Token;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 use taskgate_oracle::{Event, Violation};
 
@@ -50,6 +51,9 @@ pub struct RunReport {
     pub expected: Vec<String>,
     pub history: Vec<Event>,
     pub duration: Duration,
+    /// Where an HTML report's keeper copied the run's data (see
+    /// [`crate::html::kept::Keeper`]).
+    pub kept: Option<PathBuf>,
 }
 
 impl RunReport {

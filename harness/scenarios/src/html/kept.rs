@@ -20,7 +20,7 @@ use crate::report::RunReport;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use taskgate_engine::state::StateDb;
 use taskgate_engine::DataDir;
 use taskgate_executor::confined::ConfinedDir;
@@ -76,64 +76,102 @@ impl Occurrences {
 /// Where a report keeps its runs' data, and which runs keep it: every
 /// failing run up to [`KEPT_RUNS_PER_SCENARIO`] per scenario, and with
 /// `passing` (a replay, which draws its run whatever it did) every run.
+/// Runners copy as their runs end ([`Keeper::keep`]), in whatever order
+/// a parallel gate's workers finish them; [`Keeper::settle`] then picks
+/// and names the kept runs in plan order, as a serial gate would.
 #[derive(Debug)]
 pub struct Keeper {
     dir: PathBuf,
     passing: bool,
-    // Shared by a gate's workers (`--jobs`), each keeping its own runs.
-    names: Mutex<Occurrences>,
-    kept: Mutex<BTreeMap<String, usize>>,
+    /// Runs copied so far, each under a name of its own until settled.
+    copied: AtomicUsize,
 }
+
+/// The prefix of a run's data copied but not yet settled.
+const UNSETTLED: &str = "unsettled-";
 
 impl Keeper {
     pub fn new(report_dir: &Path, passing: bool) -> Keeper {
         Keeper {
             dir: report_dir.to_path_buf(),
             passing,
-            names: Mutex::default(),
-            kept: Mutex::default(),
+            copied: AtomicUsize::new(0),
         }
     }
 
-    /// Keeps the data of `report`'s run, in `data_dir`, if it is one to
-    /// keep, and says on the report what became of it.
+    /// Copies the data of `report`'s run, in `data_dir`, if it may be one
+    /// to keep; the report holds where, until [`Keeper::settle`].
     pub fn keep(&self, data_dir: &Path, report: &mut RunReport) {
         let failed = !report.passed();
         if !failed && !self.passing {
             return;
         }
-        let token = report.token.to_string();
-        let dest = self.dir.join(RUNS_DIR).join(lock(&self.names).next(&token));
-        if failed && !self.passing {
-            let mut kept = lock(&self.kept);
-            let n = kept.entry(report.token.scenario.clone()).or_default();
-            if *n >= KEPT_RUNS_PER_SCENARIO {
-                report.problems.push(format!(
-                    "data not kept (a report keeps {KEPT_RUNS_PER_SCENARIO} failing runs' of \
-                     each scenario): `taskgate replay '{token}' --report DIR` reproduces it"
-                ));
-                return;
-            }
-            *n += 1;
-        }
-        match copy(data_dir, &dest) {
-            // A replay's page (every run of it drawn) shows its data; a
-            // note only on the run that kept it would set apart one
-            // repetition's verdict from the others'.
-            Ok(()) if failed && !self.passing => report
-                .problems
-                .push(format!("data kept in {}", dest.display())),
-            Ok(()) => {}
+        let n = self.copied.fetch_add(1, Ordering::SeqCst);
+        let copy_dir = self.dir.join(RUNS_DIR).join(format!("{UNSETTLED}{n}"));
+        match copy(data_dir, &copy_dir) {
+            Ok(()) => report.kept = Some(copy_dir),
             Err(err) if failed => report
                 .problems
                 .push(format!("keeping the run's data for the report: {err}")),
             Err(err) => eprintln!("keeping the run's data for the report: {err}"),
         }
     }
-}
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    /// Goes through `reports` in plan order: names each kept run's data as
+    /// its page is named, removes what a scenario's cap leaves out, and
+    /// says on each failing report what became of its data.
+    pub fn settle(&self, reports: &mut [RunReport]) {
+        let mut names = Occurrences::default();
+        let mut per_scenario: BTreeMap<String, usize> = BTreeMap::new();
+        for report in reports {
+            let failed = !report.passed();
+            if !failed && !self.passing {
+                continue;
+            }
+            let token = report.token.to_string();
+            let name = names.next(&token);
+            let Some(copied) = report.kept.take() else {
+                continue;
+            };
+            if failed && !self.passing {
+                let n = per_scenario
+                    .entry(report.token.scenario.clone())
+                    .or_default();
+                if *n >= KEPT_RUNS_PER_SCENARIO {
+                    let _ = std::fs::remove_dir_all(&copied);
+                    report.problems.push(format!(
+                        "data not kept (a report keeps {KEPT_RUNS_PER_SCENARIO} failing runs' of \
+                         each scenario): `taskgate replay '{token}' --report DIR` reproduces it"
+                    ));
+                    continue;
+                }
+                *n += 1;
+            }
+            let dest = self.dir.join(RUNS_DIR).join(name);
+            let _ = std::fs::remove_dir_all(&dest);
+            match std::fs::rename(&copied, &dest) {
+                // A replay's page (every run of it drawn) shows its data; a
+                // note only on the run that kept it would set apart one
+                // repetition's verdict from the others'.
+                Ok(()) if failed && !self.passing => {
+                    report
+                        .problems
+                        .push(format!("data kept in {}", dest.display()));
+                    report.kept = Some(dest);
+                }
+                Ok(()) => report.kept = Some(dest),
+                Err(err) => {
+                    let _ = std::fs::remove_dir_all(&copied);
+                    let said = format!("keeping the run's data for the report: {err}");
+                    if failed {
+                        report.problems.push(said);
+                    } else {
+                        eprintln!("{said}");
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

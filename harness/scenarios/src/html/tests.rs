@@ -80,6 +80,7 @@ fn report(task: &str) -> RunReport {
         expected: Vec::new(),
         history: legacy(task),
         duration: Duration::from_millis(12),
+        kept: None,
     }
 }
 
@@ -293,21 +294,30 @@ fn a_report_keeps_a_few_failing_runs_per_scenario_each_file_capped() {
     let report_dir = tempfile::tempdir().unwrap();
     let keeper = kept::Keeper::new(report_dir.path(), false);
     let runs_dir = report_dir.path().join(kept::RUNS_DIR);
-    let mut notes = Vec::new();
     // One case twice (a random schedule can repeat an enumerated one),
     // then more failing runs than a scenario keeps.
     let keep = kept::KEPT_RUNS_PER_SCENARIO;
     let cases: Vec<usize> = [0].into_iter().chain(0..keep + 2).collect();
+    let mut reports: Vec<RunReport> = (cases.iter())
+        .map(|&case| RunReport {
+            token: Token::of_fault_case("sidecar-stop", case),
+            ..report("sidecar")
+        })
+        .collect();
+    // Copied as a parallel gate's workers may finish them, last first;
+    // settled in plan order.
+    for r in reports.iter_mut().rev() {
+        keeper.keep(data.path(), r);
+    }
+    keeper.settle(&mut reports);
     let mut names = kept::Occurrences::default();
     let mut expected = Vec::new();
-    for &case in &cases {
-        let mut r = report("sidecar");
-        r.token = Token::of_fault_case("sidecar-stop", case);
+    for r in &reports {
         let name = names.next(&r.token.to_string());
-        keeper.keep(data.path(), &mut r);
         let note = r.problems.last().unwrap().clone();
         if expected.len() < keep {
             assert!(note.starts_with("data kept in "), "{note}");
+            assert!(note.ends_with(&name), "{note} is not {name}");
             expected.push(name);
         } else {
             assert!(note.starts_with("data not kept"), "{note}");
@@ -316,7 +326,6 @@ fn a_report_keeps_a_few_failing_runs_per_scenario_each_file_capped() {
                 "{note}"
             );
         }
-        notes.push(note);
     }
     let mut kept: Vec<String> = std::fs::read_dir(&runs_dir)
         .unwrap()
@@ -346,6 +355,7 @@ fn a_report_keeps_a_few_failing_runs_per_scenario_each_file_capped() {
     passing.violations.clear();
     passing.problems.clear();
     keeper.keep(data.path(), &mut passing);
+    keeper.settle(std::slice::from_mut(&mut passing));
     assert!(passing.problems.is_empty());
     assert_eq!(std::fs::read_dir(&runs_dir).unwrap().count(), keep);
 }
