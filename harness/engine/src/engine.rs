@@ -163,6 +163,24 @@ impl Engine {
         Ok(Engine::assemble(config, state, driver, None))
     }
 
+    /// [`Engine::open_on_fake`] with its state in memory: for a run that
+    /// restores nothing and does not explore the database's own crashes
+    /// (the fake driver's wide search), where the disk's syncs were most
+    /// of a run's cost.
+    pub fn open_on_fake_in_memory(
+        config: EngineConfig,
+        driver: &FakeDriver,
+    ) -> Result<Engine, EngineError> {
+        create_layout(&config)?;
+        let state = Arc::new(StateDb::in_memory());
+        Ok(Engine::assemble(
+            config,
+            state,
+            Arc::new(driver.clone()),
+            None,
+        ))
+    }
+
     /// Gives back the cgroup subtree (what taskgate made or changed in it)
     /// if no executor or task lives there; keeps it for the next agent if
     /// one does. Call once nothing launches any more (the agent's runtime is
@@ -293,17 +311,7 @@ impl Drop for Engine {
 
 /// Creates the data dir's layout and opens its state database, both root's only.
 fn open_state(config: &EngineConfig) -> Result<Arc<StateDb>, EngineError> {
-    for dir in [
-        config.data_dir.path().to_path_buf(),
-        config.data_dir.allocs(),
-        config.data_dir.run(),
-    ] {
-        std::fs::create_dir_all(&dir).map_err(|source| EngineError::Io {
-            what: "creating",
-            path: dir,
-            source,
-        })?;
-    }
+    create_layout(config)?;
     let db_path = config.data_dir.state_db();
     let state = Arc::new(StateDb::open(&db_path)?);
     // Whoever reaches an executor's socket can stop or kill its task, and
@@ -319,6 +327,22 @@ fn open_state(config: &EngineConfig) -> Result<Arc<StateDb>, EngineError> {
         )?;
     }
     Ok(state)
+}
+
+/// The data dir and the dirs the engine's allocs and executors live in.
+fn create_layout(config: &EngineConfig) -> Result<(), EngineError> {
+    for dir in [
+        config.data_dir.path().to_path_buf(),
+        config.data_dir.allocs(),
+        config.data_dir.run(),
+    ] {
+        std::fs::create_dir_all(&dir).map_err(|source| EngineError::Io {
+            what: "creating",
+            path: dir,
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 /// The cgroup parent the last engine of `data_dir` used, if any: where the

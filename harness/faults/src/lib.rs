@@ -247,11 +247,26 @@ impl PointName {
     pub fn scope(&self) -> Option<&str> {
         self.scope.as_deref()
     }
+
+    /// Whether `name` (written as [`scoped`] writes it) names this point,
+    /// without building the name: waits ask it of every hit, every time
+    /// one comes.
+    pub fn is_named(&self, name: &str) -> bool {
+        match self.scope() {
+            Some(scope) => {
+                name.strip_prefix(scope).and_then(|p| p.strip_prefix(':')) == Some(&self.point)
+            }
+            None => name == self.point,
+        }
+    }
 }
 
 impl std::fmt::Display for PointName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&scoped(self.scope(), &self.point))
+        if let Some(scope) = self.scope() {
+            write!(f, "{scope}:")?;
+        }
+        f.write_str(&self.point)
     }
 }
 
@@ -442,6 +457,28 @@ mod tests {
         let touched = std::cell::Cell::new(0);
         assert_eq!(every_form(Faults, &touched), Ok(()));
         assert_eq!(touched.get(), 0, "an argument was evaluated");
+    }
+
+    /// A point's name, as written and as matched, for scoped and alloc-wide
+    /// points alike.
+    #[test]
+    fn a_point_is_named_as_it_is_written() {
+        for (scope, point) in [(Some("web"), "tr.killing"), (None, "ar.started")] {
+            let name = PointName::new(scope, point);
+            assert_eq!(name.to_string(), scoped(scope, point));
+            assert!(name.is_named(&scoped(scope, point)));
+        }
+        let web = PointName::new(Some("web"), "tr.killing");
+        for other in [
+            "tr.killing",
+            "web:",
+            "webtr.killing",
+            "we:tr.killing",
+            "web:tr.killin",
+        ] {
+            assert!(!web.is_named(other), "{other}");
+        }
+        assert!(!PointName::new(None, "tr.killing").is_named("web:tr.killing"));
     }
 
     /// With fault points, the same forms reach the run's own registry.

@@ -82,7 +82,6 @@ pub(crate) fn attempts(history: &[Event], task: &str) -> Vec<Attempt> {
             _ => None,
         })
         .collect();
-    let spawned = scoped(Some(task), EX_SPAWNED);
     let mut out: Vec<Attempt> = Vec::new();
     for (n, &(at, began)) in starts.iter().enumerate() {
         let next = starts.get(n + 1).map_or(history.len(), |s| s.0);
@@ -94,7 +93,7 @@ pub(crate) fn attempts(history: &[Event], task: &str) -> Vec<Attempt> {
             .map(|&(i, exit)| (i, time_at_or_before(history, i).unwrap_or(0), exit));
         let latest = match began {
             Began::Launch => history[at..next].iter().find_map(|e| match e {
-                Event::FaultHit(h) if h.name() == spawned => Some(h.at_us),
+                Event::FaultHit(h) if h.is(Some(task), EX_SPAWNED) => Some(h.at_us),
                 _ => None,
             }),
             _ => time_at_or_before(history, at),

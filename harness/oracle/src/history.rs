@@ -61,7 +61,7 @@ pub enum Event {
 impl Event {
     /// A hit of the fault point `name` (scoped: `<task>:<point>`).
     pub fn is_hit(&self, name: &str) -> bool {
-        matches!(self, Event::FaultHit(h) if h.name() == name)
+        matches!(self, Event::FaultHit(h) if h.point.is_named(name))
     }
 
     /// An exec of one of `task`'s executors: a launch of an attempt.

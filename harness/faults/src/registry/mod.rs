@@ -237,7 +237,7 @@ impl Faults {
         let mut last_growth = Instant::now();
         loop {
             let hits = read_log(&path).unwrap_or_default();
-            if hits.iter().filter(|h| h.name() == name).count() >= nth as usize {
+            if hits.iter().filter(|h| h.point.is_named(name)).count() >= nth as usize {
                 return;
             }
             let now = std::fs::metadata(&path).map_or(0, |m| m.len());
@@ -341,7 +341,7 @@ impl Faults {
     pub fn wait_any(&self, conditions: &[Await], idle: Duration) -> Result<usize, WaitTimeout> {
         let holds = |st: &State, c: &Await| match c {
             Await::Parked(name) => st.parked.get(name).copied().unwrap_or(0) > 0,
-            Await::Passed(name) => st.history.iter().any(|h| &h.name() == name),
+            Await::Passed(name) => st.history.iter().any(|h| h.point.is_named(name)),
         };
         let mut found = None;
         self.wait_until(idle, &format!("any of {conditions:?}"), |st| {

@@ -1,20 +1,21 @@
 //! Task and alloc state that survives an agent restart, in an embedded redb
 //! database. Records are JSON values keyed by alloc id (and task name), so a
 //! schema change shows up as a readable decode error, not silent garbage.
+//! The records go through a [`Store`]: redb on disk, or memory for runs
+//! that restore nothing.
+
+mod store;
+
+use store::{MemoryStore, RedbStore, Store, Table};
 
 use crate::alloc::{ClientStatus, DesiredStatus};
 use crate::job::Job;
 use crate::restart::RestartWindow;
 use crate::task_state::{TaskEvent, TaskState};
-use redb::{Database, TableDefinition};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use taskgate_executor::{ExitResult, ReattachInfo};
-
-const ALLOCS: TableDefinition<&str, &[u8]> = TableDefinition::new("allocs");
-/// Keyed by `<alloc id>/<task name>`.
-const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -152,79 +153,65 @@ impl TaskRecord {
 pub type Entry<T> = (String, Result<T, StateError>);
 
 pub struct StateDb {
-    db: Database,
+    store: Box<dyn Store>,
 }
 
 impl StateDb {
     pub fn open(path: &Path) -> Result<Self, StateError> {
-        let db = Database::create(path).map_err(|source| StateError::Open {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let tx = db.begin_write()?;
-        tx.open_table(ALLOCS)?;
-        tx.open_table(TASKS)?;
-        tx.commit()?;
-        Ok(StateDb { db })
+        Ok(StateDb {
+            store: Box::new(RedbStore::open(path)?),
+        })
+    }
+
+    /// State kept in memory: nothing survives the engine, and a write costs
+    /// no database commit. For runs that restore nothing and do not
+    /// explore the database's own crashes (the fake driver's wide search).
+    pub fn in_memory() -> Self {
+        StateDb {
+            store: Box::new(MemoryStore::default()),
+        }
     }
 
     pub fn put_alloc(&self, rec: &AllocRecord) -> Result<(), StateError> {
-        self.put(ALLOCS, &rec.alloc_id, rec)
+        self.put(Table::Allocs, &rec.alloc_id, rec)
     }
 
     /// Stores bytes as an alloc's record as they are: for testing what a
     /// restore does with a record it cannot decode.
     #[doc(hidden)]
     pub fn put_raw_alloc(&self, alloc_id: &str, bytes: &[u8]) -> Result<(), StateError> {
-        let tx = self.db.begin_write()?;
-        tx.open_table(ALLOCS)?.insert(alloc_id, bytes)?;
-        tx.commit()?;
-        Ok(())
+        self.store.insert(Table::Allocs, alloc_id, bytes)
     }
 
     pub fn put_task(&self, alloc_id: &str, rec: &TaskRecord) -> Result<(), StateError> {
-        self.put(TASKS, &task_key(alloc_id, &rec.task), rec)
+        self.put(Table::Tasks, &task_key(alloc_id, &rec.task), rec)
     }
 
     pub fn allocs(&self) -> Result<Vec<AllocRecord>, StateError> {
-        self.scan(ALLOCS, "")
+        self.scan(Table::Allocs, "")
     }
 
     /// Every alloc record, each decoded on its own: one undecodable record
     /// is that entry's error (with its key), not every other alloc's.
     pub fn alloc_entries(&self) -> Result<Vec<Entry<AllocRecord>>, StateError> {
-        self.scan_entries(ALLOCS, "")
+        self.scan_entries(Table::Allocs, "")
     }
 
     pub fn alloc(&self, alloc_id: &str) -> Result<Option<AllocRecord>, StateError> {
-        let tx = self.db.begin_read()?;
-        let table = tx.open_table(ALLOCS)?;
-        let value = table.get(alloc_id)?;
-        value.map(|v| decode(alloc_id, v.value())).transpose()
+        let value = self.store.get(Table::Allocs, alloc_id)?;
+        value.map(|v| decode(alloc_id, &v)).transpose()
     }
 
     pub fn tasks(&self, alloc_id: &str) -> Result<Vec<TaskRecord>, StateError> {
-        self.scan(TASKS, &task_key(alloc_id, ""))
+        self.scan(Table::Tasks, &task_key(alloc_id, ""))
     }
 
-    fn put<T: Serialize>(
-        &self,
-        table: TableDefinition<&str, &[u8]>,
-        key: &str,
-        value: &T,
-    ) -> Result<(), StateError> {
+    fn put<T: Serialize>(&self, table: Table, key: &str, value: &T) -> Result<(), StateError> {
         let bytes = serde_json::to_vec(value).expect("state records serialize");
-        let tx = self.db.begin_write()?;
-        tx.open_table(table)?.insert(key, bytes.as_slice())?;
-        tx.commit()?;
-        Ok(())
+        self.store.insert(table, key, &bytes)
     }
 
-    fn scan<T: DeserializeOwned>(
-        &self,
-        table: TableDefinition<&str, &[u8]>,
-        prefix: &str,
-    ) -> Result<Vec<T>, StateError> {
+    fn scan<T: DeserializeOwned>(&self, table: Table, prefix: &str) -> Result<Vec<T>, StateError> {
         self.scan_entries(table, prefix)?
             .into_iter()
             .map(|(_, value)| value)
@@ -233,20 +220,15 @@ impl StateDb {
 
     fn scan_entries<T: DeserializeOwned>(
         &self,
-        table: TableDefinition<&str, &[u8]>,
+        table: Table,
         prefix: &str,
     ) -> Result<Vec<Entry<T>>, StateError> {
-        let tx = self.db.begin_read()?;
-        let table = tx.open_table(table)?;
-        let mut out = Vec::new();
-        for entry in table.range(prefix..)? {
-            let (k, v) = entry?;
-            if !k.value().starts_with(prefix) {
-                break;
-            }
-            out.push((k.value().to_string(), decode(k.value(), v.value())));
-        }
-        Ok(out)
+        Ok((self.store.scan(table, prefix)?.into_iter())
+            .map(|(key, bytes)| {
+                let value = decode(&key, &bytes);
+                (key, value)
+            })
+            .collect())
     }
 }
 

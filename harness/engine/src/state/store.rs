@@ -1,0 +1,154 @@
+//! Where [`super::StateDb`]'s records live: bytes by table and key, in
+//! redb on disk (what survives an agent restart) or in memory.
+
+use super::StateError;
+use redb::{Database, TableDefinition};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// The state's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Table {
+    Allocs,
+    /// Keyed by `<alloc id>/<task name>`.
+    Tasks,
+}
+
+impl Table {
+    fn redb(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
+        match self {
+            Table::Allocs => TableDefinition::new("allocs"),
+            Table::Tasks => TableDefinition::new("tasks"),
+        }
+    }
+}
+
+/// Records by table and key. Each insert is durable once it returns, as
+/// far as the store keeps anything.
+pub(super) trait Store: Send + Sync {
+    fn insert(&self, table: Table, key: &str, bytes: &[u8]) -> Result<(), StateError>;
+    fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StateError>;
+    /// Every record whose key starts with `prefix`, in key order.
+    fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StateError>;
+}
+
+/// The data dir's database: each insert one committed transaction.
+pub(super) struct RedbStore(Database);
+
+impl RedbStore {
+    pub(super) fn open(path: &Path) -> Result<Self, StateError> {
+        let db = Database::create(path).map_err(|source| StateError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let tx = db.begin_write()?;
+        tx.open_table(Table::Allocs.redb())?;
+        tx.open_table(Table::Tasks.redb())?;
+        tx.commit()?;
+        Ok(RedbStore(db))
+    }
+}
+
+impl Store for RedbStore {
+    fn insert(&self, table: Table, key: &str, bytes: &[u8]) -> Result<(), StateError> {
+        let tx = self.0.begin_write()?;
+        tx.open_table(table.redb())?.insert(key, bytes)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        let tx = self.0.begin_read()?;
+        let table = tx.open_table(table.redb())?;
+        let value = table.get(key)?;
+        Ok(value.map(|v| v.value().to_vec()))
+    }
+
+    fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StateError> {
+        let tx = self.0.begin_read()?;
+        let table = tx.open_table(table.redb())?;
+        let mut out = Vec::new();
+        for entry in table.range(prefix..)? {
+            let (k, v) = entry?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            out.push((k.value().to_string(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+}
+
+/// Records in memory, gone with the engine.
+#[derive(Default)]
+pub(super) struct MemoryStore(Mutex<BTreeMap<(Table, String), Vec<u8>>>);
+
+impl MemoryStore {
+    fn records(&self) -> std::sync::MutexGuard<'_, BTreeMap<(Table, String), Vec<u8>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Store for MemoryStore {
+    fn insert(&self, table: Table, key: &str, bytes: &[u8]) -> Result<(), StateError> {
+        self.records()
+            .insert((table, key.to_string()), bytes.to_vec());
+        Ok(())
+    }
+
+    fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(self.records().get(&(table, key.to_string())).cloned())
+    }
+
+    fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StateError> {
+        let records = self.records();
+        Ok((records.range((table, prefix.to_string())..))
+            .take_while(|((t, key), _)| *t == table && key.starts_with(prefix))
+            .map(|((_, key), bytes)| (key.clone(), bytes.clone()))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both stores answer alike: what an engine on either reads back.
+    #[test]
+    fn the_memory_store_answers_as_the_database_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = RedbStore::open(&dir.path().join("state.db")).unwrap();
+        let memory = MemoryStore::default();
+        let stores: [&dyn Store; 2] = [&disk, &memory];
+        for store in stores {
+            store.insert(Table::Tasks, "a1/web", b"1").unwrap();
+            store.insert(Table::Tasks, "a1/db", b"2").unwrap();
+            store.insert(Table::Tasks, "a10/web", b"3").unwrap();
+            store.insert(Table::Tasks, "a1/web", b"4").unwrap();
+            store.insert(Table::Allocs, "a1/x", b"5").unwrap();
+        }
+        for table in [Table::Allocs, Table::Tasks] {
+            for prefix in ["", "a1/", "a10/", "b"] {
+                assert_eq!(
+                    disk.scan(table, prefix).unwrap(),
+                    memory.scan(table, prefix).unwrap(),
+                    "{table:?} {prefix:?}"
+                );
+            }
+            for key in ["a1/web", "a1/x", "nope"] {
+                assert_eq!(
+                    disk.get(table, key).unwrap(),
+                    memory.get(table, key).unwrap()
+                );
+            }
+        }
+        assert_eq!(
+            memory.scan(Table::Tasks, "a1/").unwrap(),
+            [
+                ("a1/db".to_string(), b"2".to_vec()),
+                ("a1/web".to_string(), b"4".to_vec())
+            ]
+        );
+    }
+}
