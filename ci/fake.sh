@@ -8,7 +8,8 @@
 # as an unprivileged user (nobody): every schedule plus random PCT ones must
 # pass on the fixed build, and on the legacy build the fake must fail on
 # exactly the schedules the real executor fails on under the kernel's exec
-# oracle (that part runs as root).
+# oracle (that part runs as root). Run as root, the fake's explore replays
+# each schedule it fails on the real executor before it counts.
 set -euo pipefail
 [ $# = 2 ] || { echo "usage: ci/fake.sh FIXED_TASKGATE LEGACY_TASKGATE" >&2; exit 2; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/ci-fake.XXXXXX")
@@ -30,6 +31,13 @@ as_nobody "$work/fixed/taskgate" explore sidecar-stop --driver fake --random 500
 echo "== legacy build, fake driver, as nobody: must fail"
 as_nobody "$work/legacy/taskgate" explore sidecar-stop --driver fake --random 0 \
     --expect-violation --failing-tokens "$work/fake-failing.txt"
+echo "== legacy build, fake driver, as root: each failing schedule replayed on the real executor"
+confirmed=$(RUST_BACKTRACE=0 "$2" explore sidecar-stop --driver fake --random 0 --expect-violation)
+if ! grep -q "each confirmed on the real executor" <<<"$confirmed"; then
+    echo "ci/fake.sh: the fake's failing schedules were not confirmed on the real executor:" >&2
+    echo "$confirmed" >&2
+    exit 1
+fi
 echo "== legacy build, real executors under the exec oracle"
 RUST_BACKTRACE=0 "$2" explore sidecar-stop --random 0 --expect-violation \
     --failing-tokens "$work/real-failing.txt"

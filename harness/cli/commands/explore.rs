@@ -12,7 +12,9 @@ use anyhow::Context;
 use std::path::PathBuf;
 use taskgate_scenarios::catalogue;
 use taskgate_scenarios::fake_run::FakeRunner;
-use taskgate_scenarios::gate::{run_jobs, StopAt};
+use taskgate_scenarios::gate::{run_jobs, Ran, StopAt};
+use taskgate_scenarios::lab_run::LabWorkshop;
+use taskgate_scenarios::plan::Run;
 use taskgate_scenarios::{RunReport, RunVerdict};
 
 #[derive(clap::Args)]
@@ -86,6 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut progress = Progress::new(&scenario.name, all.len())?;
     let each = |r: &RunReport| progress.finished(r);
     let mut html = None;
+    let mut confirming = None;
     let mut ran = match args.driver {
         Driver::Real => {
             let session = Session::open()?;
@@ -100,6 +103,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 args.html.report.is_none(),
                 "--report needs the real driver: a fake run keeps no data to link"
             );
+            // Root confirms each failing schedule on the real executor;
+            // the lab's mount namespace is entered before any thread exists.
+            if nix::unistd::geteuid().is_root() {
+                confirming = Some(Session::open()?);
+            }
             let runtime = super::runtime()?;
             let runner = FakeRunner { runtime: &runtime };
             run_jobs(&runner, jobs, &runs, stop, &interrupted, each).unwrap_or_else(|n| match n {})
@@ -113,6 +121,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Err(interrupted_after(ran.reports.len(), all.len()));
     }
     let failed = ran.failed();
+    if args.driver == Driver::Fake && failed > 0 {
+        let mut workshop = confirming.as_ref().map(Session::workshop);
+        if let Some(workshop) = &mut workshop {
+            workshop.keep_failures = !args.expect_violation;
+        }
+        confirm(&ran, &runs, workshop.as_ref(), jobs)?;
+    }
     if args.verbose {
         // Known bugs' runs are shown below, with the failures.
         for r in ran
@@ -162,4 +177,50 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (true, _) => Ok(()),
     }
+}
+
+/// A schedule that fails on the fake driver counts once the real executor,
+/// under the kernel's exec oracle, fails it too: the fake is a model of the
+/// executor, and a model can be wrong. With root (a `workshop`), each is
+/// replayed there, and one the real executor passes is a harness bug, an
+/// error; without, they are reported unconfirmed.
+fn confirm(
+    ran: &Ran,
+    runs: &[&Run<'_>],
+    workshop: Option<&LabWorkshop<'_>>,
+    jobs: usize,
+) -> anyhow::Result<()> {
+    let failing: Vec<&Run<'_>> = (runs.iter().zip(&ran.reports))
+        .filter(|(_, report)| !report.passed())
+        .map(|(run, _)| *run)
+        .collect();
+    let Some(workshop) = workshop else {
+        println!(
+            "{} failing on the fake driver, unconfirmed: as root, explore replays each on the \
+             real executor before it counts (or: sudo taskgate replay TOKEN)",
+            failing.len()
+        );
+        return Ok(());
+    };
+    let real = run_jobs(workshop, jobs, &failing, StopAt::End, &interrupted, |_| {})?;
+    if interrupted() {
+        return Err(interrupted_after(real.reports.len(), failing.len()));
+    }
+    let fake_only: Vec<String> = (real.reports.iter())
+        .filter(|report| report.passed())
+        .map(|report| report.token.to_string())
+        .collect();
+    anyhow::ensure!(
+        fake_only.is_empty(),
+        "the real executor passes {} of the {} schedules the fake driver fails (the fake's \
+         model of the executor is wrong there, a harness bug): {}",
+        fake_only.len(),
+        failing.len(),
+        fake_only.join(" ")
+    );
+    println!(
+        "{} failing on the fake driver, each confirmed on the real executor",
+        failing.len()
+    );
+    Ok(())
 }
