@@ -1,7 +1,8 @@
 //! `taskgate bench`: how long `/bin/true` takes from start to exit under full
 //! isolation, side by side with `runc run` and an `unshare`+`chroot` floor
 //! on the same root; the executor's resident memory per running task; and
-//! the engine's alloc throughput with its submit-to-exec latency. The only
+//! the engine's alloc throughput with its submit-to-exec latency; and, in a
+//! build with fault points, the search's speed (`search.rs`). The only
 //! place performance is claimed: tests check behaviour, never timings.
 
 use anyhow::{ensure, Context};
@@ -22,6 +23,7 @@ use taskgate_executor::{
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 mod report;
+mod search;
 use report::*;
 
 /// The target: taskgate's median at most a fifth of runc's.
@@ -76,9 +78,18 @@ pub struct Args {
     /// Engine allocations in flight at once.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
-    /// Also print the results as JSON.
+    /// Also print the results as JSON (its fields: docs/benchmarks.md).
     #[arg(long)]
     pub json: bool,
+    /// Time the gate over these scenarios only (default: the whole gate).
+    #[arg(long = "gate-only", value_name = "SCENARIO")]
+    pub gate_only: Vec<String>,
+    /// Random schedules of the report's scenario timed on the fake driver.
+    #[arg(long, default_value_t = 2000)]
+    pub fake_schedules: u32,
+    /// Skip the search's figures (gate and fake driver throughput).
+    #[arg(long)]
+    pub no_search: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -101,12 +112,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let latency = bench.latency(&mut scratch, args.runs, pause)?;
     let rss = bench.rss(&mut scratch, args.rss_tasks)?;
     let engine = bench.engine(&scratch, args.allocs, args.concurrency)?;
-    let report = Report::new(&bench, pause, latency, rss, engine);
+    let search = if args.no_search {
+        None
+    } else {
+        search_figures(&scratch.dir, &args)?
+    };
+    let report = Report::new(&bench, pause, latency, rss, engine, search);
     report.print_table();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.to_json())?);
     }
     Ok(())
+}
+
+#[cfg(feature = "failpoints")]
+fn search_figures(scratch: &Path, args: &Args) -> anyhow::Result<Option<search::Search>> {
+    search::measure(scratch, &args.gate_only, args.fake_schedules).map(Some)
+}
+
+/// A build without fault points has no harness to time: the report says so.
+#[cfg(not(feature = "failpoints"))]
+fn search_figures(_: &Path, _: &Args) -> anyhow::Result<Option<search::Search>> {
+    Ok(None)
 }
 
 /// The bench's temp dir and the executors it has running; dropping it (on

@@ -1,6 +1,7 @@
 //! What the bench measured, and how it is printed: statistics, the
 //! report table and its JSON.
 
+use super::search::Search;
 use super::*;
 
 #[derive(Default)]
@@ -97,6 +98,8 @@ pub(super) struct Report {
     pub(super) memory: Vec<Memory>,
     pub(super) engine: EngineRun,
     pub(super) engine_to_exec: Stats,
+    /// `None` in a build without fault points, or with `--no-search`.
+    pub(super) search: Option<Search>,
 }
 
 impl Report {
@@ -106,6 +109,7 @@ impl Report {
         lat: Latency,
         memory: Vec<Memory>,
         engine: EngineRun,
+        search: Option<Search>,
     ) -> Report {
         Report {
             binary: bench.executor.executor_bin.clone(),
@@ -123,6 +127,7 @@ impl Report {
             memory,
             engine_to_exec: Stats::of(&engine.to_exec),
             engine,
+            search,
         }
     }
 
@@ -236,6 +241,15 @@ impl Report {
             self.engine.allocs,
             KILL_TIMEOUT.as_millis()
         );
+        println!();
+        match &self.search {
+            Some(search) => search.print(),
+            None if cfg!(feature = "failpoints") => println!("search: skipped (--no-search)"),
+            None => println!(
+                "search: timed only by a build with fault points \
+                 (cargo build --release --features failpoints)"
+            ),
+        }
     }
 
     pub(super) fn to_json(&self) -> serde_json::Value {
@@ -273,6 +287,7 @@ impl Report {
                 "stops_escalated_to_sigkill": self.engine.escalated,
                 "kill_timeout_ms": KILL_TIMEOUT.as_millis() as u64,
             },
+            "search": self.search.as_ref().map(Search::to_json),
         })
     }
 }
