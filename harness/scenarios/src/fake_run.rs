@@ -14,7 +14,6 @@ use crate::model::Then;
 use crate::outcome::{summary_records, unfired, Outcome, FAULT_LOG, RESTART_SEED};
 use crate::plan::{Case, InProcess, Run};
 use crate::report::RunReport;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 use taskgate_engine::fake_driver::{Call, Exit};
 use taskgate_engine::{DataDir, Engine, EngineConfig};
@@ -79,7 +78,7 @@ impl FakeRunner<'_> {
                 "tell when a task would exit on its own",
             ));
         }
-        let root = scratch_root();
+        let root = crate::lab::scratch_root();
         let home = tempfile::tempdir_in(&root).map_err(io("creating", &root))?;
         let faults = Faults::new();
         let config = EngineConfig {
@@ -121,22 +120,6 @@ impl FakeRunner<'_> {
             records,
             problems,
         })
-    }
-}
-
-/// Where fake runs make their data dirs: `TMPDIR` when set; otherwise
-/// `/dev/shm` when it is a tmpfs this user may write, since a fake run
-/// makes and removes a data dir of a few dozen files many times a second,
-/// and on a disk's filesystem that was most of its cost.
-fn scratch_root() -> PathBuf {
-    use nix::sys::statfs::{statfs, TMPFS_MAGIC};
-    let shm = Path::new("/dev/shm");
-    let in_memory = statfs(shm).is_ok_and(|fs| fs.filesystem_type() == TMPFS_MAGIC)
-        && nix::unistd::access(shm, nix::unistd::AccessFlags::W_OK).is_ok();
-    if std::env::var_os("TMPDIR").is_none() && in_memory {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
     }
 }
 
