@@ -21,7 +21,7 @@ pub fn idle() -> Duration {
 
 /// The zoo's taskgate, built by `ci/zoo.sh build` (ci/test.sh's build
 /// stage does): every seeded bug, one chosen per run by its environment.
-pub fn zoo_taskgate() -> PathBuf {
+fn zoo_taskgate() -> PathBuf {
     let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/zoo/taskgate");
     assert!(
         bin.is_file(),
@@ -84,6 +84,26 @@ impl Scratch {
     }
 
     /// Runs `command` (of `args`, see [`Scratch::command_of`]) to its end.
+    /// `taskgate gate ARGS` of the legacy build (the zoo's, with the
+    /// report's own bug, `legacy-prestart-skip`, chosen), which must fail:
+    /// its stdout and stderr.
+    pub fn legacy_gate(&self, args: &[&str]) -> (String, String) {
+        let args: Vec<&str> = ["gate"].iter().chain(args).copied().collect();
+        let mut command = self.command_of(&zoo_taskgate(), &args);
+        command.env(
+            taskgate_faults::seeded::SEEDED_BUG_ENV,
+            "legacy-prestart-skip",
+        );
+        let out = self.run(command, &args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "the legacy gate must fail ({args:?}):\n{stdout}\n{stderr}"
+        );
+        (stdout, stderr)
+    }
+
     pub fn run(&self, mut command: Command, args: &[&str]) -> Output {
         let bin = command.get_program().to_string_lossy().into_owned();
         let mut child = command.spawn().expect("spawn taskgate");

@@ -125,6 +125,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A figure for the JSON report, to a thousandth.
+fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
 #[cfg(feature = "failpoints")]
 fn search_figures(scratch: &Path, args: &Args) -> anyhow::Result<Option<search::Search>> {
     search::measure(scratch, &args.gate_only, args.fake_schedules).map(Some)

@@ -291,7 +291,3 @@ impl Report {
         })
     }
 }
-
-pub(super) fn round3(x: f64) -> f64 {
-    (x * 1e3).round() / 1e3
-}

@@ -4,7 +4,7 @@
 //! driver's schedules per second over the report's scenario, at 1 and 2
 //! jobs. A build without fault points has no search to time.
 
-use super::report::round3;
+use super::round3;
 use serde_json::json;
 use std::time::Duration;
 
