@@ -73,15 +73,8 @@ pub(crate) unsafe fn spawn_task(launch: TaskLaunch<'_>) -> Result<(Pid, OwnedFd)
         }
         Forked::Parent(pid) => {
             drop((go_r, err_w, launch.stdout, launch.stderr));
-            // The task joins its cgroup before it runs anything of its own; it
-            // cannot be reaped before it is released, so its pid is still its own.
-            let ready = pidfd_open(pid.as_raw()).and_then(|pidfd| {
-                launch
-                    .cgroup
-                    .add(pid)
-                    .and_then(|()| release(go_w))
-                    .map(|()| pidfd)
-            });
+            // It cannot be reaped before it is released, so its pid is still its own.
+            let ready = pidfd_open(pid.as_raw()).and_then(|pidfd| release(go_w).map(|()| pidfd));
             let pidfd = match ready {
                 Ok(pidfd) => pidfd,
                 Err(e) => {
@@ -119,6 +112,9 @@ fn child_main(
             "executor gave up before the task started".into(),
         ));
     }
+    // Into its cgroup before anything of the task's own runs, and before
+    // its cgroup namespace is rooted where it stands.
+    launch.cgroup.join()?;
     // The executor ignores SIGPIPE (Rust runtime) and may block signals:
     // the task must not inherit either.
     reset_signals()?;

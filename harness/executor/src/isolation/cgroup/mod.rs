@@ -15,15 +15,17 @@ use cgroups_rs::devices::DevicesController;
 use cgroups_rs::freezer::FreezerController;
 use cgroups_rs::memory::MemController;
 use cgroups_rs::pid::PidController;
-use cgroups_rs::{hierarchies, Cgroup, CgroupPid, Controller, MaxValue};
+use cgroups_rs::{hierarchies, Cgroup, Controller, MaxValue};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use parent::{CgroupParent, Layout, V2_REQUIRED};
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub(crate) struct TaskCgroup {
     cg: Cgroup,
+    /// What the task process writes itself into ([`TaskCgroup::join`]).
+    join_files: Vec<PathBuf>,
 }
 
 impl TaskCgroup {
@@ -34,6 +36,7 @@ impl TaskCgroup {
         let relative = parent.join(&task_cgroup_name(&spec.alloc_id, &spec.task_name));
         let tc = TaskCgroup {
             cg: load(&layout, &relative),
+            join_files: layout.self_join_files(&relative),
         };
         let mut made = Vec::new();
         for dir in layout.dirs(&relative) {
@@ -118,7 +121,10 @@ impl TaskCgroup {
         let relative = parent.join(&task_cgroup_name(alloc_id, task_name));
         Some(load(&layout, &relative))
             .filter(Cgroup::exists)
-            .map(|cg| TaskCgroup { cg })
+            .map(|cg| TaskCgroup {
+                cg,
+                join_files: layout.self_join_files(&relative),
+            })
     }
 
     fn apply(&self, res: &Resources) -> Result<(), ExecutorError> {
@@ -164,10 +170,12 @@ impl TaskCgroup {
             .ok_or_else(|| ExecutorError::Cgroup(format!("the {name} controller is not available")))
     }
 
-    pub fn add(&self, pid: Pid) -> Result<(), ExecutorError> {
-        self.cg
-            .add_task_by_tgid(CgroupPid::from(pid.as_raw() as u64))
-            .map_err(cg_err(format!("move pid {pid} into the task cgroup")))
+    /// Moves the calling process into the cgroup. The task process calls
+    /// it, still one thread, before anything of the task's own runs:
+    /// moving itself is what spares the kernel's grace period (see
+    /// [`parent::join_self`]), which a move by pid would wait out.
+    pub fn join(&self) -> Result<(), ExecutorError> {
+        parent::join_self(&self.join_files)
     }
 
     /// Kills every process in the cgroup: atomically with `cgroup.kill` on v2;

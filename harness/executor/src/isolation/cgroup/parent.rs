@@ -176,6 +176,24 @@ impl Layout {
         }
     }
 
+    /// The file in each of [`Layout::dirs`] that [`join_self`] writes to.
+    /// On v1 it is `tasks`, which moves the calling thread alone, and the
+    /// kernel then skips write-locking its global threadgroup rwsem: the
+    /// first writer of that lock after a quiet spell waits out an RCU grace
+    /// period (6 to 14 ms on the project's VM, most of a task's start when
+    /// each start moved two processes through `cgroup.procs`). v2 has no
+    /// `tasks` in a domain cgroup: there it is `cgroup.procs`.
+    pub fn self_join_files(&self, relative: &str) -> Vec<PathBuf> {
+        let file = match self {
+            Layout::V2 => "cgroup.procs",
+            Layout::V1 { .. } => "tasks",
+        };
+        self.dirs(relative)
+            .into_iter()
+            .map(|d| d.join(file))
+            .collect()
+    }
+
     /// The controller names cgroups-rs is told to handle.
     pub fn controllers(&self) -> Vec<String> {
         let names: &[&str] = if self.v2() {
@@ -380,17 +398,26 @@ impl CgroupTree {
     }
 }
 
-/// Moves this process into `<parent>/executors` in every hierarchy.
+/// Moves this process into `<parent>/executors` in every hierarchy. The
+/// executor calls it as soon as it has daemonized, while it is still one
+/// thread (see [`join_self`]).
 pub(crate) fn join_executors(parent: &CgroupParent) -> Result<(), ExecutorError> {
-    let pid = std::process::id().to_string();
-    for dir in Layout::detect()?.dirs(&parent.join(EXECUTORS_LEAF)) {
-        let procs = dir.join("cgroup.procs");
-        std::fs::write(&procs, &pid).map_err(ExecutorError::io(format!(
-            "join {} (no agent has claimed cgroup parent {parent}?)",
-            dir.display()
-        )))?;
-    }
-    Ok(())
+    let files = Layout::detect()?.self_join_files(&parent.join(EXECUTORS_LEAF));
+    join_self(&files).map_err(|e| {
+        ExecutorError::Cgroup(format!(
+            "{e} (no agent has claimed cgroup parent {parent}?)"
+        ))
+    })
+}
+
+/// Moves the calling process into the cgroup of each of `files` (from
+/// [`Layout::self_join_files`]) by writing `0`, "the caller". The caller
+/// must be single-threaded: on v1 only the calling thread moves, which for
+/// a process of one thread is the whole process.
+pub(crate) fn join_self(files: &[PathBuf]) -> Result<(), ExecutorError> {
+    files.iter().try_for_each(|file| {
+        std::fs::write(file, "0").map_err(ExecutorError::io(format!("join {}", file.display())))
+    })
 }
 
 fn create_parent_dir(dir: &Path) -> Result<(), ExecutorError> {
