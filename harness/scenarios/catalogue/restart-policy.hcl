@@ -3,7 +3,7 @@
 # was down, an attempt committed by an agent killed before its launch); a
 # restart delay kept, with its jitter, across an agent kill inside it; an
 # interval that expires during the run grants its attempts again, across a
-# restore too.
+# restore too; a stop asked before a restart is decided leaves none decided.
 
 scenario "executor-death-agent-down" {
   about = "a running task's executor is SIGKILLed, then the agent, before it saw that; the restored agent finds the attempt lost and restarts it by the policy (one attempt left)"
@@ -148,6 +148,22 @@ scenario "stop-during-restart-delay" {
     each {
       points = ["web:tr.restart_delay"]
       action = "stop-alloc"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "stop-before-restart-decision" {
+  about = "a failing batch task with restarts left is stopped in its exited hooks, and its runner goes on only once the stop's kill was asked of it: no restart is decided, the task is killed between attempts, and the alloc is stopped, not failed"
+  job   = "jobs/web-failing.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:hook.exited.before.executor_shutdown"]
+      action = "stop-alloc"
+      with   = ["web:hook.exited.after.executor_shutdown=await(web:tr.kill_asked@1)"]
     }
   }
   expect {
