@@ -218,6 +218,9 @@ pub enum Detail {
     /// A user restart was accepted; `all_tasks` brings back the completed
     /// tasks too.
     Restart { all_tasks: bool },
+    /// A task's runner decided a restart by its policy, to begin after
+    /// this wait (nanoseconds: the jitter is drawn in them).
+    RestartWait { wait_ns: u64 },
 }
 
 /// Builds the full name of a point reached within a scope (a task name).

@@ -80,6 +80,11 @@ pub const TR_RESTART_DELAY: &str = "tr.restart_delay";
 /// Record-only: a restart delay ran out in full; neither a kill nor a user
 /// restart cut it short.
 pub const TR_RESTART_DELAY_ELAPSED: &str = "tr.restart_delay_elapsed";
+/// Record-only, with the wait as its detail: the task runner decided a
+/// restart by its policy, and chose to wait that long first. Recorded while
+/// the runner's kill is held still: a kill is either seen here (no restart
+/// is decided) or asked after the record.
+pub const TR_RESTART_DECIDED: &str = "tr.restart_decided";
 
 /// Reached by the alloc runner, for the task, once it asked the task's
 /// runner to restart (a user restart's wave reached it).
@@ -122,7 +127,8 @@ pub const EX_TASK_EXITED: &str = "ex.task_exited";
 
 /// Every per-task point a fault can act at, other than the hook points
 /// (which the engine's hook set names), for scenario files to name and
-/// check against. (`ex.task_exited` and `tr.restart_delay_elapsed` only record.)
+/// check against. (`ex.task_exited`, `tr.restart_delay_elapsed` and
+/// `tr.restart_decided` only record.)
 pub const TASK_POINTS: [&str; 19] = [
     TR_RESTORING,
     TR_START_CONDITION_MET,
@@ -147,7 +153,8 @@ pub const TASK_POINTS: [&str; 19] = [
 
 /// Per-task points that only record (no fault acts at them), which a
 /// fault can still await.
-pub const RECORDED_TASK_POINTS: [&str; 2] = [EX_TASK_EXITED, TR_RESTART_DELAY_ELAPSED];
+pub const RECORDED_TASK_POINTS: [&str; 3] =
+    [EX_TASK_EXITED, TR_RESTART_DELAY_ELAPSED, TR_RESTART_DECIDED];
 
 /// Every alloc-wide point.
 pub const ALLOC_POINTS: [&str; 8] = [

@@ -8,17 +8,20 @@
 //! task's tracker; a decision taken `interval` or more after the window
 //! began starts a new one; a window grants `attempts` restarts, then fail
 //! mode gives up and delay mode waits for the next window. A restart waits
-//! its delay plus the seed's jitter first.
+//! its delay plus the seed's jitter first: the runner states the wait it
+//! chose as it decides (`tr.restart_decided`), and the real restart comes
+//! no sooner.
 
 use crate::attempts::{attempts, windows_begin, Attempt, Began};
 use crate::history::{Event, TaskShape};
 use crate::invariant::{Invariant, Violation};
 use std::time::Duration;
 use taskgate_faults::points::{
-    TR_KILLING, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_SIGNALED,
+    TR_KILLING, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DECIDED,
+    TR_RESTART_SIGNALED,
 };
 use taskgate_faults::rng::SplitMix64;
-use taskgate_faults::scoped;
+use taskgate_faults::{scoped, Detail};
 
 /// The wait before a task's `n`th restart by its policy (from 0, over its
 /// life), as the harness expects it, restated here from Nomad's rule (the
@@ -128,10 +131,11 @@ fn interval_text(interval: Duration) -> String {
     }
 }
 
-/// [`Invariant::RestartWindows`]: a restart by the policy begins no sooner after the
-/// attempt's recorded exit than its delay and jitter (unless a kill or a
-/// user restart cut the wait short; in delay mode, a restart that finds
-/// the window's attempts used waits for the next window instead, which
+/// [`Invariant::RestartWindows`]: each restart the policy decided states
+/// the wait its seed draws for it, and begins no sooner after the
+/// attempt's recorded exit than that (unless a kill or a user restart cut
+/// the wait short; in delay mode, a restart that finds the window's
+/// attempts used waits for the next window instead, which
 /// [`Invariant::LaunchesAccounted`] holds). And a task in fail mode whose runner
 /// gives up after an exit (no stop, no kill) has used its interval's
 /// attempts: that many restarts were decided within the interval before
@@ -140,8 +144,52 @@ pub fn check_restart_windows(history: &[Event], tasks: &[TaskShape]) -> Vec<Viol
     let mut out = Vec::new();
     for task in tasks {
         let all = attempts(history, &task.name);
+        out.extend(waits_stated(history, task));
         out.extend(delays_kept(history, task, &all));
         out.extend(give_up_earned(history, task, &all));
+    }
+    out
+}
+
+/// The `n`th restart its runners decided over the task's life (from 0,
+/// across restores) stated exactly the wait the harness's seed draws for
+/// it: its delay plus the jitter. In delay mode, one past the policy's
+/// attempts may wait for the next window instead, never longer than an
+/// interval. (An engine that drew its jitter otherwise passed the check of
+/// the real restart's time, which has no upper bound.)
+fn waits_stated(history: &[Event], task: &TaskShape) -> Vec<Violation> {
+    let decided = scoped(Some(&task.name), TR_RESTART_DECIDED);
+    let stated = history.iter().enumerate().filter_map(|(i, e)| match e {
+        Event::FaultHit(h) if h.name() == decided => Some((i, h.detail)),
+        _ => None,
+    });
+    let mut out = Vec::new();
+    for (n, (at, detail)) in stated.enumerate() {
+        let Some(&expected) = task.restart_waits.get(n) else {
+            continue;
+        };
+        let wait = match detail {
+            Some(Detail::RestartWait { wait_ns }) => Duration::from_nanos(wait_ns),
+            _ => {
+                out.push(Invariant::RestartWindows.violation(
+                    Some(&task.name),
+                    format!("restart {n} by its policy, decided at #{at}, states no wait"),
+                ));
+                continue;
+            }
+        };
+        let next_window = task.restarts_forever
+            && n >= task.restart_attempts as usize
+            && wait <= task.restart_interval;
+        if wait == expected || next_window {
+            continue;
+        }
+        out.push(Invariant::RestartWindows.violation(
+            Some(&task.name),
+            format!(
+                "restart {n} by its policy, decided at #{at}, waits {wait:?}; its delay and the seed's jitter make {expected:?}"
+            ),
+        ));
     }
     out
 }
@@ -365,6 +413,46 @@ mod tests {
         let h = h.at(100 + relaunch_ms).start("web");
         let v = check_restart_windows(&h.events, &[task]);
         assert_eq!(v.len(), expected, "{v:#?}");
+    }
+
+    /// Restarts 0 to 3 wait 1 s plus 0, 0.1, 0.2 and 0.3 s of jitter.
+    fn drawn(task: TaskShape) -> TaskShape {
+        TaskShape {
+            restart_waits: (0..4)
+                .map(|n| Duration::from_millis(1000 + 100 * n))
+                .collect(),
+            restart_interval: Duration::from_secs(5),
+            ..task
+        }
+    }
+
+    fn deciding(ms: &[u64]) -> T {
+        ms.iter().fold(T::run(), |h, &ms| {
+            h.decided("web", Duration::from_millis(ms))
+        })
+    }
+
+    #[rstest]
+    #[case::the_drawn_waits(web(3, None), deciding(&[1000, 1100, 1200]), 0)]
+    #[case::twice_the_jitter(web(3, None), deciding(&[1000, 1200]), 1)]
+    #[case::a_draw_taken_twice(web(3, None), deciding(&[1000, 1000]), 1)]
+    #[case::across_a_restore(web(3, None), deciding(&[1000]).agent_restart(false).decided("web", Duration::from_millis(1100)), 0)]
+    #[case::redrawn_after_a_restore(web(3, None), deciding(&[1000]).agent_restart(false).decided("web", Duration::from_millis(1000)), 1)]
+    #[case::no_wait_stated(web(3, None), T::run().task_hit("web", TR_RESTART_DECIDED), 1)]
+    #[case::delay_mode_waits_for_the_next_window(delay_mode(1, 5000), deciding(&[1000, 4000]), 0)]
+    #[case::delay_mode_waits_past_the_window(delay_mode(1, 5000), deciding(&[1000, 6000]), 1)]
+    #[case::delay_mode_within_its_attempts(delay_mode(2, 5000), deciding(&[1000, 4000]), 1)]
+    fn a_restart_states_the_wait_its_seed_draws(
+        #[case] task: TaskShape,
+        #[case] h: T,
+        #[case] expected: usize,
+    ) {
+        let v = check_restart_windows(&h.events, &[drawn(task)]);
+        assert_eq!(
+            names(&v),
+            vec![Invariant::RestartWindows; expected],
+            "{v:#?}"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use crate::history::{AllocStatus, Event, ExecRecord, StartedVersion, TaskEventKind, TaskExit};
 use crate::identity::ExecIdentity;
 use std::time::Duration;
-use taskgate_faults::points::{AR_STARTED, EX_SPAWNED, EX_TASK_EXITED};
+use taskgate_faults::points::{AR_STARTED, EX_SPAWNED, EX_TASK_EXITED, TR_RESTART_DECIDED};
 use taskgate_faults::{scoped, Action, Detail, Hit};
 
 #[derive(Default, Clone)]
@@ -49,6 +49,16 @@ impl T {
 
     pub fn task_hit(self, task: &str, point: &str) -> T {
         self.hit(&scoped(Some(task), point))
+    }
+
+    /// Its runner decided a restart by the policy, to wait `wait` first.
+    pub fn decided(self, task: &str, wait: Duration) -> T {
+        let wait_ns = u64::try_from(wait.as_nanos()).unwrap();
+        self.record(
+            &scoped(Some(task), TR_RESTART_DECIDED),
+            None,
+            Some(Detail::RestartWait { wait_ns }),
+        )
     }
 
     pub fn fault(self, task: &str, point: &str, action: Action) -> T {

@@ -122,7 +122,7 @@ impl TaskRunner {
         };
         // A stop that ends a restart is the kill path at work, not a task
         // failure: the task is killed between attempts, as in Nomad.
-        if self.should_shutdown() || self.killed() {
+        if !self.restart_decided(delay) {
             self.emit(EventKind::NotRestarting, attempt, "allocation is terminal");
             return Some(Outcome::Killed { result: None });
         }
@@ -216,6 +216,26 @@ impl TaskRunner {
             self.name()
         );
         DelayEnd::Elapsed
+    }
+
+    /// Whether the policy's restart stands: not once the alloc is stopping
+    /// or the task was told to die. Decided, and recorded with the wait
+    /// chosen, while the kill is held still (as [`Self::delay_ran_out`]
+    /// does): a kill is either seen here or asked after the record, so the
+    /// oracle can hold that no restart is decided after a kill.
+    fn restart_decided(&self, wait: std::time::Duration) -> bool {
+        let killed = self.kill_rx.borrow();
+        if *killed || self.should_shutdown() {
+            return false;
+        }
+        let wait_ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+        record_point!(
+            self.deps.faults,
+            points::TR_RESTART_DECIDED,
+            self.name(),
+            taskgate_faults::Detail::RestartWait { wait_ns }
+        );
+        true
     }
 
     /// A user restart ended the attempt: the next one follows as soon as
