@@ -77,9 +77,9 @@ registry! {
     LaunchesAccounted = "launches-accounted":
         "every attempt of a task, lost ones too, is one its restart policy grants, interval by interval",
     CommandsTakeEffect = "commands-take-effect":
-        "every stop, restart and update takes effect, never after a restart delay it should have cut short, and a stop stays final",
+        "every stop, restart and update takes effect, never after a restart delay it should have cut short, no restart is decided once a task was told to die, and a stop stays final",
     RestartWindows = "restart-windows":
-        "a restart waits its delay and jitter, and a task is given up only once its interval's attempts are used, across restores too",
+        "a restart states and waits its delay and jitter, and a task is given up only once its interval's attempts are used, across restores too",
     KillGrace = "kill-grace":
         "a task told to die is SIGKILLed only after its shutdown delay and the grace its attempt started with",
 }

@@ -12,21 +12,25 @@
 //! ask, so an ask recorded first was there to be seen. A kill that lands
 //! as a delay runs out wins that tie; one the runner ignored for the
 //! delay's whole rest shows in time: the runner is done only as the delay
-//! would have run out, though it was told in the delay's first half.
+//! would have run out, though it was told in the delay's first half. A
+//! runner records a restart it decides by its policy
+//! (`tr.restart_decided`) only while it sees no kill, too: one recorded
+//! after its kill was asked decided it on a task told to die.
 
 use crate::attempts::attempts;
 use crate::history::{AllocStatus, Event, TaskShape};
 use crate::invariant::{Invariant, Violation};
 use taskgate_faults::points::{
     AR_ALLOC_TERMINAL, AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, AR_UPDATE_APPLIED,
-    HARNESS_UPDATE_DELIVERED, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DELAY,
-    TR_RESTART_DELAY_ELAPSED,
+    HARNESS_UPDATE_DELIVERED, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DECIDED,
+    TR_RESTART_DELAY, TR_RESTART_DELAY_ELAPSED,
 };
 use taskgate_faults::scoped;
 
 /// [`Invariant::CommandsTakeEffect`], over each agent's life: no task's restart
 /// delay runs out in full once its runner was told to die or asked to
-/// restart (until that restart is done); every restart accepted takes its
+/// restart (until that restart is done); no restart by the policy is
+/// decided once the runner was told to die; every restart accepted takes its
 /// targets down, and every stop and update delivered is applied, before
 /// the run ends (unless the agent was killed first, or, for a stop or an
 /// update, the alloc finished first); and an alloc made terminal by a
@@ -48,6 +52,7 @@ pub fn check_commands_take_effect(history: &[Event], tasks: &[TaskShape]) -> Vec
         let (from, to) = (life[0], life[1]);
         for task in tasks {
             out.extend(delays_cut_short(history, &task.name, from, to));
+            out.extend(no_restart_once_told(history, &task.name, from, to));
             out.extend(kills_end_delays(history, task, from, to));
         }
         out.extend(restarts_done(history, from, to, last));
@@ -98,6 +103,33 @@ fn delays_cut_short(history: &[Event], task: &str, from: usize, to: usize) -> Ve
             out.push(Invariant::CommandsTakeEffect.violation(
                 Some(task),
                 format!("its restart delay ran out in full at #{i}, though {why}"),
+            ));
+        }
+    }
+    out
+}
+
+/// A restart decided by the policy once the task was told to die (a stop's
+/// kill, or the coordinator's) went against the kill: the task is killed
+/// between attempts instead. A restart asked after the kill may bring the
+/// task back, and its runner decide again.
+fn no_restart_once_told(history: &[Event], task: &str, from: usize, to: usize) -> Vec<Violation> {
+    let (kill, restart, decided) = (
+        scoped(Some(task), TR_KILL_ASKED),
+        scoped(Some(task), TR_RESTART_ASKED),
+        scoped(Some(task), TR_RESTART_DECIDED),
+    );
+    let mut told = None;
+    let mut out = Vec::new();
+    for (i, event) in history.iter().enumerate().take(to).skip(from) {
+        if event.is_hit(&kill) {
+            told = told.or(Some(i));
+        } else if event.is_hit(&restart) {
+            told = None;
+        } else if let (true, Some(at)) = (event.is_hit(&decided), told) {
+            out.push(Invariant::CommandsTakeEffect.violation(
+                Some(task),
+                format!("a restart by its policy was decided at #{i}, though it was told to die at #{at}"),
             ));
         }
     }
@@ -248,6 +280,26 @@ mod tests {
         delay_begun().task_hit("web", TR_KILL_ASKED).agent_restart(false)
             .task_hit("web", TR_RESTART_DELAY_ELAPSED), 0)]
     fn no_restart_delay_runs_out_on_a_kill_or_restart(#[case] h: T, #[case] expected: usize) {
+        let v = check(&h);
+        assert_eq!(v.len(), expected, "{v:#?}");
+        assert!(v.iter().all(|v| v.task.as_deref() == Some("web")), "{v:#?}");
+    }
+
+    #[rstest]
+    #[case::decided_before_the_kill(
+        T::run().start("web").task_hit("web", TR_RESTART_DECIDED).task_hit("web", TR_KILL_ASKED), 0)]
+    #[case::decided_after_the_kill(
+        T::run().start("web").task_hit("web", TR_KILL_ASKED).task_hit("web", TR_RESTART_DECIDED), 1)]
+    #[case::another_task_told(
+        T::run().start("web").task_hit("proxy", TR_KILL_ASKED).task_hit("web", TR_RESTART_DECIDED), 0)]
+    #[case::revived_after_its_kill(
+        T::run().start("web").task_hit("web", TR_KILL_ASKED).hit(AR_RESTART_ACCEPTED)
+            .task_hit("web", TR_RESTART_ASKED).hit(AR_RESTART_TARGETS_DOWN)
+            .task_hit("web", TR_RESTART_DECIDED), 0)]
+    #[case::told_before_the_agent_died(
+        T::run().start("web").task_hit("web", TR_KILL_ASKED).agent_restart(false)
+            .task_hit("web", TR_RESTART_DECIDED), 0)]
+    fn no_restart_is_decided_once_told_to_die(#[case] h: T, #[case] expected: usize) {
         let v = check(&h);
         assert_eq!(v.len(), expected, "{v:#?}");
         assert!(v.iter().all(|v| v.task.as_deref() == Some("web")), "{v:#?}");
