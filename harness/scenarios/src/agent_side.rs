@@ -11,12 +11,12 @@ use crate::server::Server;
 use crate::until_running::UntilRunning;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use taskgate_engine::agent::{Agent, Followed, Following};
 use taskgate_engine::control::ControlError;
 use taskgate_engine::jobspec::Job;
 use taskgate_engine::{AllocStatus, DataDir};
-use taskgate_faults::{Faults, Intervention};
+use taskgate_faults::{patience, Faults, Intervention};
 
 /// What the harness asks of one agent process.
 #[derive(Debug, Clone, Default)]
@@ -59,8 +59,65 @@ pub enum AgentSideError {
 /// The harness's side of one agent process.
 pub struct AgentSide {
     orders: Orders,
-    servers: Arc<Mutex<Vec<Arc<Server>>>>,
+    servers: Arc<Servers>,
     faults: Faults,
+}
+
+/// The servers of the allocations the harness follows, which its
+/// interventions deliver to.
+#[derive(Default)]
+struct Servers {
+    list: Mutex<Vec<Arc<Server>>>,
+    added: Condvar,
+}
+
+impl Servers {
+    fn add(&self, server: Arc<Server>) {
+        lock(&self.list).push(server);
+        self.added.notify_all();
+    }
+
+    /// Delivers `what` to every allocation followed. One that comes before
+    /// the harness follows any waits for it: a restored agent's runners
+    /// reach `tr.restoring` as soon as they are restored, before the
+    /// harness gets their alloc's control (delivered to none, a restart
+    /// there was lost, and a fault awaiting it hung).
+    fn deliver(&self, what: Intervention) {
+        // Followed already, as is usual: delivered at once, as before.
+        let mut list = lock(&self.list).clone();
+        if list.is_empty() {
+            list = blocking(|| self.wait_for_one(what));
+        }
+        for server in list {
+            server.deliver(what);
+        }
+    }
+
+    /// The servers once the harness follows an allocation; a loud failure
+    /// if it never does.
+    fn wait_for_one(&self, what: Intervention) -> Vec<Arc<Server>> {
+        let (list, waited) = self
+            .added
+            .wait_timeout_while(lock(&self.list), patience::step(), |l| l.is_empty())
+            .unwrap_or_else(|p| p.into_inner());
+        assert!(
+            !waited.timed_out(),
+            "{} delivered, but the harness followed no allocation",
+            what.as_str()
+        );
+        list.clone()
+    }
+}
+
+/// Waits outside the runtime's scheduling: a waiting fault point must not
+/// starve a worker of its other tasks (as the fault registry's own waits).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
 }
 
 impl AgentSide {
@@ -68,12 +125,10 @@ impl AgentSide {
     /// alloc), which act from inside this process at the points its
     /// faults name, on the tasks under `data_dir`.
     pub fn install(faults: &Faults, orders: Orders, data_dir: &DataDir) -> AgentSide {
-        let servers: Arc<Mutex<Vec<Arc<Server>>>> = Arc::default();
+        let servers = Arc::new(Servers::default());
         let delivering = servers.clone();
         interventions::install(faults, data_dir.path().to_path_buf(), move |what| {
-            for server in lock(&delivering).iter() {
-                server.deliver(what);
-            }
+            delivering.deliver(what)
         });
         AgentSide {
             orders,
@@ -138,7 +193,7 @@ impl AgentSide {
             record.job.clone(),
             self.faults.clone(),
         ));
-        lock(&self.servers).push(server.clone());
+        self.servers.add(server.clone());
         if self.orders.stop {
             server.deliver(Intervention::StopAlloc);
         }
