@@ -4,7 +4,8 @@
 # its tasks down leader first and sidecars last, starts nothing until they
 # are down, and brings them back in lifecycle order, the completed prestart
 # task only when all tasks restart (Nomad #19403). A stop racing it ends
-# the alloc stopped.
+# the alloc stopped; one asked after a stop is refused, by a restored
+# agent too.
 
 scenario "restart-races" {
   about = "a restart of the running tasks lands at each boundary of the alloc's first start; the stop follows once everything has started"
@@ -202,6 +203,28 @@ scenario "restart-races-batch-exits" {
       points = ["web:tr.restart_delay"]
       action = "restart-all-tasks"
       with   = ["ar.restart_targets_down=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
+scenario "restart-after-stop-restored" {
+  about = "the agent dies as a stop begins its kill; the restored agent, stopping, is asked to restart the running tasks while the task's runner is held before it looks for the executor, the task still running: the restart is refused, and the stop stays final"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points = ["ar.kill_started"]
+      action = "kill"
+      # Given to the restored agent (only it reaches tr.restoring): the
+      # restart is sent, and the runner held until the update handler has
+      # it, so it finds the alloc stopping, not finished.
+      with = ["web:tr.restoring=restart-alloc",
+              "web:tr.restoring=await(ar.restart_received@1)"]
     }
   }
   expect {
