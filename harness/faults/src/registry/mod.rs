@@ -134,6 +134,15 @@ impl Faults {
                 self.record(at, &some);
                 None
             }
+            Action::Intervene(what) if what.is_sent_to_alloc() => {
+                // Recorded first: what it sends can reach a fault that kills
+                // this process (an agent SIGKILLed at the update it was
+                // sent) before a later record, and the fault would read as
+                // never fired. Its delivery is a point of its own.
+                self.record(at, &some);
+                self.intervene(at.scope(), what);
+                None
+            }
             Action::Intervene(what) => {
                 // Done before the pass is recorded, so the history shows the
                 // point passed only once the task's processes were acted on.
