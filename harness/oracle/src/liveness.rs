@@ -51,8 +51,7 @@ pub fn check_commands_take_effect(history: &[Event], tasks: &[TaskShape]) -> Vec
         let last = n + 2 == lives.len();
         let (from, to) = (life[0], life[1]);
         for task in tasks {
-            out.extend(delays_cut_short(history, &task.name, from, to));
-            out.extend(no_restart_once_told(history, &task.name, from, to));
+            out.extend(kills_and_restarts_heard(history, &task.name, from, to));
             out.extend(kills_end_delays(history, task, from, to));
         }
         out.extend(restarts_done(history, from, to, last));
@@ -74,13 +73,24 @@ pub fn check_commands_take_effect(history: &[Event], tasks: &[TaskShape]) -> Vec
     out
 }
 
-/// A delay that runs out in full while its task has been told to die, or
-/// asked to restart by a restart not yet done, held that up.
-fn delays_cut_short(history: &[Event], task: &str, from: usize, to: usize) -> Vec<Violation> {
-    let (kill, restart, elapsed) = (
+/// What a kill or a restart asked of a task's runner must change, within
+/// one agent's life: a restart delay does not run out in full while its
+/// task has been told to die, or asked to restart by a restart not yet
+/// done; and no restart is decided by the policy once the task was told to
+/// die (a stop's kill, or the coordinator's), which would kill it between
+/// attempts instead. A restart asked after a kill brings the task back,
+/// and its runner may decide again.
+fn kills_and_restarts_heard(
+    history: &[Event],
+    task: &str,
+    from: usize,
+    to: usize,
+) -> Vec<Violation> {
+    let (kill, restart, elapsed, decided) = (
         scoped(Some(task), TR_KILL_ASKED),
         scoped(Some(task), TR_RESTART_ASKED),
         scoped(Some(task), TR_RESTART_DELAY_ELAPSED),
+        scoped(Some(task), TR_RESTART_DECIDED),
     );
     let mut told = None;
     let mut asked = None;
@@ -89,11 +99,15 @@ fn delays_cut_short(history: &[Event], task: &str, from: usize, to: usize) -> Ve
         if event.is_hit(&kill) {
             told = told.or(Some(i));
         } else if event.is_hit(&restart) {
-            // A restart brings back a task told to die.
             told = None;
             asked = Some(i);
         } else if event.is_hit(AR_RESTART_TARGETS_DOWN) {
             asked = None;
+        } else if let (true, Some(at)) = (event.is_hit(&decided), told) {
+            out.push(Invariant::CommandsTakeEffect.violation(
+                Some(task),
+                format!("a restart by its policy was decided at #{i}, though it was told to die at #{at}"),
+            ));
         } else if event.is_hit(&elapsed) {
             let why = match (told, asked) {
                 (Some(at), _) => format!("it was told to die at #{at}"),
@@ -103,33 +117,6 @@ fn delays_cut_short(history: &[Event], task: &str, from: usize, to: usize) -> Ve
             out.push(Invariant::CommandsTakeEffect.violation(
                 Some(task),
                 format!("its restart delay ran out in full at #{i}, though {why}"),
-            ));
-        }
-    }
-    out
-}
-
-/// A restart decided by the policy once the task was told to die (a stop's
-/// kill, or the coordinator's) went against the kill: the task is killed
-/// between attempts instead. A restart asked after the kill may bring the
-/// task back, and its runner decide again.
-fn no_restart_once_told(history: &[Event], task: &str, from: usize, to: usize) -> Vec<Violation> {
-    let (kill, restart, decided) = (
-        scoped(Some(task), TR_KILL_ASKED),
-        scoped(Some(task), TR_RESTART_ASKED),
-        scoped(Some(task), TR_RESTART_DECIDED),
-    );
-    let mut told = None;
-    let mut out = Vec::new();
-    for (i, event) in history.iter().enumerate().take(to).skip(from) {
-        if event.is_hit(&kill) {
-            told = told.or(Some(i));
-        } else if event.is_hit(&restart) {
-            told = None;
-        } else if let (true, Some(at)) = (event.is_hit(&decided), told) {
-            out.push(Invariant::CommandsTakeEffect.violation(
-                Some(task),
-                format!("a restart by its policy was decided at #{i}, though it was told to die at #{at}"),
             ));
         }
     }
