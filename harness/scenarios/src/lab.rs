@@ -202,15 +202,20 @@ impl Lab {
 }
 
 /// Where the harness makes its runs' data dirs: `TMPDIR` when set;
-/// otherwise `/dev/shm` when it is a tmpfs this user may write. A run's
+/// otherwise `/dev/shm` when it is a tmpfs this user may write with room
+/// for failing runs' kept data (a container's is often 64 MiB). A run's
 /// engine commits its state database many times, and makes and removes a
 /// data dir of a few dozen files: on a disk's filesystem the syncs were a
 /// fifth of a gate's time, and most of a fake run's.
 pub(crate) fn scratch_root() -> PathBuf {
     use nix::sys::statfs::{statfs, TMPFS_MAGIC};
+    const ROOM: u64 = 1 << 30;
     let shm = Path::new("/dev/shm");
-    let in_memory = statfs(shm).is_ok_and(|fs| fs.filesystem_type() == TMPFS_MAGIC)
-        && nix::unistd::access(shm, nix::unistd::AccessFlags::W_OK).is_ok();
+    let in_memory = statfs(shm).is_ok_and(|fs| {
+        fs.filesystem_type() == TMPFS_MAGIC
+            && (fs.blocks_available()).saturating_mul(u64::try_from(fs.block_size()).unwrap_or(0))
+                >= ROOM
+    }) && nix::unistd::access(shm, nix::unistd::AccessFlags::W_OK).is_ok();
     if std::env::var_os("TMPDIR").is_none() && in_memory {
         shm.to_path_buf()
     } else {
