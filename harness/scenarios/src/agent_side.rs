@@ -86,7 +86,7 @@ impl Servers {
         // Followed already, as is usual: delivered at once, as before.
         let mut list = lock(&self.list).clone();
         if list.is_empty() {
-            list = blocking(|| self.wait_for_one(what));
+            list = taskgate_faults::blocking(|| self.wait_for_one(what));
         }
         for server in list {
             server.deliver(what);
@@ -106,17 +106,6 @@ impl Servers {
             what.as_str()
         );
         list.clone()
-    }
-}
-
-/// Waits outside the runtime's scheduling: a waiting fault point must not
-/// starve a worker of its other tasks (as the fault registry's own waits).
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
     }
 }
 

@@ -432,8 +432,10 @@ impl Faults {
     }
 }
 
-/// A parked or sleeping point must not starve a tokio worker of its other tasks.
-fn blocking(f: impl FnOnce()) {
+/// Runs a wait outside the runtime's scheduling: a parked or sleeping point
+/// (or a harness waiting at one) must not starve a tokio worker of its
+/// other tasks.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)
