@@ -158,9 +158,8 @@ pub fn check_restart_windows(history: &[Event], tasks: &[TaskShape]) -> Vec<Viol
 /// interval. (An engine that drew its jitter otherwise passed the check of
 /// the real restart's time, which has no upper bound.)
 fn waits_stated(history: &[Event], task: &TaskShape) -> Vec<Violation> {
-    let decided = scoped(Some(&task.name), TR_RESTART_DECIDED);
     let stated = history.iter().enumerate().filter_map(|(i, e)| match e {
-        Event::FaultHit(h) if h.name() == decided => Some((i, h.detail)),
+        Event::FaultHit(h) if h.is(Some(&task.name), TR_RESTART_DECIDED) => Some((i, h.detail)),
         _ => None,
     });
     let mut out = Vec::new();
