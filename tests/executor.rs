@@ -528,6 +528,94 @@ fn an_unreachable_executor_holds_its_task_until_destroyed() {
     sb.assert_no_leftovers();
 }
 
+/// A process that is no executor can hold a task's lock for a while: a
+/// launcher's fork child (another task's launch, in a multi-threaded agent)
+/// has a copy of every fd of its process, the lock among them, until its
+/// exec closes them, and the kernel lets go of the lock only once that exec
+/// is done, when the fd no longer shows in /proc. `destroy_remains` and
+/// `launch` wait for such a holder and kill nothing of it. (The parallel
+/// gate saw both faces: an innocent executor start SIGKILLed, and a destroy
+/// failing on "locked by a process this one cannot see", which left a task
+/// running after its executor's death.)
+#[test]
+#[serial]
+#[should_panic(expected = "killed a holder of the lock that is no executor")]
+fn a_lock_held_by_no_executor_is_waited_for_not_killed() {
+    let sb = Sandbox::new();
+    let lock = taskgate_executor::lock_path(&sb.run_dir(), &sb.alloc_id, "web");
+    let config = sb.config();
+    let destroyed = with_stand_in_holder(&lock, || {
+        taskgate_executor::destroy_remains(&config, &sb.alloc_id, "web")
+    });
+    assert!(destroyed.expect("destroy").is_empty());
+
+    let spec = sb.spec("web", "true");
+    let launched = with_stand_in_holder(&lock, || taskgate_executor::launch(&config, &spec))
+        .expect("launch once the holder let go");
+    assert_eq!(launched.wait().expect("wait"), ExitResult::with_code(0));
+    launched.shutdown().expect("shutdown");
+    sb.assert_no_leftovers();
+}
+
+/// Runs `op` while a stand-in for a launcher's fork child (a `cat` that
+/// inherited the locked lock file) holds `lock`, and lets the stand-in go
+/// once `op` waits for the lock (the kernel lists the wait in /proc/locks)
+/// or is done. Panics if the stand-in was killed.
+fn with_stand_in_holder<T: Send>(lock: &Path, op: impl FnOnce() -> T + Send) -> T {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock)
+        .unwrap();
+    // SAFETY: plain syscall on an fd this test owns.
+    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let raw = file.as_raw_fd();
+    let mut command = std::process::Command::new("/bin/busybox");
+    command
+        .arg("cat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null());
+    // SAFETY: only dup2, async-signal-safe, between fork and exec; the copy
+    // on fd 7 is not close-on-exec, so the stand-in keeps the lock.
+    unsafe {
+        command.pre_exec(move || match libc::dup2(raw, 7) {
+            -1 => Err(std::io::Error::last_os_error()),
+            _ => Ok(()),
+        })
+    };
+    let mut holder = command.spawn().expect("spawn the stand-in");
+    let ino = file.metadata().unwrap().ino();
+    drop(file);
+    std::thread::scope(|scope| {
+        let op = scope.spawn(op);
+        let patience = Instant::now() + taskgate_faults::patience::step();
+        while !op.is_finished() && !lock_waited_for(ino) {
+            assert!(Instant::now() < patience, "neither done nor waiting");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(holder.stdin.take());
+        let status = holder.wait().expect("wait for the stand-in");
+        if status.signal().is_some() {
+            panic!("killed a holder of the lock that is no executor ({status})");
+        }
+        op.join().expect("the op panicked")
+    })
+}
+
+/// Whether someone waits for a lock on inode `ino` (a `->` line in /proc/locks).
+fn lock_waited_for(ino: u64) -> bool {
+    let needle = format!(":{ino} ");
+    std::fs::read_to_string("/proc/locks")
+        .unwrap_or_default()
+        .lines()
+        .any(|line| line.contains("->") && line.contains(&needle))
+}
+
 #[cfg(feature = "failpoints")]
 #[rstest]
 #[case::error_after_cgroup(taskgate_faults::points::EX_AFTER_CGROUP, "error")]

@@ -76,7 +76,7 @@ impl RunPaths {
         let paths = RunPaths {
             spec: run_dir.join(spec_file_name(alloc_id, task_name)),
             socket: socket_path(run_dir, alloc_id, task_name),
-            lock: run_dir.join(format!("{stem}.lock")),
+            lock: lock_path(run_dir, alloc_id, task_name),
             root: run_dir.join(format!("{stem}.root")),
         };
         if paths.socket.as_os_str().len() > MAX_SOCKET_PATH {
@@ -96,6 +96,11 @@ pub fn spec_file_name(alloc_id: &str, task_name: &str) -> String {
 /// an engine that lost a task's [`ReattachInfo`] can still find its executor.
 pub fn socket_path(run_dir: &Path, alloc_id: &str, task_name: &str) -> PathBuf {
     run_dir.join(format!("{alloc_id}.{task_name}.sock"))
+}
+
+/// The task's lock file (see `task_lock`): one executor of the task at a time.
+pub fn lock_path(run_dir: &Path, alloc_id: &str, task_name: &str) -> PathBuf {
+    run_dir.join(format!("{alloc_id}.{task_name}.lock"))
 }
 
 pub(crate) fn send<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), ExecutorError> {
