@@ -537,34 +537,48 @@ fn an_unreachable_executor_holds_its_task_until_destroyed() {
 /// gate saw both faces: an innocent executor start SIGKILLed, and a destroy
 /// failing on "locked by a process this one cannot see", which left a task
 /// running after its executor's death.)
+#[cfg(feature = "failpoints")]
 #[test]
 #[serial]
-#[should_panic(expected = "killed a holder of the lock that is no executor")]
 fn a_lock_held_by_no_executor_is_waited_for_not_killed() {
     let sb = Sandbox::new();
     let lock = taskgate_executor::lock_path(&sb.run_dir(), &sb.alloc_id, "web");
+    let alloc_id = sb.alloc_id.clone();
     let config = sb.config();
-    let destroyed = with_stand_in_holder(&lock, || {
-        taskgate_executor::destroy_remains(&config, &sb.alloc_id, "web")
+    let with = |launcher_faults| taskgate_executor::ExecutorConfig {
+        launcher_faults,
+        ..config.clone()
+    };
+    let destroyed = with_stand_in_holder(&lock, |faults| {
+        taskgate_executor::destroy_remains(&with(faults), &alloc_id, "web")
     });
     assert!(destroyed.expect("destroy").is_empty());
 
     let spec = sb.spec("web", "true");
-    let launched = with_stand_in_holder(&lock, || taskgate_executor::launch(&config, &spec))
-        .expect("launch once the holder let go");
-    assert_eq!(launched.wait().expect("wait"), ExitResult::with_code(0));
+    let launched = with_stand_in_holder(&lock, |faults| {
+        taskgate_executor::launch(&with(faults), &spec)
+    })
+    .expect("launch once the holder let go");
+    assert_eq!(launched.wait().expect("wait").exit_code, Some(0));
     launched.shutdown().expect("shutdown");
     sb.assert_no_leftovers();
 }
 
-/// Runs `op` while a stand-in for a launcher's fork child (a `cat` that
-/// inherited the locked lock file) holds `lock`, and lets the stand-in go
-/// once `op` waits for the lock (the kernel lists the wait in /proc/locks)
-/// or is done. Panics if the stand-in was killed.
-fn with_stand_in_holder<T: Send>(lock: &Path, op: impl FnOnce() -> T + Send) -> T {
+/// Runs `op`, given the launcher faults to run with, while a stand-in for
+/// a launcher's fork child (a `cat` that inherited the locked lock file)
+/// holds `lock`. `op` parks at `ex.lock_waited` once it waits for the
+/// stand-in, which lets go only then: the wait, not a race, is what the
+/// test sees. Panics if the stand-in was killed.
+#[cfg(feature = "failpoints")]
+fn with_stand_in_holder<T: Send>(
+    lock: &Path,
+    op: impl FnOnce(taskgate_faults::Faults) -> T + Send,
+) -> T {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::MetadataExt;
     use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use taskgate_faults::{points::EX_LOCK_WAITED, Action, Await, Faults, PointName};
+    let faults = Faults::new();
+    faults.configure(Some("web"), EX_LOCK_WAITED, Action::Park);
     std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -589,31 +603,21 @@ fn with_stand_in_holder<T: Send>(lock: &Path, op: impl FnOnce() -> T + Send) -> 
         })
     };
     let mut holder = command.spawn().expect("spawn the stand-in");
-    let ino = file.metadata().unwrap().ino();
     drop(file);
+    let parked = PointName::new(Some("web"), EX_LOCK_WAITED).to_string();
     std::thread::scope(|scope| {
-        let op = scope.spawn(op);
-        let patience = Instant::now() + taskgate_faults::patience::step();
-        while !op.is_finished() && !lock_waited_for(ino) {
-            assert!(Instant::now() < patience, "neither done nor waiting");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let given = faults.clone();
+        let op = scope.spawn(move || op(given));
+        let waits = faults.wait_any(&[Await::Parked(parked)], taskgate_faults::patience::step());
         drop(holder.stdin.take());
         let status = holder.wait().expect("wait for the stand-in");
         if status.signal().is_some() {
             panic!("killed a holder of the lock that is no executor ({status})");
         }
+        waits.expect("the op waits for the stand-in");
+        faults.release(Some("web"), EX_LOCK_WAITED);
         op.join().expect("the op panicked")
     })
-}
-
-/// Whether someone waits for a lock on inode `ino` (a `->` line in /proc/locks).
-fn lock_waited_for(ino: u64) -> bool {
-    let needle = format!(":{ino} ");
-    std::fs::read_to_string("/proc/locks")
-        .unwrap_or_default()
-        .lines()
-        .any(|line| line.contains("->") && line.contains(&needle))
 }
 
 #[cfg(feature = "failpoints")]

@@ -6,7 +6,7 @@ use crate::isolation::cgroup::TaskCgroup;
 use crate::protocol::{self, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
 use crate::spec::{ExitResult, ReattachInfo, StopOutcome, TaskSpec};
 use crate::sys::{kill_and_wait, pidfd_open, wait_exited};
-use crate::task_lock::{self, TaskLock};
+use crate::task_lock::TaskLock;
 use crate::validate::validate;
 use crate::KillSignal;
 use nix::fcntl::{fcntl, FcntlArg};
@@ -85,10 +85,11 @@ pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, Executo
         "create run dir {}",
         cfg.run_dir.display()
     )))?;
-    let lock =
-        TaskLock::try_acquire(&paths.lock)?.ok_or_else(|| ExecutorError::AlreadyRunning {
+    let lock = TaskLock::acquire(&paths, &cfg.launcher_faults, &spec.task_name)?.map_err(|_| {
+        ExecutorError::AlreadyRunning {
             socket: paths.socket.clone(),
-        })?;
+        }
+    })?;
     let left = remove_remains(cfg, &spec.alloc_id, &spec.task_name, &paths)?;
     if !left.task_processes.is_empty() {
         tracing::warn!(
@@ -157,19 +158,14 @@ pub fn destroy_remains(
     )))?;
     let mut executors = Vec::new();
     let lock = loop {
-        if let Some(lock) = TaskLock::try_acquire(&paths.lock)? {
-            break lock;
-        }
-        let holders = task_lock::holders(&paths.lock);
-        if holders.is_empty() {
-            return Err(ExecutorError::Protocol(format!(
-                "{} is locked by a process this one cannot see",
-                paths.lock.display()
-            )));
-        }
-        for pid in holders {
-            kill_and_wait(pid)?;
-            executors.push(pid);
+        match TaskLock::acquire(&paths, &cfg.launcher_faults, task_name)? {
+            Ok(lock) => break lock,
+            Err(holders) => {
+                for pid in holders {
+                    kill_and_wait(pid)?;
+                    executors.push(pid);
+                }
+            }
         }
     };
     let result = remove_remains(cfg, alloc_id, task_name, &paths);

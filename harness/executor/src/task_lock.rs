@@ -7,21 +7,49 @@
 //!
 //! The file is removed only by a holder of the lock; whoever takes the lock
 //! checks that the path still names the file it locked, else tries again.
+//!
+//! Only the task's executors count as holders. Any process forked by a
+//! multi-threaded launcher holds a copy of the lock for as long as it takes
+//! to exec; such a holder is waited for, never killed nor refused as a
+//! running executor.
 
 use crate::error::ExecutorError;
+use crate::protocol::{RunPaths, LOCK_FD, SPEC_FD};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
+use std::time::{Duration, Instant};
 use taskgate_faults::seeded::SeededBug;
+use taskgate_faults::{points, Faults};
+
+/// How long a process that is no executor of the task may keep its lock
+/// before taking it fails: such a holder lets go at its exec, within
+/// milliseconds, so this only turns a hang into an error.
+const NO_EXECUTOR_HOLD: Duration = Duration::from_secs(60);
+/// The longest pause between two tries while the lock is waited for; the
+/// holders are looked at again at each (an executor may have been missed
+/// while it daemonized).
+const MAX_PAUSE: Duration = Duration::from_millis(20);
 
 pub(crate) struct TaskLock {
     file: File,
 }
 
 impl TaskLock {
-    /// Takes the lock if no live executor holds it; `None` if one does.
-    pub fn try_acquire(path: &Path) -> Result<Option<TaskLock>, ExecutorError> {
+    /// Takes the lock, or returns the pids of the task's executors that
+    /// hold it. Any other holder is waited for: a process forked by a
+    /// launcher (another task's launch, in a multi-threaded agent) holds a
+    /// copy of every fd its launcher had, this lock among them, until its
+    /// exec closes them, and the kernel lets go of the lock only once that
+    /// exec is done, after the fd has left /proc. Such a holder is never
+    /// killed, nor taken for a live executor. `faults` are the launching
+    /// process's, `scope` the task's name.
+    pub fn acquire(
+        paths: &RunPaths,
+        faults: &Faults,
+        scope: &str,
+    ) -> Result<Result<TaskLock, Vec<i32>>, ExecutorError> {
         loop {
             let file = OpenOptions::new()
                 .read(true)
@@ -29,21 +57,18 @@ impl TaskLock {
                 .create(true)
                 .truncate(false)
                 .mode(0o600)
-                .open(path)
-                .map_err(ExecutorError::io(format!("open {}", path.display())))?;
+                .open(&paths.lock)
+                .map_err(ExecutorError::io(format!("open {}", paths.lock.display())))?;
             if SeededBug::UnlockedLaunch.active() {
-                return Ok(Some(TaskLock { file }));
+                return Ok(Ok(TaskLock { file }));
             }
-            // SAFETY: plain syscall on an fd we own.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                let err = std::io::Error::last_os_error();
-                if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                    return Ok(None);
+            if !try_lock(&file, &paths.lock)? {
+                if let Err(executors) = wait_unless_executors(&file, paths, faults, scope)? {
+                    return Ok(Err(executors));
                 }
-                return Err(ExecutorError::io(format!("lock {}", path.display()))(err));
             }
-            if same_file(&file, path) {
-                return Ok(Some(TaskLock { file }));
+            if same_file(&file, &paths.lock) {
+                return Ok(Ok(TaskLock { file }));
             }
             // Its holder removed the file between our open and our lock.
         }
@@ -60,6 +85,56 @@ impl TaskLock {
     }
 }
 
+/// `flock(LOCK_EX | LOCK_NB)`: whether the lock was taken.
+fn try_lock(file: &File, path: &Path) -> Result<bool, ExecutorError> {
+    // SAFETY: plain syscall on an fd we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Ok(false);
+    }
+    Err(ExecutorError::io(format!("lock {}", path.display()))(err))
+}
+
+/// Waits until `file` holds the lock, unless the task's executors hold it
+/// (their pids), for at most [`NO_EXECUTOR_HOLD`]. It tries again at
+/// growing intervals rather than blocking in `flock`: a blocking `flock`
+/// has no timeout, and a thread left blocked in one could not be called
+/// back when an executor turns out to hold the lock for good.
+fn wait_unless_executors(
+    file: &File,
+    paths: &RunPaths,
+    faults: &Faults,
+    scope: &str,
+) -> Result<Result<(), Vec<i32>>, ExecutorError> {
+    let held_by = executors(paths);
+    if !held_by.is_empty() {
+        return Ok(Err(held_by));
+    }
+    taskgate_faults::fault_point!(faults, points::EX_LOCK_WAITED, scope);
+    let deadline = Instant::now() + NO_EXECUTOR_HOLD;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if try_lock(file, &paths.lock)? {
+            return Ok(Ok(()));
+        }
+        let held_by = executors(paths);
+        if !held_by.is_empty() {
+            return Ok(Err(held_by));
+        }
+        if Instant::now() >= deadline {
+            return Err(ExecutorError::Protocol(format!(
+                "{} was held for {NO_EXECUTOR_HOLD:?} by no executor of the task",
+                paths.lock.display()
+            )));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+}
+
 fn same_file(file: &File, path: &Path) -> bool {
     match (file.metadata(), std::fs::metadata(path)) {
         (Ok(held), Ok(named)) => held.dev() == named.dev() && held.ino() == named.ino(),
@@ -67,29 +142,37 @@ fn same_file(file: &File, path: &Path) -> bool {
     }
 }
 
-/// The processes that have the lock file open: the executor holding it
-/// (and, for an instant, the launch handing it over). Read from the kernel,
-/// since the executor's pid may be known to no one (an agent that died
-/// before the executor reported ready).
-pub(crate) fn holders(path: &Path) -> Vec<i32> {
-    let Ok(lock) = std::fs::metadata(path) else {
+/// The task's executors that hold its lock: the processes with the lock on
+/// [`LOCK_FD`] and the task's spec on [`SPEC_FD`], as `launch()` starts an
+/// executor (and as its task process is until its exec). Read from the
+/// kernel, since an executor's pid may be known to no one (an agent that
+/// died before the executor reported ready). A launcher's fork child with
+/// a copy of the lock is none of them.
+fn executors(paths: &RunPaths) -> Vec<i32> {
+    let Ok(lock) = std::fs::metadata(&paths.lock) else {
+        return Vec::new();
+    };
+    let Some(spec_name) = paths.spec.file_name() else {
         return Vec::new();
     };
     let me = std::process::id() as i32;
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
+    let holds_lock = |pid: i32| {
+        std::fs::metadata(format!("/proc/{pid}/fd/{LOCK_FD}"))
+            .is_ok_and(|m| m.dev() == lock.dev() && m.ino() == lock.ino())
+    };
+    let holds_spec = |pid: i32| {
+        std::fs::read_link(format!("/proc/{pid}/fd/{SPEC_FD}")).is_ok_and(|target| {
+            let target = target.to_string_lossy();
+            let target = target.strip_suffix(" (deleted)").unwrap_or(&target);
+            Path::new(target).file_name() == Some(spec_name)
+        })
+    };
     procs
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me)
-        .filter(|pid| {
-            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
-                fds.flatten().any(|fd| {
-                    std::fs::metadata(fd.path())
-                        .is_ok_and(|m| m.dev() == lock.dev() && m.ino() == lock.ino())
-                })
-            })
-        })
+        .filter(|&pid| pid != me && holds_lock(pid) && holds_spec(pid))
         .collect()
 }

@@ -121,6 +121,12 @@ pub const EX_BEFORE_BIND: &str = "ex.before_bind";
 /// forked and the launch waits for its ready report; the socket may not
 /// be bound yet.
 pub const EX_SPAWNED: &str = "ex.spawned";
+/// In the engine's process (the executor client): the task's lock is held
+/// by a process that is no executor of the task (a launcher's fork child
+/// before its exec), and the launch or destroy is about to wait for it.
+/// Only concurrent launches lead there, which no scenario can steer, so
+/// scenario files do not name it; tests park at it.
+pub const EX_LOCK_WAITED: &str = "ex.lock_waited";
 /// Record-only, in the executor: its task's process exited (the hit
 /// carries the exit).
 pub const EX_TASK_EXITED: &str = "ex.task_exited";
