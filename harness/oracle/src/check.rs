@@ -77,6 +77,16 @@ pub fn check_with(
         .collect()
 }
 
+/// The invariants [`Invariant::settled_at_exec`] over a part of a run's
+/// history so far: what a run already broke for good.
+pub fn check_settled(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let config = InvariantConfig::default();
+    ALL.iter()
+        .filter(|invariant| invariant.settled_at_exec())
+        .flat_map(|invariant| invariant.check(history, tasks, &config))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +177,30 @@ mod tests {
                 Invariant::ExitsObserved,
                 Invariant::LaunchesAccounted,
             ]
+        );
+    }
+
+    /// Of a history that breaks many invariants, only a second tree beside
+    /// a live one is settled the moment it execs; the same history up to
+    /// just before that exec has broken nothing for good yet.
+    #[test]
+    fn only_what_an_exec_showed_is_settled() {
+        let before = T::default()
+            .start("web")
+            .exit("web", TaskExit::Code(0))
+            .agent_restart(false);
+        let tasks = [main_task("web")];
+        assert_eq!(check_settled(&before.events, &tasks), []);
+        let after = before
+            .start_beside("web", &[1])
+            .task_hit("web", TR_KILLING)
+            .start("web")
+            .survivors("web", &[1])
+            .status(AllocStatus::Failed);
+        assert!(check(&after.events, &tasks).len() > 1);
+        assert_eq!(
+            names(&check_settled(&after.events, &tasks)),
+            [(Invariant::OneLiveTree, Some("web"))]
         );
     }
 }

@@ -85,6 +85,14 @@ registry! {
 }
 
 impl Invariant {
+    /// Whether it judges each exec by what the exec gate saw at that exec
+    /// alone (a tree's cgroup peers, an executor's live peers, a denied
+    /// exec): a breach in the first part of a run's history stands whatever
+    /// the rest does, so a run that shows one can end at once.
+    pub fn settled_at_exec(self) -> bool {
+        matches!(self, Invariant::LayoutBeforeExec | Invariant::OneLiveTree)
+    }
+
     /// A breach of this invariant, by `task` (`None`: by the alloc as a whole).
     pub fn violation(self, task: Option<&str>, detail: String) -> Violation {
         Violation {

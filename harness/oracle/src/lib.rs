@@ -44,7 +44,7 @@ mod timed_history;
 mod timeline;
 pub mod updates;
 
-pub use check::{check, check_with};
+pub use check::{check, check_settled, check_with};
 pub use error::OracleError;
 pub use execs::InvariantConfig;
 pub use gate::{ExecGate, Judge, PendingExec, Verdict};

@@ -4,20 +4,23 @@
 //! the faults at `tr.restoring`, which only a restored agent reaches).
 //! What happened is read from the shared fault log and the state database.
 
-use crate::history::Records;
+use crate::history::{self, Records};
 use crate::lab::{io, Lab, LabError};
 use crate::model::{Restore, Scenario, Then};
 use crate::outcome::{
     by_process, restart_counts, unfired, Outcome, AGENT_JOB, AGENT_LOG, RESTART_SEED,
 };
 use crate::plan::AgentCase;
+use crate::shapes::shapes;
 use std::path::Path;
 use std::process::{Command, ExitStatus};
+use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::time::Duration;
 use taskgate_engine::state::{AllocRecord, StateDb, TaskRecord};
 use taskgate_engine::DataDir;
 use taskgate_faults::points::TR_RESTORING;
 use taskgate_faults::{patience, Action, Fault};
+use taskgate_oracle::Violation;
 
 /// The agent processes of one run: the lab they run in and the `taskgate`
 /// binary they are.
@@ -27,12 +30,14 @@ pub(crate) struct Agents<'a> {
 }
 
 impl Agents<'_> {
+    /// `first` is the run's first exec record in the lab.
     pub(crate) fn run(
         &self,
         scenario: &Scenario,
         case: &AgentCase<'_>,
         data_dir: &Path,
         log: &Path,
+        first: usize,
     ) -> Result<Outcome, LabError> {
         let AgentCase {
             case,
@@ -44,66 +49,75 @@ impl Agents<'_> {
         let job = serde_json::to_vec(&scenario.job).expect("jobs serialize");
         std::fs::write(&job_path, job).map_err(io("writing", &job_path))?;
         let mut problems = Vec::new();
-        let agent = |extra: &[&str], faults: &[Fault]| -> Result<Option<ExitStatus>, LabError> {
-            let mut cmd = Command::new(self.bin);
-            cmd.arg("agent")
-                .arg("--data-dir")
-                .arg(data_dir)
-                .arg("--executor-bin")
-                .arg(self.lab.executor_bin())
-                .arg("--restart-seed")
-                .arg(RESTART_SEED.to_string())
-                .arg("--cgroup-parent")
-                .arg(self.lab.cgroup_parent().as_str());
-            for (host, task) in self.lab.chroot_env() {
-                cmd.arg("--chroot-env")
-                    .arg(format!("{}:{}", host.display(), task.display()));
-            }
-            let (executor, engine) = by_process(faults);
-            cmd.args(extra)
-                .env(taskgate_faults::FAULT_LOG_ENV, log)
-                .env(
-                    taskgate_faults::FAULTS_ENV,
-                    taskgate_faults::env_spec(engine),
-                )
-                .env(
-                    taskgate_executor::FAILPOINTS_ENV,
-                    taskgate_faults::env_spec(executor),
-                );
-            let agent_log = data_dir.join(AGENT_LOG);
-            let stderr = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&agent_log)
-                .map_err(io("opening", &agent_log))?;
-            cmd.stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(stderr);
-            let mut child = cmd.spawn().map_err(io("running agent", self.bin))?;
-            let log = log.to_path_buf();
-            let progress = move || std::fs::metadata(&log).map_or(0, |m| m.len());
-            wait_or_kill(&mut child, patience::step(), progress)
-                .map_err(io("waiting for agent", self.bin))
+        let shapes = shapes(scenario, None);
+        // What the run has broken for good so far, read while an agent runs.
+        let settled = |records: &Records| {
+            let hits = taskgate_faults::read_log(log).unwrap_or_default();
+            let execs = self.lab.execs_so_far(first);
+            let history = history::merge(&hits, &execs, &[], records);
+            taskgate_oracle::check_settled(&history, &shapes)
+                .into_iter()
+                .next()
         };
+        let agent =
+            |extra: &[&str], faults: &[Fault], records: &Records| -> Result<Waited, LabError> {
+                let mut cmd = Command::new(self.bin);
+                cmd.arg("agent")
+                    .arg("--data-dir")
+                    .arg(data_dir)
+                    .arg("--executor-bin")
+                    .arg(self.lab.executor_bin())
+                    .arg("--restart-seed")
+                    .arg(RESTART_SEED.to_string())
+                    .arg("--cgroup-parent")
+                    .arg(self.lab.cgroup_parent().as_str());
+                for (host, task) in self.lab.chroot_env() {
+                    cmd.arg("--chroot-env")
+                        .arg(format!("{}:{}", host.display(), task.display()));
+                }
+                let (executor, engine) = by_process(faults);
+                cmd.args(extra)
+                    .env(taskgate_faults::FAULT_LOG_ENV, log)
+                    .env(
+                        taskgate_faults::FAULTS_ENV,
+                        taskgate_faults::env_spec(engine),
+                    )
+                    .env(
+                        taskgate_executor::FAILPOINTS_ENV,
+                        taskgate_faults::env_spec(executor),
+                    );
+                let agent_log = data_dir.join(AGENT_LOG);
+                let stderr = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&agent_log)
+                    .map_err(io("opening", &agent_log))?;
+                cmd.stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(stderr);
+                let mut child = cmd.spawn().map_err(io("running agent", self.bin))?;
+                let log = log.to_path_buf();
+                let progress = move || std::fs::metadata(&log).map_or(0, |m| m.len());
+                wait_or_kill(&mut child, patience::step(), progress, || settled(records))
+                    .map_err(io("waiting for agent", self.bin))
+            };
         let job_arg = job_path.display().to_string();
         let mut first_args = vec!["--job-json", job_arg.as_str()];
         if then != Then::RunToEnd {
             first_args.push("--stop-when-running");
         }
         let kills = case.faults.iter().any(|f| f.action == Action::KillAgent);
-        let killed = match agent(&first_args, &case.faults)? {
-            None => {
-                problems.push(format!(
-                    "agent hung (killed after {:?} without progress)",
-                    patience::step()
-                ));
+        let mut records = Records::default();
+        let first_agent = agent(&first_args, &case.faults, &records)?;
+        let killed = match &first_agent {
+            Waited::Exited(status) => {
+                std::os::unix::process::ExitStatusExt::signal(status) == Some(libc::SIGKILL)
+            }
+            ended => {
+                problems.push(ended.problem("agent"));
                 false
             }
-            Some(status) => {
-                std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL)
-            }
         };
-        let mut records = Records::default();
         let (_, tasks) = read_state(data_dir)?;
         records.restart_counts = restart_counts(&tasks);
         if killed {
@@ -126,15 +140,12 @@ impl Agents<'_> {
                 .filter(|f| f.point.point == TR_RESTORING)
                 .cloned()
                 .collect();
-            match agent(&args, &restoring)? {
-                Some(status) if status.success() => {}
-                Some(status) => problems.push(format!("restored agent failed: {status}")),
-                None => problems.push(format!(
-                    "restored agent hung (killed after {:?} without progress)",
-                    patience::step()
-                )),
+            match agent(&args, &restoring, &records)? {
+                Waited::Exited(status) if status.success() => {}
+                Waited::Exited(status) => problems.push(format!("restored agent failed: {status}")),
+                ended => problems.push(ended.problem("restored agent")),
             }
-        } else if kills {
+        } else if kills && !matches!(first_agent, Waited::Settled(_)) {
             problems.push("the agent was not SIGKILLed: its kill fault never fired".into());
         }
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
@@ -184,15 +195,72 @@ fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>),
     Ok((alloc, tasks))
 }
 
-/// Waits for an agent, killing it if it makes no progress for `idle`
-/// (`None`): a hung agent must fail its run, not the whole gate.
+/// How an agent process ended.
+enum Waited {
+    Exited(ExitStatus),
+    /// Killed: no progress for a whole idle window.
+    Hung,
+    /// Killed: the run had already broken an invariant for good, which no
+    /// later event can mend, so waiting on would only delay the verdict
+    /// (up to a hang's whole idle window when the breach also hangs it).
+    Settled(Violation),
+}
+
+impl Waited {
+    fn problem(&self, agent: &str) -> String {
+        match self {
+            Waited::Exited(status) => format!("{agent} exited: {status}"),
+            Waited::Hung => format!(
+                "{agent} hung (killed after {:?} without progress)",
+                patience::step()
+            ),
+            Waited::Settled(v) => format!(
+                "{agent} ended early: the run broke {} for good ({})",
+                v.invariant, v.detail
+            ),
+        }
+    }
+}
+
+/// How often a running agent's run is looked at for a breach that is settled.
+const SETTLED_PROBE: Duration = Duration::from_millis(200);
+
+/// Waits for an agent. Kills it if it makes no progress for `idle` (a hung
+/// agent must fail its run, not the whole gate), or as soon as `settled`
+/// finds the run has broken an invariant for good.
 fn wait_or_kill(
     child: &mut std::process::Child,
     idle: Duration,
     progress: impl Fn() -> u64 + Send + 'static,
-) -> std::io::Result<Option<ExitStatus>> {
+    settled: impl Fn() -> Option<Violation>,
+) -> std::io::Result<Waited> {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let watchdog = crate::watchdog::Watchdog::arm(child.id(), idle, progress);
-    let status = child.wait();
-    let killed = watchdog.disarm();
-    Ok((!killed).then_some(status?))
+    let (status, breach) = std::thread::scope(|scope| {
+        let (exited, waited) = channel();
+        scope.spawn(move || exited.send(child.wait()));
+        loop {
+            match waited.recv_timeout(SETTLED_PROBE) {
+                Ok(status) => return (status, None),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return (Err(std::io::Error::other("the agent's waiter died")), None)
+                }
+            }
+            if let Some(breach) = settled() {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                let status = waited
+                    .recv()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("the agent's waiter died")));
+                return (status, Some(breach));
+            }
+        }
+    });
+    let hung = watchdog.disarm();
+    let status = status?;
+    Ok(match (breach, hung) {
+        (Some(breach), _) => Waited::Settled(breach),
+        (None, true) => Waited::Hung,
+        (None, false) => Waited::Exited(status),
+    })
 }

@@ -178,6 +178,19 @@ impl Lab {
             .take()
             .map(|w| w.judged_at)
             .unwrap_or_default();
+        self.records_from(first, judged_at)
+    }
+
+    /// What [`Lab::end_run`] would return now, while the run goes on.
+    pub fn execs_so_far(&self, first: usize) -> Vec<(ExecRecord, u64)> {
+        let judged_at = lock(&self.watch)
+            .as_ref()
+            .map(|w| w.judged_at.clone())
+            .unwrap_or_default();
+        self.records_from(first, judged_at)
+    }
+
+    fn records_from(&self, first: usize, judged_at: Vec<u64>) -> Vec<(ExecRecord, u64)> {
         let mut judged = judged_at.into_iter();
         self.gate()
             .decisions()

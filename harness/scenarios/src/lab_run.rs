@@ -144,7 +144,7 @@ impl<'a> LabRunner<'a> {
                     lab: self.lab,
                     bin: &self.agent_bin,
                 };
-                agents.run(scenario, case, data_dir, &log)
+                agents.run(scenario, case, data_dir, &log, first)
             }
             Case::InProcess(case) => self.in_process(run, case, data_dir, &log),
         };
