@@ -543,22 +543,18 @@ fn an_unreachable_executor_holds_its_task_until_destroyed() {
 fn a_lock_held_by_no_executor_is_waited_for_not_killed() {
     let sb = Sandbox::new();
     let lock = taskgate_executor::lock_path(&sb.run_dir(), &sb.alloc_id, "web");
-    let alloc_id = sb.alloc_id.clone();
-    let config = sb.config();
     let with = |launcher_faults| taskgate_executor::ExecutorConfig {
         launcher_faults,
-        ..config.clone()
+        ..sb.config()
     };
     let destroyed = with_stand_in_holder(&lock, |faults| {
-        taskgate_executor::destroy_remains(&with(faults), &alloc_id, "web")
+        taskgate_executor::destroy_remains(&with(faults), &sb.alloc_id, "web")
     });
     assert!(destroyed.expect("destroy").is_empty());
 
     let spec = sb.spec("web", "true");
-    let launched = with_stand_in_holder(&lock, |faults| {
-        taskgate_executor::launch(&with(faults), &spec)
-    })
-    .expect("launch once the holder let go");
+    let launched = with_stand_in_holder(&lock, |faults| sb.launch_with(&with(faults), &spec))
+        .expect("launch once the holder let go");
     assert_eq!(launched.wait().expect("wait").exit_code, Some(0));
     launched.shutdown().expect("shutdown");
     sb.assert_no_leftovers();
@@ -611,12 +607,15 @@ fn with_stand_in_holder<T: Send>(
         let waits = faults.wait_any(&[Await::Parked(parked)], taskgate_faults::patience::step());
         drop(holder.stdin.take());
         let status = holder.wait().expect("wait for the stand-in");
+        // Let the op finish before any verdict, so a failing test leaves
+        // nothing parked (and the sandbox's drop shuts down what it launched).
+        faults.release(Some("web"), EX_LOCK_WAITED);
+        let done = op.join().expect("the op panicked");
         if status.signal().is_some() {
             panic!("killed a holder of the lock that is no executor ({status})");
         }
         waits.expect("the op waits for the stand-in");
-        faults.release(Some("web"), EX_LOCK_WAITED);
-        op.join().expect("the op panicked")
+        done
     })
 }
 

@@ -5,7 +5,6 @@
 #[cfg(feature = "failpoints")]
 pub mod scratch;
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -42,7 +41,7 @@ pub struct Sandbox {
     /// The sandbox's own cgroup parent, claimed as an agent claims its own.
     pub cgroups: CgroupTree,
     /// Executors this sandbox started, shut down on drop should a test fail midway.
-    launched: RefCell<Vec<ReattachInfo>>,
+    launched: std::sync::Mutex<Vec<ReattachInfo>>,
 }
 
 impl Sandbox {
@@ -70,7 +69,7 @@ impl Sandbox {
             alloc_id,
             chroot_env,
             cgroups,
-            launched: RefCell::default(),
+            launched: Default::default(),
         }
     }
 
@@ -83,8 +82,17 @@ impl Sandbox {
     }
 
     pub fn launch(&self, spec: &TaskSpec) -> Result<Executor, ExecutorError> {
-        let exec = taskgate_executor::launch(&self.config(), spec)?;
-        self.launched.borrow_mut().push(exec.reattach_info());
+        self.launch_with(&self.config(), spec)
+    }
+
+    /// [`Sandbox::launch`] with a config of the test's own making.
+    pub fn launch_with(
+        &self,
+        config: &ExecutorConfig,
+        spec: &TaskSpec,
+    ) -> Result<Executor, ExecutorError> {
+        let exec = taskgate_executor::launch(config, spec)?;
+        (self.launched.lock().unwrap_or_else(|p| p.into_inner())).push(exec.reattach_info());
         Ok(exec)
     }
 
@@ -191,7 +199,8 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        for info in self.launched.take() {
+        let launched = std::mem::take(self.launched.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for info in launched {
             // Already gone after a passing test; after a failing one, leave nothing running.
             if let Ok(exec) = Executor::reattach(&info) {
                 let _ = exec.shutdown();
