@@ -3,7 +3,9 @@
 # (restart.rs, alloc_runner.rs, task_runner/*.rs). Not a CI stage: it
 # takes about an hour on the project's 2-core VM. Run as root.
 #
-#   ci/mutants.sh [OUT]       OUT defaults to target/mutants
+#   ci/mutants.sh [OUT]            OUT defaults to target/mutants
+#   ci/mutants.sh --gate-only [OUT]  step 2 alone, on OUT's step 1 so far,
+#                                   skipping the mutants it already judged
 #
 # 1. `cargo mutants` with the engine's and the scenarios crate's tests
 #    (fault points built in: fake driver, virtual clock).
@@ -20,10 +22,16 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export LC_ALL=C
 
+GATE_ONLY=false
+if [ "${1:-}" = --gate-only ]; then
+    GATE_ONLY=true
+    shift
+fi
 OUT=${1:-target/mutants}
 mkdir -p "$OUT"
 [ "$(id -u)" = 0 ] || { echo "ci/mutants.sh: the gate needs root" >&2; exit 2; }
 
+if ! $GATE_ONLY; then
 echo "== 1. cargo mutants, against the engine's and the scenarios' tests"
 set +e
 cargo mutants -p taskgate-engine \
@@ -42,15 +50,17 @@ if [ "$rc" != 0 ] && [ "$rc" != 2 ]; then
     echo "ci/mutants.sh: cargo mutants failed (exit $rc)" >&2
     exit "$rc"
 fi
+fi
 RESULTS=$OUT/mutants.out
 
 echo "== 2. the gate, on each mutant the tests missed"
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/tg-mutants.XXXXXX")
-trap 'rm -rf "$scratch"' EXIT
+# The copy keeps its target dir from one run to the next: only what a
+# mutant changes is rebuilt.
+mkdir -p "$OUT/tree"
+scratch=$(realpath "$OUT/tree")
 git ls-files -z | xargs -0 cp --parents -t "$scratch"
-# The copy builds into its own target dir, reusing nothing of this one.
-: >"$OUT/gate-caught.txt"
-: >"$OUT/missed.txt"
+$GATE_ONLY || rm -f "$OUT/gate-caught.txt" "$OUT/missed.txt"
+touch "$OUT/gate-caught.txt" "$OUT/missed.txt"
 python3 - "$RESULTS/outcomes.json" >"$scratch/missed.tsv" <<'EOF'
 import json, sys
 for o in json.load(open(sys.argv[1]))["outcomes"]:
@@ -60,20 +70,30 @@ for o in json.load(open(sys.argv[1]))["outcomes"]:
     print(f'{o["diff_path"]}\t{m["Mutant"]["name"]}')
 EOF
 while IFS=$'\t' read -r diff name; do
-    (cd "$scratch" && git apply --unidiff-zero -p1 "$OLDPWD/$RESULTS/$diff") ||
+    if grep -qxF "$name" "$OUT/gate-caught.txt" "$OUT/missed.txt"; then
+        continue
+    fi
+    # cargo mutants' diffs name the file on their first line only.
+    patch -s -p0 -d "$scratch" <"$RESULTS/$diff" ||
         { echo "ci/mutants.sh: cannot apply $diff" >&2; exit 1; }
-    if (cd "$scratch" && cargo build -q --bins --features failpoints &&
-        target/debug/taskgate gate --junit "$scratch/gate.xml" >"$scratch/gate.log" 2>&1); then
+    (cd "$scratch" && cargo build -q --bins --features failpoints) ||
+        { echo "ci/mutants.sh: $name does not build, though cargo mutants built it" >&2; exit 1; }
+    if (cd "$scratch" && target/debug/taskgate gate --junit "$scratch/gate.xml" >"$scratch/gate.log" 2>&1); then
         echo "missed       $name"
         echo "$name" >>"$OUT/missed.txt"
-    else
-        echo "gate caught  $name ($(grep -m1 '^first failure' "$scratch/gate.log" || echo 'no verdict'))"
+    elif first=$(grep -m1 '^first failure: ' "$scratch/gate.log"); then
+        echo "gate caught  $name (${first#first failure: })"
         echo "$name" >>"$OUT/gate-caught.txt"
+    else
+        # A gate that failed with no verdict failed itself: no evidence.
+        echo "ci/mutants.sh: the gate gave no verdict on $name:" >&2
+        tail -20 "$scratch/gate.log" >&2
+        exit 1
     fi
-    (cd "$scratch" && git apply -R --unidiff-zero -p1 "$OLDPWD/$RESULTS/$diff")
+    patch -s -R -p0 -d "$scratch" <"$RESULTS/$diff"
 done <"$scratch/missed.tsv"
 
-count() { [ -f "$1" ] && grep -c . "$1" || echo 0; }
+count() { if [ -f "$1" ]; then awk 'NF { n++ } END { print n + 0 }' "$1"; else echo 0; fi; }
 caught=$(count "$RESULTS/caught.txt")
 timeout=$(count "$RESULTS/timeout.txt")
 unviable=$(count "$RESULTS/unviable.txt")

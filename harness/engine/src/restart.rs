@@ -352,6 +352,27 @@ mod tests {
         }
     }
 
+    /// A wait out of the interval is a restart of the task's life like
+    /// any other: the restart after it draws the jitter that follows.
+    #[test]
+    fn a_wait_out_of_the_interval_counts_for_the_jitter() {
+        let now = Duration::ZERO;
+        let mut t = tracker(2, RestartMode::Delay, now);
+        t.on_exit(false, now);
+        t.on_exit(false, now);
+        // Its third restart: attempts exhausted, the interval waited out.
+        t.on_exit(false, now);
+        let jitter = |n| Jitter::new(7, "a", "t").delay(Duration::from_millis(10), n);
+        assert!(
+            jitter(3) != jitter(2) && jitter(3) != jitter(1),
+            "the seed tells them apart"
+        );
+        match t.on_exit(false, now + Duration::from_secs(60)) {
+            RestartDecision::Restart { delay, .. } => assert_eq!(delay, jitter(3)),
+            other => panic!("expected a restart, got {other:?}"),
+        }
+    }
+
     /// Nomad waits the rest of the interval, even when it is shorter than
     /// the restart delay (this tracker used to wait the delay instead).
     #[test]
