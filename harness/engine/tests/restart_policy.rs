@@ -11,7 +11,7 @@ use taskgate_engine::clock::{Clock, SystemClock, VirtualClock};
 use taskgate_engine::fake_driver::Exit;
 use taskgate_engine::jobspec::{Job, JobType, RestartMode, RestartPolicy, Task};
 use taskgate_engine::state::StateDb;
-use taskgate_engine::task_state::EventKind;
+use taskgate_engine::task_state::{EventKind, TaskState};
 use taskgate_engine::{ClientStatus, RestartScope};
 use taskgate_faults::{points, scoped, Await};
 
@@ -142,6 +142,87 @@ fn a_restart_that_meets_an_exit_0_is_the_restarts() {
         .expect("alloc hung");
     let web = summary.tasks.iter().find(|t| t.task == "web").unwrap();
     assert_eq!(web.restarts, 0);
+}
+
+/// The other face of bug 2: a user restart that reaches a batch task as it
+/// exits 0 finds it complete, and its completion stands: the task is not
+/// run again, and the alloc completes once the rest is stopped.
+#[test]
+fn a_restart_that_meets_a_completion_leaves_it_complete() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(0)]);
+    let engine = home.engine();
+    let after_start = scoped(Some("web"), points::TR_AFTER_DRIVER_START);
+    home.faults
+        .configure_fault(&format!("{after_start}=park").parse().unwrap());
+    let alloc = submit(
+        &rt,
+        &engine,
+        &job(vec![task("other", None, false), task("web", None, false)]),
+    );
+    let control = alloc.control();
+    let waiter = alloc.into_parts().1;
+    home.wait_for(Await::Passed(scoped(
+        Some("other"),
+        "hook.poststart.after.persist_handle",
+    )));
+    home.wait_for(Await::Parked(after_start.clone()));
+    let restarted = rt.spawn(control.restart(RestartScope::Running));
+    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_ASKED)));
+    home.faults
+        .release(Some("web"), points::TR_AFTER_DRIVER_START);
+    let done = rt.block_on(async { tokio::time::timeout(idle(), restarted).await });
+    assert_eq!(done.expect("restart hung").unwrap(), Ok(()));
+    control.stop();
+    let summary = rt
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(
+        home.driver.starts("web"),
+        1,
+        "a completed batch task ran again"
+    );
+    let web = summary.tasks.iter().find(|t| t.task == "web").unwrap();
+    assert!(
+        matches!(&web.state, TaskState::Dead { outcome } if !outcome.failed()),
+        "{:?}",
+        web.state
+    );
+}
+
+/// A stop whose kill reaches a failed task's runner before it decided on
+/// the restart leaves no restart decided: no `Restarting` event, none
+/// counted, and the task is not run again.
+#[test]
+fn a_kill_before_the_restart_decision_leaves_no_restart() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1)]);
+    let engine = home.engine_on(Arc::new(VirtualClock::default()));
+    let exited = scoped(Some("web"), "hook.exited.before.executor_shutdown");
+    home.faults
+        .configure_fault(&format!("{exited}=park").parse().unwrap());
+    let alloc = submit(
+        &rt,
+        &engine,
+        &job(vec![web_with(policy(1, MINUTE, MINUTE))]),
+    );
+    let control = alloc.control();
+    let waiter = alloc.into_parts().1;
+    home.wait_for(Await::Parked(exited.clone()));
+    control.stop();
+    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_KILL_ASKED)));
+    home.faults
+        .release(Some("web"), "hook.exited.before.executor_shutdown");
+    let summary = rt
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    let web = summary.tasks.iter().find(|t| t.task == "web").unwrap();
+    let kinds: Vec<EventKind> = web.events.iter().map(|e| e.kind).collect();
+    assert!(!kinds.contains(&EventKind::Restarting), "{kinds:?}");
+    assert_eq!(web.restarts, 0);
+    assert_eq!(home.driver.starts("web"), 1);
 }
 
 /// `web` fails at once; restarted (one attempt per `interval`) after 10 s
