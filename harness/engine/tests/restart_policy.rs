@@ -100,6 +100,41 @@ fn exit_0_job() -> Job {
     }
 }
 
+/// Runs `job` (whose `other` runs until stopped), holds `web` right after
+/// its driver start, before it sees its own exit, and restarts the
+/// running tasks, releasing `web` once the restart asked it: the restart's
+/// stop finds it already exited. Returns once the restart is done.
+fn restart_as_web_exits(
+    rt: &tokio::runtime::Runtime,
+    home: &Home,
+    engine: &taskgate_engine::Engine,
+    job: &Job,
+) -> (
+    taskgate_engine::AllocControl,
+    tokio::sync::mpsc::UnboundedReceiver<taskgate_engine::task_state::TaskEvent>,
+    taskgate_engine::AllocWaiter,
+) {
+    let after_start = scoped(Some("web"), points::TR_AFTER_DRIVER_START);
+    home.faults
+        .configure_fault(&format!("{after_start}=park").parse().unwrap());
+    let alloc = submit(rt, engine, job);
+    let control = alloc.control();
+    let (events, waiter) = alloc.into_parts();
+    // other runs, so the restart is accepted.
+    home.wait_for(Await::Passed(scoped(
+        Some("other"),
+        "hook.poststart.after.persist_handle",
+    )));
+    home.wait_for(Await::Parked(after_start));
+    let restarted = rt.spawn(control.restart(RestartScope::Running));
+    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_ASKED)));
+    home.faults
+        .release(Some("web"), points::TR_AFTER_DRIVER_START);
+    let done = rt.block_on(async { tokio::time::timeout(idle(), restarted).await });
+    assert_eq!(done.expect("restart hung").unwrap(), Ok(()));
+    (control, events, waiter)
+}
+
 /// Bug 2 (fixed): a user restart reaches `web` as it exits 0 (its stop
 /// answers "already exited"). That end is the restart's: no policy delay
 /// is waited (the virtual clock does not move), none counted. (The runner
@@ -111,25 +146,7 @@ fn a_restart_that_meets_an_exit_0_is_the_restarts() {
     home.driver.script("web", [Exit::Code(0)]);
     let clock = Arc::new(VirtualClock::default());
     let engine = home.engine_on(clock.clone());
-    let after_start = scoped(Some("web"), points::TR_AFTER_DRIVER_START);
-    home.faults
-        .configure_fault(&format!("{after_start}=park").parse().unwrap());
-    let alloc = submit(&rt, &engine, &exit_0_job());
-    let control = alloc.control();
-    let (mut events, waiter) = alloc.into_parts();
-    // other runs (so the restart is accepted), and web is held before it
-    // sees its own exit.
-    home.wait_for(Await::Passed(scoped(
-        Some("other"),
-        "hook.poststart.after.persist_handle",
-    )));
-    home.wait_for(Await::Parked(after_start.clone()));
-    let restarted = rt.spawn(control.restart(RestartScope::Running));
-    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_ASKED)));
-    home.faults
-        .release(Some("web"), points::TR_AFTER_DRIVER_START);
-    let done = rt.block_on(async { tokio::time::timeout(idle(), restarted).await });
-    assert_eq!(done.expect("restart hung").unwrap(), Ok(()));
+    let (control, mut events, waiter) = restart_as_web_exits(&rt, &home, &engine, &exit_0_job());
     assert_eq!(clock.now(), Duration::ZERO);
     // The restart brings it back.
     while !started_events(&rt, &mut events, 1)
@@ -153,27 +170,8 @@ fn a_restart_that_meets_a_completion_leaves_it_complete() {
     let home = Home::new();
     home.driver.script("web", [Exit::Code(0)]);
     let engine = home.engine();
-    let after_start = scoped(Some("web"), points::TR_AFTER_DRIVER_START);
-    home.faults
-        .configure_fault(&format!("{after_start}=park").parse().unwrap());
-    let alloc = submit(
-        &rt,
-        &engine,
-        &job(vec![task("other", None, false), task("web", None, false)]),
-    );
-    let control = alloc.control();
-    let waiter = alloc.into_parts().1;
-    home.wait_for(Await::Passed(scoped(
-        Some("other"),
-        "hook.poststart.after.persist_handle",
-    )));
-    home.wait_for(Await::Parked(after_start.clone()));
-    let restarted = rt.spawn(control.restart(RestartScope::Running));
-    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_ASKED)));
-    home.faults
-        .release(Some("web"), points::TR_AFTER_DRIVER_START);
-    let done = rt.block_on(async { tokio::time::timeout(idle(), restarted).await });
-    assert_eq!(done.expect("restart hung").unwrap(), Ok(()));
+    let batch = job(vec![task("other", None, false), task("web", None, false)]);
+    let (control, _, waiter) = restart_as_web_exits(&rt, &home, &engine, &batch);
     control.stop();
     let summary = rt
         .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
