@@ -232,3 +232,55 @@ scenario "init-agent-kill" {
     status = "complete"
   }
 }
+
+scenario "init-agent-kill-to-end" {
+  about = "the agent dies once a batch job's main task started, after its prestart task completed; the restored agent runs the alloc to its end, with no stop to race, and never runs the prestart task again"
+  job "init-batch" {
+    type = "batch"
+    group "g" {
+      task "init" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        lifecycle {
+          hook = "prestart"
+        }
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo init done"]
+        }
+        restart {
+          attempts = 0
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "echo web done"]
+        }
+        restart {
+          attempts = 0
+          interval = "60s"
+          delay    = "10ms"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.after_driver_start"]
+      action = "kill"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
