@@ -31,26 +31,29 @@ OUT=${1:-target/mutants}
 mkdir -p "$OUT"
 [ "$(id -u)" = 0 ] || { echo "ci/mutants.sh: the gate needs root" >&2; exit 2; }
 
-if ! $GATE_ONLY; then
-echo "== 1. cargo mutants, against the engine's and the scenarios' tests"
-set +e
-cargo mutants -p taskgate-engine \
-    --file harness/engine/src/restart.rs \
-    --file harness/engine/src/alloc_runner.rs \
-    --file 'harness/engine/src/task_runner/*.rs' \
-    --exclude harness/engine/src/task_runner/seeded.rs \
-    --test-package=taskgate-engine,taskgate-scenarios \
-    --features taskgate-engine/failpoints \
-    --output "$OUT"
-rc=$?
-set -e
-# cargo mutants exits 2 when it found missed mutants; anything else but 0
-# is a failure of its own.
-if [ "$rc" != 0 ] && [ "$rc" != 2 ]; then
-    echo "ci/mutants.sh: cargo mutants failed (exit $rc)" >&2
-    exit "$rc"
-fi
-fi
+# Step 1: cargo mutants, with the tests.
+mutate() {
+    echo "== 1. cargo mutants, against the engine's and the scenarios' tests"
+    set +e
+    cargo mutants -p taskgate-engine \
+        --file harness/engine/src/restart.rs \
+        --file harness/engine/src/alloc_runner.rs \
+        --file 'harness/engine/src/task_runner/*.rs' \
+        --exclude harness/engine/src/task_runner/seeded.rs \
+        --test-package=taskgate-engine,taskgate-scenarios \
+        --features taskgate-engine/failpoints \
+        --output "$OUT"
+    local rc=$?
+    set -e
+    # cargo mutants exits 2 when it found missed mutants; anything else but 0
+    # is a failure of its own.
+    if [ "$rc" != 0 ] && [ "$rc" != 2 ]; then
+        echo "ci/mutants.sh: cargo mutants failed (exit $rc)" >&2
+        exit "$rc"
+    fi
+}
+
+$GATE_ONLY || mutate
 RESULTS=$OUT/mutants.out
 
 echo "== 2. the gate, on each mutant the tests missed"

@@ -110,10 +110,10 @@ impl Agents<'_> {
         let mut records = Records::default();
         let first_agent = agent(&first_args, &case.faults, &records)?;
         let killed = match &first_agent {
-            Waited::Exited(status) => {
+            Ok(status) => {
                 std::os::unix::process::ExitStatusExt::signal(status) == Some(libc::SIGKILL)
             }
-            ended => {
+            Err(ended) => {
                 problems.push(ended.problem("agent"));
                 false
             }
@@ -141,11 +141,11 @@ impl Agents<'_> {
                 .cloned()
                 .collect();
             match agent(&args, &restoring, &records)? {
-                Waited::Exited(status) if status.success() => {}
-                Waited::Exited(status) => problems.push(format!("restored agent failed: {status}")),
-                ended => problems.push(ended.problem("restored agent")),
+                Ok(status) if status.success() => {}
+                Ok(status) => problems.push(format!("restored agent failed: {status}")),
+                Err(ended) => problems.push(ended.problem("restored agent")),
             }
-        } else if kills && !matches!(first_agent, Waited::Settled(_)) {
+        } else if kills && !matches!(first_agent, Err(Ended::Settled(_))) {
             problems.push("the agent was not SIGKILLed: its kill fault never fired".into());
         }
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
@@ -195,26 +195,27 @@ fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>),
     Ok((alloc, tasks))
 }
 
-/// How an agent process ended.
-enum Waited {
-    Exited(ExitStatus),
-    /// Killed: no progress for a whole idle window.
+/// How an agent process ended: its own exit, or the harness's kill.
+type Waited = Result<ExitStatus, Ended>;
+
+/// Why the harness killed an agent.
+enum Ended {
+    /// No progress for a whole idle window.
     Hung,
-    /// Killed: the run had already broken an invariant for good, which no
+    /// The run had already broken an invariant for good, which no
     /// later event can mend, so waiting on would only delay the verdict
     /// (up to a hang's whole idle window when the breach also hangs it).
     Settled(Violation),
 }
 
-impl Waited {
+impl Ended {
     fn problem(&self, agent: &str) -> String {
         match self {
-            Waited::Exited(status) => format!("{agent} exited: {status}"),
-            Waited::Hung => format!(
+            Ended::Hung => format!(
                 "{agent} hung (killed after {:?} without progress)",
                 patience::step()
             ),
-            Waited::Settled(v) => format!(
+            Ended::Settled(v) => format!(
                 "{agent} ended early: the run broke {} for good ({})",
                 v.invariant, v.detail
             ),
@@ -259,8 +260,8 @@ fn wait_or_kill(
     let hung = watchdog.disarm();
     let status = status?;
     Ok(match (breach, hung) {
-        (Some(breach), _) => Waited::Settled(breach),
-        (None, true) => Waited::Hung,
-        (None, false) => Waited::Exited(status),
+        (Some(breach), _) => Err(Ended::Settled(breach)),
+        (None, true) => Err(Ended::Hung),
+        (None, false) => Ok(status),
     })
 }
