@@ -25,6 +25,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use taskgate_faults::seeded::SeededBug;
 use taskgate_faults::{points, Faults};
 
 /// Entry point of `taskgate-executor`: the spec is on fd 3, readiness goes to fd 4.
@@ -399,7 +400,9 @@ impl Supervisor {
             if st.reaped {
                 return Ok(crate::StopOutcome::AlreadyExited);
             }
-            pidfd_send_signal(self.pidfd.as_fd(), signal.signal())?;
+            if !SeededBug::KillSignalSkipped.active() {
+                pidfd_send_signal(self.pidfd.as_fd(), signal.signal())?;
+            }
         }
         if !self.exits_within(grace) {
             tracing::info!("task outlived its {grace:?} grace after {signal}: killing its cgroup");

@@ -98,6 +98,9 @@ seeded_bugs! {
     /// Issue 22, bug 3: a restored tracker forgets its window and counts
     /// every restart of the task's life in one beginning at the restore.
     RestartWindowLost = "restart-window-lost",
+    /// An executor that never sends a task's kill signal: the task is
+    /// SIGKILLed once the grace has passed, with no chance to shut down.
+    KillSignalSkipped = "kill-signal-skipped",
 }
 
 impl SeededBug {

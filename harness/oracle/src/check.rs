@@ -56,6 +56,7 @@ impl Invariant {
             Invariant::LaunchesAccounted => policy::check_launches_accounted(history, tasks),
             Invariant::CommandsTakeEffect => liveness::check_commands_take_effect(history, tasks),
             Invariant::RestartWindows => policy::check_restart_windows(history, tasks),
+            Invariant::KillSignal => kills::check_kill_signal(history, tasks),
             Invariant::KillGrace => kills::check_kill_grace(history, tasks),
         }
     }

@@ -175,19 +175,29 @@ pub struct TaskShape {
     /// version (an update's: `updates::kill_timeout_of`).
     #[serde(default)]
     pub kill_timeout: Duration,
-    /// Its kill signal is SIGKILL itself: no grace follows it.
+    /// The number of its kill signal (SIGKILL: no grace follows it).
+    #[serde(default = "default_kill_signal")]
+    pub kill_signal: i32,
+    /// It runs [`crate::KILL_SIGNAL_WITNESS`] from its kill signal's trap
+    /// and never ends before that signal: whether the signal reached it is
+    /// judged.
     #[serde(default)]
-    pub killed_by_sigkill: bool,
+    pub reports_kill_signal: bool,
 }
 
 fn forever() -> Duration {
     Duration::MAX
 }
 
+/// Nomad's default kill signal.
+fn default_kill_signal() -> i32 {
+    nix::sys::signal::Signal::SIGINT as i32
+}
+
 impl TaskShape {
     /// A task of `role` whose policy allows `restart_attempts` restarts in
     /// an interval longer than any run, restarted on failure only, killed
-    /// at once when told to die.
+    /// at once when told to die, by SIGINT.
     pub fn new(name: &str, role: TaskRole, restart_attempts: u32) -> TaskShape {
         TaskShape {
             name: name.to_string(),
@@ -199,7 +209,8 @@ impl TaskShape {
             restart_waits: Vec::new(),
             shutdown_delay: Duration::ZERO,
             kill_timeout: Duration::ZERO,
-            killed_by_sigkill: false,
+            kill_signal: default_kill_signal(),
+            reports_kill_signal: false,
         }
     }
 }

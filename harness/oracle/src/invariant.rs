@@ -80,6 +80,8 @@ registry! {
         "every stop, restart and update takes effect, never after a restart delay it should have cut short, no restart is decided once a task was told to die, and a stop stays final",
     RestartWindows = "restart-windows":
         "a restart states and waits its delay and jitter, and a task is given up only once its interval's attempts are used, across restores too",
+    KillSignal = "kill-signal":
+        "a task told to die is sent its kill signal, as the task itself reports, before any SIGKILL",
     KillGrace = "kill-grace":
         "a task told to die is SIGKILLed only after its shutdown delay and the grace its attempt started with",
 }

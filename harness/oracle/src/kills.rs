@@ -1,19 +1,26 @@
-//! A task told to die is given its shutdown delay and its grace before
-//! SIGKILL: judged on when its runner was told (`tr.killing`, or
-//! `tr.restart_signaled` for a restart's kill) and on its executor's
-//! record of how and when its tree ended. The grace is the one the attempt
-//! started with, read from its spec on the kernel's side (see
-//! [`crate::updates`]): an in-place update's new `kill_timeout` holds from
-//! the next attempt, never the running one.
+//! A task told to die gets its kill signal, then its shutdown delay and
+//! its grace before SIGKILL: judged on when its runner was told
+//! (`tr.killing`, or `tr.restart_signaled` for a restart's kill), on its
+//! executor's record of how and when its tree ended, and, for the signal,
+//! on the task's own word. The grace is the one the attempt started with,
+//! read from its spec on the kernel's side (see [`crate::updates`]): an
+//! in-place update's new `kill_timeout` holds from the next attempt, never
+//! the running one.
 
 use crate::attempts::{attempts, Began};
-use crate::history::{Event, TaskExit, TaskShape};
+use crate::history::{Event, ExecRecord, TaskExit, TaskShape};
 use crate::invariant::{Invariant, Violation};
 use crate::updates::kill_timeout_of;
 use taskgate_faults::points::{TR_KILLING, TR_RESTART_SIGNALED};
 use taskgate_faults::{scoped, Action, Intervention};
 
 const SIGKILL: i32 = 9;
+
+/// The program a task that reports its kill signal runs from the signal's
+/// trap (`/bin/<name>` in the lab's task root). Its exec, seen by the exec
+/// gate in the task's own cgroup, is the task's word that the signal
+/// reached it: no executor can forge it, and SIGKILL leaves no time for it.
+pub const KILL_SIGNAL_WITNESS: &str = "kill-signal-received";
 
 /// [`Invariant::KillGrace`]: a tree that ended by SIGKILL after its runner was told
 /// to kill it ended no sooner than the shutdown delay plus the attempt's
@@ -24,11 +31,7 @@ const SIGKILL: i32 = 9;
 /// SIGKILL itself.
 pub fn check_kill_grace(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     let mut out = Vec::new();
-    for task in tasks.iter().filter(|t| !t.killed_by_sigkill) {
-        let told = [
-            scoped(Some(&task.name), TR_KILLING),
-            scoped(Some(&task.name), TR_RESTART_SIGNALED),
-        ];
+    for task in tasks.iter().filter(|t| t.kill_signal != SIGKILL) {
         let all = attempts(history, &task.name);
         for (n, attempt) in all.iter().enumerate() {
             let Some((exited, exit_us, TaskExit::Signal(SIGKILL))) = attempt.exit else {
@@ -40,12 +43,11 @@ pub fn check_kill_grace(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
             if attempt.began != Began::Launch {
                 continue;
             }
-            let Some(at) =
-                (attempt.at..exited).find(|&i| told.iter().any(|t| history[i].is_hit(t)))
-            else {
+            let Some(at) = told_to_die(history, &task.name, attempt.at, exited) else {
                 continue;
             };
-            if (attempt.at..until).any(|i| excuses(&history[i], &task.name)) {
+            let excused = |e: &Event| harness_kill(e, &task.name) || restore(e);
+            if history[attempt.at..until].iter().any(excused) {
                 continue;
             }
             let Event::FaultHit(hit) = &history[at] else {
@@ -69,11 +71,76 @@ pub fn check_kill_grace(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
     out
 }
 
-/// What makes a SIGKILL no kill path's: the harness's own kills, a panic
-/// (its cleanup kills at once), an agent restart.
-fn excuses(event: &Event, task: &str) -> bool {
+/// [`Invariant::KillSignal`]: a task that reports its kill signal, told to
+/// die, reported it before its tree ended: its tree exec'd the
+/// [`KILL_SIGNAL_WITNESS`] between the telling and the end, or died of
+/// that signal (as the fake driver's tasks do: its record is all the fake
+/// world has). Not judged: an
+/// attempt the harness's kill or a panic ended (the kill path never ran to
+/// its signal). A restore is no excuse: the restored agent kills through
+/// the executor it reattached to, with the signal.
+pub fn check_kill_signal(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let judged = |t: &&TaskShape| t.reports_kill_signal && t.kill_signal != SIGKILL;
+    for task in tasks.iter().filter(judged) {
+        let all = attempts(history, &task.name);
+        for (n, attempt) in all.iter().enumerate() {
+            let Some((exited, _, exit)) = attempt.exit else {
+                continue;
+            };
+            let until = all.get(n + 1).map_or(history.len(), |a| a.at);
+            let Some(at) = told_to_die(history, &task.name, attempt.at, exited) else {
+                continue;
+            };
+            if history[attempt.at..until]
+                .iter()
+                .any(|e| harness_kill(e, &task.name))
+            {
+                continue;
+            }
+            let witnessed = history[at..exited].iter().any(|e| match e {
+                Event::Exec(r) => r.identity.task() == Some(&task.name) && is_witness(r),
+                _ => false,
+            });
+            if !witnessed && exit != TaskExit::Signal(task.kill_signal) {
+                out.push(Invariant::KillSignal.violation(
+                    Some(&task.name),
+                    format!(
+                        "told to die at #{at}, its tree ended ({exit:?}, #{exited}) without reporting its kill signal: the signal never reached it"
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Where, between `from` and `to`, `task`'s runner was first told to kill
+/// it (by a stop or a restart).
+fn told_to_die(history: &[Event], task: &str, from: usize, to: usize) -> Option<usize> {
+    let told = [
+        scoped(Some(task), TR_KILLING),
+        scoped(Some(task), TR_RESTART_SIGNALED),
+    ];
+    (from..to).find(|&i| told.iter().any(|t| history[i].is_hit(t)))
+}
+
+fn is_witness(exec: &ExecRecord) -> bool {
+    exec.exe
+        .file_name()
+        .is_some_and(|name| name == KILL_SIGNAL_WITNESS)
+}
+
+/// An agent restart: the restored agent kills with the persisted version's
+/// timeout, as documented.
+fn restore(event: &Event) -> bool {
+    matches!(event, Event::AgentRestarted { .. })
+}
+
+/// What kills a task's tree without its kill path: the harness's own
+/// kills, a panic (its cleanup kills at once).
+fn harness_kill(event: &Event, task: &str) -> bool {
     match event {
-        Event::AgentRestarted { .. } => true,
         Event::FaultHit(h) if h.point.scope() == Some(task) => matches!(
             h.action,
             Some(
@@ -100,7 +167,8 @@ fn started_version(history: &[Event], task: &str, from: usize, to: usize) -> u64
 
 #[cfg(test)]
 mod tests {
-    //! The kill grace over recorded histories, holding and broken.
+    //! The kill signal and its grace over recorded histories, holding and
+    //! broken.
 
     use super::*;
     use crate::history::TaskRole;
@@ -162,11 +230,101 @@ mod tests {
             .exit("web", TaskExit::Signal(9));
         assert_eq!(check_kill_grace(&restored.events, &[web()]), []);
         let sigkill_is_its_signal = TaskShape {
-            killed_by_sigkill: true,
+            kill_signal: SIGKILL,
             ..web()
         };
         let h = killed(0, TR_KILLING, TaskExit::Signal(9), 250);
         assert_eq!(check_kill_grace(&h.events, &[sigkill_is_its_signal]), []);
+    }
+
+    fn reporting() -> TaskShape {
+        TaskShape {
+            reports_kill_signal: true,
+            ..web()
+        }
+    }
+
+    /// Started, told to die at 1 s (by `told`), its tree ran the witness
+    /// if `witnessed`, then ended `exit`.
+    fn signalled(told: &str, witnessed: bool, exit: TaskExit) -> T {
+        let h = T::run()
+            .start("web")
+            .at(1000)
+            .task_hit("web", told)
+            .at(1200);
+        let h = if witnessed { h.witness("web") } else { h };
+        h.at(1700).exit("web", exit)
+    }
+
+    #[rstest]
+    #[case::reported_then_sigkilled(signalled(TR_KILLING, true, TaskExit::Signal(9)), 0)]
+    #[case::reported_then_exited(signalled(TR_KILLING, true, TaskExit::Code(0)), 0)]
+    #[case::a_restarts_kill_reported(signalled(TR_RESTART_SIGNALED, true, TaskExit::Signal(9)), 0)]
+    #[case::sigkilled_unsignalled(signalled(TR_KILLING, false, TaskExit::Signal(9)), 1)]
+    #[case::a_restart_sigkilled_unsignalled(
+        signalled(TR_RESTART_SIGNALED, false, TaskExit::Signal(9)),
+        1
+    )]
+    #[case::ended_by_another_signal(signalled(TR_KILLING, false, TaskExit::Signal(15)), 1)]
+    #[case::died_of_its_signal(signalled(TR_KILLING, false, TaskExit::Signal(2)), 0)]
+    fn a_task_told_to_die_reports_its_signal(#[case] h: T, #[case] expected: usize) {
+        let v = check_kill_signal(&h.events, &[reporting()]);
+        assert_eq!(v.len(), expected, "{v:#?}");
+        assert!(v.iter().all(|v| v.invariant == Invariant::KillSignal));
+    }
+
+    #[test]
+    fn only_reporting_tasks_told_to_die_are_judged() {
+        let unsignalled = signalled(TR_KILLING, false, TaskExit::Signal(9));
+        assert_eq!(check_kill_signal(&unsignalled.events, &[web()]), []);
+        let sigkill_is_its_signal = TaskShape {
+            kill_signal: SIGKILL,
+            ..reporting()
+        };
+        assert_eq!(
+            check_kill_signal(&unsignalled.events, &[sigkill_is_its_signal]),
+            []
+        );
+        // Another task's witness speaks for no one else.
+        let others = T::run()
+            .start("web")
+            .at(1000)
+            .task_hit("web", TR_KILLING)
+            .witness("db")
+            .exit("web", TaskExit::Signal(9));
+        assert_eq!(check_kill_signal(&others.events, &[reporting()]).len(), 1);
+        // A witness before the telling is no report of this kill.
+        let early = T::run()
+            .start("web")
+            .witness("web")
+            .at(1000)
+            .task_hit("web", TR_KILLING)
+            .exit("web", TaskExit::Signal(9));
+        assert_eq!(check_kill_signal(&early.events, &[reporting()]).len(), 1);
+        let never_told = T::run().start("web").exit("web", TaskExit::Code(1));
+        assert_eq!(check_kill_signal(&never_told.events, &[reporting()]), []);
+    }
+
+    #[test]
+    fn the_harness_own_kills_are_excused_restores_are_not() {
+        let tree_killed = T::run()
+            .start("web")
+            .at(1000)
+            .task_hit("web", TR_KILLING)
+            .exit("web", TaskExit::Signal(9))
+            .fault(
+                "web",
+                "hook.prekill.before.shutdown_delay",
+                Action::Intervene(Intervention::KillTaskTree),
+            );
+        assert_eq!(check_kill_signal(&tree_killed.events, &[reporting()]), []);
+        let restored = T::run()
+            .start("web")
+            .at(1000)
+            .task_hit("web", TR_KILLING)
+            .agent_restart(true)
+            .exit("web", TaskExit::Signal(9));
+        assert_eq!(check_kill_signal(&restored.events, &[reporting()]).len(), 1);
     }
 
     #[test]

@@ -55,5 +55,6 @@ pub use history::{
 pub use identity::ExecIdentity;
 pub use invariant::{Invariant, UnknownInvariant, Violation, ALL};
 pub use judge::{judge, RunFacts, DENY_LAYOUT, DENY_TERMINAL};
+pub use kills::KILL_SIGNAL_WITNESS;
 pub use layout::check_task_layout;
 pub use marked_fs::{enter_private_mount_namespace, MarkedFs, MARKED_FS_SOURCE};

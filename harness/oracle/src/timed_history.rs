@@ -5,6 +5,7 @@
 
 use crate::history::{AllocStatus, Event, ExecRecord, StartedVersion, TaskEventKind, TaskExit};
 use crate::identity::ExecIdentity;
+use crate::kills::KILL_SIGNAL_WITNESS;
 use std::time::Duration;
 use taskgate_faults::points::{AR_STARTED, EX_SPAWNED, EX_TASK_EXITED, TR_RESTART_DECIDED};
 use taskgate_faults::{scoped, Action, Detail, Hit};
@@ -125,6 +126,19 @@ impl T {
     /// A process of its tree exec'd.
     pub fn task_exec(self, task: &str) -> T {
         self.task_exec_beside(task, &[])
+    }
+
+    /// Its tree ran the kill signal's witness: the task got the signal.
+    pub fn witness(self, task: &str) -> T {
+        let seq = self.events.len() as u64;
+        let tree = ExecIdentity::Task {
+            alloc_id: "a".into(),
+            task: task.into(),
+        };
+        self.push(Event::Exec(ExecRecord {
+            exe: format!("/marked/root/bin/{KILL_SIGNAL_WITNESS}").into(),
+            ..ExecRecord::allowed(seq, tree)
+        }))
     }
 
     fn task_exec_beside(self, task: &str, peers: &[i32]) -> T {

@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use taskgate_faults::Hit;
-use taskgate_oracle::{ExecGate, ExecRecord, MarkedFs, PendingExec, RunFacts, Verdict};
+use taskgate_oracle::{
+    ExecGate, ExecRecord, MarkedFs, PendingExec, RunFacts, Verdict, KILL_SIGNAL_WITNESS,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
@@ -103,6 +105,7 @@ impl Lab {
         let marked = MarkedFs::mount(&marked_dir)?;
         let root = marked.path().join("root");
         let chroot_env = taskgate_executor::build_busybox_root(&root)?;
+        install_kill_signal_witness(&root)?;
         let bin = marked.path().join("taskgate-executor");
         std::fs::copy(executor_bin, &bin).map_err(io("copying the executor binary to", &bin))?;
         let unique = work.path().file_name().map_or_else(String::new, |n| {
@@ -212,6 +215,25 @@ impl Lab {
             .as_ref()
             .expect("gate runs for the lab's lifetime")
     }
+}
+
+/// Puts the kill signal's witness beside busybox in the task root's `/bin`:
+/// a task that reports its kill signal runs it from the signal's trap, and
+/// the exec gate sees it in the task's cgroup (see
+/// [`taskgate_oracle::KILL_SIGNAL_WITNESS`]).
+fn install_kill_signal_witness(root: &Path) -> Result<(), LabError> {
+    use std::os::unix::fs::PermissionsExt;
+    let witness = root.join("bin").join(KILL_SIGNAL_WITNESS);
+    std::fs::write(&witness, "#!/bin/sh\n").map_err(io("writing", &witness))?;
+    std::fs::set_permissions(&witness, std::fs::Permissions::from_mode(0o755))
+        .map_err(io("making executable", &witness))
+}
+
+/// Whether `task`'s command runs the kill signal's witness: its kill
+/// signal is then judged by the task's own report.
+pub fn reports_kill_signal(task: &taskgate_engine::jobspec::Task) -> bool {
+    let witness = format!("/bin/{KILL_SIGNAL_WITNESS}");
+    task.args.iter().any(|arg| arg.contains(&witness))
 }
 
 /// Where the harness makes its runs' data dirs: `TMPDIR` when set;

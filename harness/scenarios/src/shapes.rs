@@ -5,7 +5,6 @@
 use crate::model::Scenario;
 use crate::outcome::RESTART_SEED;
 use taskgate_engine::jobspec::RestartMode;
-use taskgate_executor::KillSignal;
 use taskgate_oracle::policy::restart_wait;
 use taskgate_oracle::{TaskRole, TaskShape};
 
@@ -43,7 +42,8 @@ pub fn shapes(scenario: &Scenario, alloc_id: Option<&str>) -> Vec<TaskShape> {
                 restart_waits,
                 shutdown_delay: t.shutdown_delay,
                 kill_timeout: t.kill_timeout,
-                killed_by_sigkill: t.kill_signal == KillSignal::SIGKILL,
+                kill_signal: t.kill_signal.signal() as i32,
+                reports_kill_signal: crate::lab::reports_kill_signal(t),
                 ..TaskShape::new(&t.name, role, t.restart.attempts)
             }
         })

@@ -1,5 +1,7 @@
 # A leader that exits on its kill signal and a second task that ignores
 # it, so that only SIGKILL ends it, after its shutdown delay and grace.
+# Both report their kill signal (SIGINT, the default) by running the lab's
+# witness from its trap, so the oracle sees that the signal reached them.
 job "stubborn" {
   group "g" {
     task "leader" {
@@ -9,7 +11,7 @@ job "stubborn" {
       shutdown_delay = "200ms"
       config {
         command = "/bin/sh"
-        args    = ["-c", "trap 'exit 0' INT TERM; echo leader up; sleep 3600 & wait"]
+        args    = ["-c", "trap '/bin/kill-signal-received; exit 0' INT; echo leader up; sleep 3600 & wait"]
       }
       resources {
         memory = 32
@@ -25,7 +27,7 @@ job "stubborn" {
       shutdown_delay = "100ms"
       config {
         command = "/bin/sh"
-        args    = ["-c", "trap '' INT TERM; echo stubborn up; while true; do sleep 1; done"]
+        args    = ["-c", "trap /bin/kill-signal-received INT; trap '' TERM; echo stubborn up; sleep 3600 & while true; do wait; done"]
       }
       resources {
         memory = 32

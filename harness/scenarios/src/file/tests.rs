@@ -201,11 +201,11 @@ fn error_of(src: &str) -> String {
 )]
 #[case::invariant_named_by_nothing_known(
     "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect {\n    status = \"complete\"\n    known_violation {\n      bug = \"B9\"\n      invariant = \"order\"\n    }\n  }\n}",
-    "8:19: unknown invariant `order` in the oracle (expected one of: layout-before-exec, no-exec-after-terminal, one-exec-per-attempt, started-tasks-end, no-restart-after-completion, no-exec-after-kill, one-live-tree, kill-order, poststop-once, status-matches-exits, no-survivors, restarts-monotonic, start-order, attempts-within-policy, exits-observed, updates-whole, restart-order, launches-accounted, commands-take-effect, restart-windows, kill-grace)"
+    "8:19: unknown invariant `order` in the oracle (expected one of: layout-before-exec, no-exec-after-terminal, one-exec-per-attempt, started-tasks-end, no-restart-after-completion, no-exec-after-kill, one-live-tree, kill-order, poststop-once, status-matches-exits, no-survivors, restarts-monotonic, start-order, attempts-within-policy, exits-observed, updates-whole, restart-order, launches-accounted, commands-take-effect, restart-windows, kill-signal, kill-grace)"
 )]
 #[case::invariant_named_by_its_statement(
     "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect {\n    status = \"complete\"\n    known_violation {\n      bug = \"B9\"\n      invariant = \"a poststop task runs exactly once\"\n    }\n  }\n}",
-    "8:19: unknown invariant `a poststop task runs exactly once` in the oracle (expected one of: layout-before-exec, no-exec-after-terminal, one-exec-per-attempt, started-tasks-end, no-restart-after-completion, no-exec-after-kill, one-live-tree, kill-order, poststop-once, status-matches-exits, no-survivors, restarts-monotonic, start-order, attempts-within-policy, exits-observed, updates-whole, restart-order, launches-accounted, commands-take-effect, restart-windows, kill-grace) (invariants are named by id: `poststop-once`)"
+    "8:19: unknown invariant `a poststop task runs exactly once` in the oracle (expected one of: layout-before-exec, no-exec-after-terminal, one-exec-per-attempt, started-tasks-end, no-restart-after-completion, no-exec-after-kill, one-live-tree, kill-order, poststop-once, status-matches-exits, no-survivors, restarts-monotonic, start-order, attempts-within-policy, exits-observed, updates-whole, restart-order, launches-accounted, commands-take-effect, restart-windows, kill-signal, kill-grace) (invariants are named by id: `poststop-once`)"
 )]
 #[case::inline_job_error(
     "scenario \"s\" {\n  job \"x\" {\n    grop \"g\" {}\n  }\n}",
