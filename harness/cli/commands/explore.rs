@@ -187,7 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn confirm(
     ran: &Ran,
     runs: &[&Run<'_>],
-    workshop: Option<&LabWorkshop<'_>>,
+    workshop: Option<&LabWorkshop>,
     jobs: usize,
 ) -> anyhow::Result<()> {
     let failing: Vec<&Run<'_>> = (runs.iter().zip(&ran.reports))

@@ -1,6 +1,5 @@
-//! What explore, replay and gate share: a private mount namespace, the
-//! engine runtime, and the labs (marked filesystem + exec gate): one, or
-//! one per worker with `--jobs`.
+//! What explore, replay and gate share: a private mount namespace and the
+//! labs (marked filesystem + exec gate): one, or one per worker with `--jobs`.
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -13,7 +12,6 @@ use taskgate_scenarios::lab_run::{LabRunner, LabWorkshop};
 use taskgate_scenarios::{Lab, RunReport};
 
 pub struct Session {
-    pub runtime: tokio::runtime::Runtime,
     agent_bin: PathBuf,
     executor_bin: PathBuf,
 }
@@ -47,9 +45,7 @@ impl Session {
             .context("entering a private mount namespace")?;
         let agent_bin = std::env::current_exe().context("locating the taskgate binary")?;
         let executor_bin = super::sibling_executor()?;
-        let runtime = super::runtime()?;
         Ok(Session {
-            runtime,
             agent_bin,
             executor_bin,
         })
@@ -61,14 +57,13 @@ impl Session {
     }
 
     pub fn runner<'a>(&'a self, lab: &'a Lab) -> LabRunner<'a> {
-        LabRunner::new(lab, &self.runtime, self.agent_bin.clone())
+        LabRunner::new(lab, self.agent_bin.clone())
     }
 
     /// A lab per worker, each made as its worker starts.
-    pub fn workshop(&self) -> LabWorkshop<'_> {
+    pub fn workshop(&self) -> LabWorkshop {
         LabWorkshop {
             executor_bin: self.executor_bin.clone(),
-            runtime: &self.runtime,
             agent_bin: self.agent_bin.clone(),
             keep_failures: true,
             report_data: None,

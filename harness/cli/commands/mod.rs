@@ -38,13 +38,9 @@ pub fn expect_done(answer: taskgate_engine::control::ControlAnswer) -> anyhow::R
     }
 }
 
-/// The engine runtime. Fault points may park a worker thread (through
-/// `block_in_place`), so keep more workers than the two cores.
+/// The engine runtime (see [`taskgate_engine::engine_runtime`]).
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(8)
-        .enable_all()
-        .build()?)
+    Ok(taskgate_engine::engine_runtime()?)
 }
 
 /// The executor binary installed next to this one (see `executor_main.rs`).

@@ -121,6 +121,15 @@ pub struct SkippedAlloc {
     pub error: StateError,
 }
 
+/// A runtime for the engine. Fault points may park a worker thread
+/// (through `block_in_place`), so it keeps more workers than the two cores.
+pub fn engine_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(8)
+        .enable_all()
+        .build()
+}
+
 pub struct Engine {
     config: EngineConfig,
     state: Arc<StateDb>,

@@ -28,7 +28,8 @@ pub use alloc_dir::AllocDir;
 pub use alloc_runner::{AllocControl, AllocHandle, AllocSummary, AllocWaiter};
 pub use data_dir::DataDir;
 pub use engine::{
-    recorded_cgroup_parent, Engine, EngineConfig, EngineError, Restored, SkippedAlloc,
+    engine_runtime, recorded_cgroup_parent, Engine, EngineConfig, EngineError, Restored,
+    SkippedAlloc,
 };
 pub use hooks::hook_points;
 pub use restart::{Jitter, RestartWindow};

@@ -9,6 +9,10 @@
 //!   new line of output), so a slow engine that keeps moving never times out;
 //! - every window is scaled by [`speed_factor`], measured once per process
 //!   against the machine the figures were taken on.
+//!
+//! Progress alone cannot tell a slow engine from a livelocked one (a
+//! restart loop keeps reaching points for ever), so a run also has a budget
+//! of [`RUNAWAY_POINTS`]: a count of its own events, not a time.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -42,6 +46,11 @@ pub fn scaled(base: Duration) -> Duration {
 pub fn step() -> Duration {
     scaled(Duration::from_secs(60))
 }
+
+/// How many fault points one run may reach before the harness calls it
+/// runaway. The catalogue's busiest run reaches about 260; a run forty
+/// times past that is looping, however fast or slow the machine.
+pub const RUNAWAY_POINTS: u64 = 10_000;
 
 /// The best of three timings of a fixed integer workload, against [`REFERENCE`].
 fn measure() -> f64 {

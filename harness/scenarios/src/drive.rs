@@ -79,7 +79,8 @@ pub(crate) fn drive(
 
 /// Waits for the alloc to finish. A run that stops making progress is
 /// hung: its parks are released (the history stays whole for the report)
-/// and it gets one more idle window to wind down.
+/// and it gets one more idle window to wind down. A run that ran away gets
+/// none: its caller drops the runtime it loops on.
 fn finish(
     runtime: &tokio::runtime::Runtime,
     faults: &Faults,
@@ -98,6 +99,14 @@ fn finish(
     });
     match waited {
         Ok(summary) => Some(summary),
+        Err(late) if ran_away(faults) => {
+            problems.push(format!(
+                "allocation did not finish: it ran away, reaching {} fault points (a run that ends reaches a few hundred; the bound is {})",
+                faults.progress(),
+                patience::RUNAWAY_POINTS
+            ));
+            late
+        }
         Err(late) => {
             problems.push(format!(
                 "allocation did not finish: no progress for {idle:?}{}",
@@ -154,20 +163,117 @@ fn drive_faults(
     Ok(())
 }
 
-/// Polls `wait` until it is ready, or until no point of the run's `faults`
-/// was reached for a whole `idle` window (`None`): the harness's hang
-/// detector for futures.
+/// How often [`until_idle`] looks at the run's progress while it waits.
+const PROGRESS_PROBE: Duration = Duration::from_millis(500);
+
+/// Polls `wait` until it is ready, or gives up (`None`) once no point of
+/// the run's `faults` was reached for a whole `idle` window, or once the
+/// run has reached [`patience::RUNAWAY_POINTS`]: the harness's hang and
+/// livelock detector for futures.
 pub async fn until_idle<F: std::future::Future + Unpin>(
     faults: &Faults,
     wait: &mut F,
     idle: Duration,
 ) -> Option<F::Output> {
+    let probe = idle.min(PROGRESS_PROBE);
+    let mut seen = faults.progress();
+    let mut quiet = Duration::ZERO;
     loop {
-        let before = faults.progress();
-        match tokio::time::timeout(idle, &mut *wait).await {
-            Ok(out) => return Some(out),
-            Err(_) if faults.progress() == before => return None,
-            Err(_) => {}
+        if let Ok(out) = tokio::time::timeout(probe, &mut *wait).await {
+            return Some(out);
         }
+        let now = faults.progress();
+        if ran_away(faults) {
+            return None;
+        }
+        if now == seen {
+            // At least `probe` passed per round: the window is never short.
+            quiet += probe;
+            if quiet >= idle {
+                return None;
+            }
+        } else {
+            seen = now;
+            quiet = Duration::ZERO;
+        }
+    }
+}
+
+/// Whether the run reached more points than any run that ends should.
+fn ran_away(faults: &Faults) -> bool {
+    faults.progress() >= patience::RUNAWAY_POINTS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reaches `points` fault points, one per turn of the runtime, then
+    /// sends; `None` never stops.
+    fn reaching(faults: &Faults, points: Option<u64>) -> tokio::sync::oneshot::Receiver<()> {
+        let (done, reached) = tokio::sync::oneshot::channel();
+        let faults = faults.clone();
+        tokio::spawn(async move {
+            let mut n = 0;
+            while points.is_none_or(|p| n < p) {
+                faults.reach(None, "step");
+                n += 1;
+                tokio::task::yield_now().await;
+            }
+            let _ = done.send(());
+        });
+        reached
+    }
+
+    /// `until_idle` with a safety net: a wait the bound should have ended
+    /// fails the test instead of hanging it.
+    fn wait(points: Option<u64>, idle: Duration) -> (Option<bool>, Faults) {
+        let runtime = taskgate_engine::engine_runtime().unwrap();
+        let faults = Faults::new();
+        let _in = runtime.enter();
+        let mut reached = reaching(&faults, points);
+        let waited = runtime.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(600),
+                until_idle(&faults, &mut reached, idle),
+            )
+            .await
+            .expect("until_idle never gave up")
+        });
+        runtime.shutdown_background();
+        (waited.map(|r| r.is_ok()), faults)
+    }
+
+    #[test]
+    fn a_run_that_keeps_reaching_points_without_ending_ran_away() {
+        // An idle window far longer than the safety net: only the
+        // runaway bound can end this wait.
+        let (waited, faults) = wait(None, Duration::from_secs(3600));
+        assert_eq!(waited, None);
+        assert!(ran_away(&faults), "{} points", faults.progress());
+    }
+
+    #[test]
+    fn a_run_that_ends_under_the_bound_is_waited_for() {
+        let (waited, faults) = wait(
+            Some(patience::RUNAWAY_POINTS / 2),
+            Duration::from_secs(3600),
+        );
+        assert_eq!(waited, Some(true));
+        assert!(!ran_away(&faults));
+    }
+
+    #[test]
+    fn a_run_that_stops_reaching_points_is_idle() {
+        let runtime = taskgate_engine::engine_runtime().unwrap();
+        let faults = Faults::new();
+        faults.reach(None, "step");
+        let waited = runtime.block_on(until_idle(
+            &faults,
+            &mut std::future::pending::<()>(),
+            Duration::from_secs(1),
+        ));
+        assert_eq!(waited, None);
+        assert!(!ran_away(&faults));
     }
 }

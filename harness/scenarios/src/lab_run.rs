@@ -27,7 +27,6 @@ use taskgate_faults::Faults;
 
 pub struct LabRunner<'a> {
     pub lab: &'a Lab,
-    pub runtime: &'a tokio::runtime::Runtime,
     /// The `taskgate` binary, for agent processes the harness SIGKILLs.
     pub agent_bin: PathBuf,
     /// Keep failing runs' data dirs for inspection (off when failures are
@@ -43,21 +42,20 @@ pub struct LabRunner<'a> {
 /// A lab for each worker of a parallel gate ([`crate::gate::run_jobs`]),
 /// made on the worker's thread; its runner keeps failures and report data
 /// as the one runner of a serial gate would.
-pub struct LabWorkshop<'a> {
+pub struct LabWorkshop {
     /// The executor each lab copies onto its marked filesystem.
     pub executor_bin: PathBuf,
-    pub runtime: &'a tokio::runtime::Runtime,
     pub agent_bin: PathBuf,
     pub keep_failures: bool,
     pub report_data: Option<Arc<Keeper>>,
 }
 
-impl Workshop for LabWorkshop<'_> {
+impl Workshop for LabWorkshop {
     type Error = LabError;
 
     fn serve(&self, work: &mut dyn FnMut(&dyn Runner)) -> Result<(), LabError> {
         let lab = Lab::new(&self.executor_bin)?;
-        let mut runner = LabRunner::new(&lab, self.runtime, self.agent_bin.clone());
+        let mut runner = LabRunner::new(&lab, self.agent_bin.clone());
         runner.keep_failures = self.keep_failures;
         runner.report_data = self.report_data.clone();
         work(&runner);
@@ -113,10 +111,9 @@ impl Runner for LabRunner<'_> {
 }
 
 impl<'a> LabRunner<'a> {
-    pub fn new(lab: &'a Lab, runtime: &'a tokio::runtime::Runtime, agent_bin: PathBuf) -> Self {
+    pub fn new(lab: &'a Lab, agent_bin: PathBuf) -> Self {
         LabRunner {
             lab,
-            runtime,
             agent_bin,
             keep_failures: true,
             report_data: None,
@@ -209,8 +206,13 @@ impl<'a> LabRunner<'a> {
         };
         let config = self.engine_config(data_dir, executor_faults, faults.clone());
         let engine = Engine::open(config)?;
-        let (summary, mut problems) =
-            drive(&engine, faults, run.scenario, case, data_dir, self.runtime)?;
+        // The run's own runtime: dropping it ends whatever the engine still
+        // runs, so a runaway engine cannot loop on into the next run.
+        let runtime =
+            taskgate_engine::engine_runtime().map_err(io("starting a runtime for", data_dir))?;
+        let driven = drive(&engine, faults, run.scenario, case, data_dir, &runtime);
+        runtime.shutdown_background();
+        let (summary, mut problems) = driven?;
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
         problems.extend(unfired(case.faults(), &hits));
         if let InProcess::Race { schedule, .. } = case {
