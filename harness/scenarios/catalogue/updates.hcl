@@ -106,6 +106,32 @@ scenario "update-every-task" {
   }
 }
 
+scenario "after-stop-in-poststop" {
+  about = "an update, a restart of the running tasks, or of all tasks, arrives while a stopped alloc's poststop task runs, after the stop was applied: the stop stays final (desired stop kept, no restart accepted)"
+  job   = "jobs/lifecycle.hcl"
+  faults {
+    then = "stop-when-running"
+    each {
+      points = ["cleanup:tr.after_driver_start"]
+      action = "update-alloc"
+      with   = ["cleanup:hook.exited.before.executor_shutdown=await(ar.update_applied@2)"]
+    }
+    each {
+      points = ["cleanup:tr.after_driver_start"]
+      action = "restart-alloc"
+      with   = ["cleanup:hook.exited.before.executor_shutdown=await(ar.restart_received@1)"]
+    }
+    each {
+      points = ["cleanup:tr.after_driver_start"]
+      action = "restart-all-tasks"
+      with   = ["cleanup:hook.exited.before.executor_shutdown=await(ar.restart_received@1)"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
 scenario "after-stop" {
   about = "an update, a restart of the running tasks, or of all tasks, arrives once a stop told the leader to die: the stop stays final (desired stop, no restart accepted, nothing started)"
   job   = "jobs/report.hcl"
