@@ -208,10 +208,10 @@ mod tests {
         assert_eq!(v.len(), expected, "{v:#?}");
     }
 
-    #[test]
-    fn the_harness_own_kills_and_restores_are_excused() {
-        // Recorded once the tree is dead: after its executor's record.
-        let tree_killed = T::run()
+    /// Told to die, then its tree SIGKILLed by the harness in its delay
+    /// (recorded once the tree is dead: after its executor's record).
+    fn killed_by_the_harness() -> T {
+        T::run()
             .start("web")
             .at(1000)
             .task_hit("web", TR_KILLING)
@@ -220,14 +220,24 @@ mod tests {
                 "web",
                 "hook.prekill.before.shutdown_delay",
                 Action::Intervene(Intervention::KillTaskTree),
-            );
-        assert_eq!(check_kill_grace(&tree_killed.events, &[web()]), []);
-        let restored = T::run()
+            )
+    }
+
+    /// Told to die, then SIGKILLed after the agent was restored.
+    fn killed_across_a_restore() -> T {
+        T::run()
             .start("web")
             .at(1000)
             .task_hit("web", TR_KILLING)
             .agent_restart(true)
-            .exit("web", TaskExit::Signal(9));
+            .exit("web", TaskExit::Signal(9))
+    }
+
+    #[test]
+    fn the_harness_own_kills_and_restores_are_excused() {
+        let tree_killed = killed_by_the_harness();
+        assert_eq!(check_kill_grace(&tree_killed.events, &[web()]), []);
+        let restored = killed_across_a_restore();
         assert_eq!(check_kill_grace(&restored.events, &[web()]), []);
         let sigkill_is_its_signal = TaskShape {
             kill_signal: SIGKILL,
@@ -307,23 +317,9 @@ mod tests {
 
     #[test]
     fn the_harness_own_kills_are_excused_restores_are_not() {
-        let tree_killed = T::run()
-            .start("web")
-            .at(1000)
-            .task_hit("web", TR_KILLING)
-            .exit("web", TaskExit::Signal(9))
-            .fault(
-                "web",
-                "hook.prekill.before.shutdown_delay",
-                Action::Intervene(Intervention::KillTaskTree),
-            );
+        let tree_killed = killed_by_the_harness();
         assert_eq!(check_kill_signal(&tree_killed.events, &[reporting()]), []);
-        let restored = T::run()
-            .start("web")
-            .at(1000)
-            .task_hit("web", TR_KILLING)
-            .agent_restart(true)
-            .exit("web", TaskExit::Signal(9));
+        let restored = killed_across_a_restore();
         assert_eq!(check_kill_signal(&restored.events, &[reporting()]).len(), 1);
     }
 
