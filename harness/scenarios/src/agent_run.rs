@@ -50,14 +50,20 @@ impl Agents<'_> {
         std::fs::write(&job_path, job).map_err(io("writing", &job_path))?;
         let mut problems = Vec::new();
         let shapes = shapes(scenario, None);
-        // What the run has broken for good so far, read while an agent runs.
-        let settled = |records: &Records| {
+        // What ends the run early, read while an agent runs: a runaway
+        // (see `patience::RUNAWAY_POINTS`), or an invariant broken for good.
+        let ends_early = |records: &Records| {
             let hits = taskgate_faults::read_log(log).unwrap_or_default();
+            let reached = hits.len() as u64;
+            if reached >= patience::RUNAWAY_POINTS {
+                return Some(Ended::RanAway(reached));
+            }
             let execs = self.lab.execs_so_far(first);
             let history = history::merge(&hits, &execs, &[], records);
             taskgate_oracle::check_settled(&history, &shapes)
                 .into_iter()
                 .next()
+                .map(Ended::Settled)
         };
         let agent =
             |extra: &[&str], faults: &[Fault], records: &Records| -> Result<Waited, LabError> {
@@ -98,8 +104,10 @@ impl Agents<'_> {
                 let mut child = cmd.spawn().map_err(io("running agent", self.bin))?;
                 let log = log.to_path_buf();
                 let progress = move || std::fs::metadata(&log).map_or(0, |m| m.len());
-                wait_or_kill(&mut child, patience::step(), progress, || settled(records))
-                    .map_err(io("waiting for agent", self.bin))
+                wait_or_kill(&mut child, patience::step(), progress, || {
+                    ends_early(records)
+                })
+                .map_err(io("waiting for agent", self.bin))
             };
         let job_arg = job_path.display().to_string();
         let mut first_args = vec!["--job-json", job_arg.as_str()];
@@ -202,6 +210,9 @@ type Waited = Result<ExitStatus, Ended>;
 enum Ended {
     /// No progress for a whole idle window.
     Hung,
+    /// The run reached this many fault points, more than any run that
+    /// ends: a livelock, which keeps making progress.
+    RanAway(u64),
     /// The run had already broken an invariant for good, which no
     /// later event can mend, so waiting on would only delay the verdict
     /// (up to a hang's whole idle window when the breach also hangs it).
@@ -215,6 +226,10 @@ impl Ended {
                 "{agent} hung (killed after {:?} without progress)",
                 patience::step()
             ),
+            Ended::RanAway(reached) => format!(
+                "{agent} ran away (killed after the run reached {reached} fault points; the bound is {})",
+                patience::RUNAWAY_POINTS
+            ),
             Ended::Settled(v) => format!(
                 "{agent} ended early: the run broke {} for good ({})",
                 v.invariant, v.detail
@@ -223,17 +238,18 @@ impl Ended {
     }
 }
 
-/// How often a running agent's run is looked at for a breach that is settled.
+/// How often a running agent's run is looked at for a runaway or a breach
+/// that is settled.
 const SETTLED_PROBE: Duration = Duration::from_millis(200);
 
 /// Waits for an agent. Kills it if it makes no progress for `idle` (a hung
-/// agent must fail its run, not the whole gate), or as soon as `settled`
-/// finds the run has broken an invariant for good.
+/// agent must fail its run, not the whole gate), or as soon as
+/// `ends_early` finds the run ran away or broke an invariant for good.
 fn wait_or_kill(
     child: &mut std::process::Child,
     idle: Duration,
     progress: impl Fn() -> u64 + Send + 'static,
-    settled: impl Fn() -> Option<Violation>,
+    ends_early: impl Fn() -> Option<Ended>,
 ) -> std::io::Result<Waited> {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let watchdog = crate::watchdog::Watchdog::arm(child.id(), idle, progress);
@@ -248,7 +264,7 @@ fn wait_or_kill(
                     return (Err(std::io::Error::other("the agent's waiter died")), None)
                 }
             }
-            if let Some(breach) = settled() {
+            if let Some(breach) = ends_early() {
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
                 let status = waited
                     .recv()
@@ -260,8 +276,31 @@ fn wait_or_kill(
     let hung = watchdog.disarm();
     let status = status?;
     Ok(match (breach, hung) {
-        (Some(breach), _) => Err(Ended::Settled(breach)),
+        (Some(ended), _) => Err(ended),
         (None, true) => Err(Ended::Hung),
         (None, false) => Ok(status),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agent_whose_run_ran_away_is_killed_and_says_so() {
+        let mut child = Command::new("sleep").arg("3600").spawn().unwrap();
+        // No idle window can end this wait: only the runaway can.
+        let waited = wait_or_kill(
+            &mut child,
+            Duration::from_secs(3600),
+            || 0,
+            || Some(Ended::RanAway(patience::RUNAWAY_POINTS)),
+        )
+        .unwrap();
+        let Err(ended) = waited else {
+            panic!("the agent was waited for to its end")
+        };
+        assert!(matches!(ended, Ended::RanAway(_)));
+        assert!(ended.problem("agent").contains("agent ran away"));
+    }
 }
