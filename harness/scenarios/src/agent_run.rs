@@ -84,6 +84,13 @@ impl Agents<'_> {
                 let (executor, engine) = by_process(faults);
                 cmd.args(extra)
                     .env(taskgate_faults::FAULT_LOG_ENV, log)
+                    // The harness's measure of this machine: an agent that
+                    // measured its own would spend a calibration's CPU at
+                    // each start, on the run's critical path.
+                    .env(
+                        patience::SPEED_FACTOR_ENV,
+                        patience::speed_factor().to_string(),
+                    )
                     .env(
                         taskgate_faults::FAULTS_ENV,
                         taskgate_faults::env_spec(engine),
