@@ -4,6 +4,9 @@
 #   - a mount (in /proc/self/mountinfo) that mentions taskgate or a test temp
 #     directory: /tmp/.tmp* (tempfile's default) or /tmp/tg* (tests/common's
 #     Sandbox), also under $TMPDIR,
+#   - a lab's work dir (taskgate-lab.*) in a scratch root the lab uses:
+#     /dev/shm, $TMPDIR or /tmp (a failing run's data is kept there for a
+#     person to read; a CI stage that fails runs on purpose removes them),
 #   - a running (not zombie) process named taskgate.
 # Prints every leftover it finds.  POSIX sh, so it also runs on busybox inside
 # the ci/qemu-matrix.sh guests.
@@ -42,6 +45,10 @@ scan() {
             esac
         done </proc/self/mountinfo
     fi
+    for root in /dev/shm "$tmp" /tmp; do
+        [ -d "$root" ] || continue
+        find "$root" -mindepth 1 -maxdepth 1 -type d -name 'taskgate-lab.*' 2>/dev/null
+    done | sort -u | sed 's/^/lab: /'
     for comm in /proc/[0-9]*/comm; do
         [ -r "$comm" ] || continue
         name=$(cat "$comm" 2>/dev/null) || continue
@@ -91,5 +98,5 @@ if [ -n "$new" ]; then
     printf '%s' "$new" | sed 's/^/leftovers:   /'
     exit 1
 fi
-echo "leftovers: none (no new taskgate cgroups, mounts or processes)"
+echo "leftovers: none (no new taskgate cgroups, mounts, labs or processes)"
 exit 0
