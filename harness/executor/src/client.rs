@@ -4,6 +4,7 @@ use crate::error::ExecutorError;
 use crate::isolation::cgroup::parent::CgroupParent;
 use crate::isolation::cgroup::TaskCgroup;
 use crate::protocol::{self, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
+use crate::spawn::spawn;
 use crate::spec::{ExitResult, ReattachInfo, StopOutcome, TaskSpec};
 use crate::sys::{kill_and_wait, pidfd_open, wait_exited};
 use crate::task_lock::TaskLock;
@@ -11,13 +12,12 @@ use crate::validate::validate;
 use crate::KillSignal;
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::BufReader;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 use taskgate_faults::seeded::SeededBug;
 use taskgate_faults::Faults;
@@ -208,54 +208,56 @@ fn spawn_executor(
         .map_err(ExecutorError::io(format!("open {}", paths.spec.display())))?;
     let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(ExecutorError::io("ready pipe"))?;
-    // Park both fds above 4 so the child's dup2 onto 3 and 4 cannot clobber one with the other.
+    // Every fd the child is handed is parked above 5, so its dups onto 0 to 5
+    // cannot clobber one another. Its stdio is /dev/null.
     let spec_fd = dup_above(&spec_file)?;
     let ready_fd = dup_above(&ready_w)?;
     let lock_fd = dup_above(lock.file())?;
-    let (spec_raw, ready_raw, lock_raw) = (
-        spec_fd.as_raw_fd(),
-        ready_fd.as_raw_fd(),
-        lock_fd.as_raw_fd(),
-    );
+    let null = File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(ExecutorError::io("open /dev/null"))?;
+    let null = dup_above(&null)?;
 
-    let mut cmd = Command::new(&cfg.executor_bin);
-    cmd.arg("--run-dir")
-        .arg(&cfg.run_dir)
-        .arg("--cgroup-parent")
-        .arg(cfg.cgroup_parent.as_str())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // Set or cleared either way: an executor never sees the engine's own
-    // faults, inherited from an agent's environment.
-    match &cfg.faults.spec {
-        Some(spec) => cmd.env(taskgate_faults::FAULTS_ENV, spec),
-        None => cmd.env_remove(taskgate_faults::FAULTS_ENV),
-    };
-    match &cfg.faults.log {
-        Some(log) => cmd.env(taskgate_faults::FAULT_LOG_ENV, log),
-        None => cmd.env_remove(taskgate_faults::FAULT_LOG_ENV),
-    };
-    // SAFETY: only dup2, which is async-signal-safe, runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            for (from, to) in [
-                (spec_raw, SPEC_FD),
-                (ready_raw, READY_FD),
-                (lock_raw, LOCK_FD),
-            ] {
-                if libc::dup2(from, to) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(ExecutorError::io(format!(
+    // An executor never sees the engine's own faults, inherited from an
+    // agent's environment: its own come from the config, or none.
+    let fault_vars = [
+        (
+            taskgate_faults::FAULTS_ENV,
+            cfg.faults.spec.as_deref().map(OsStr::new),
+        ),
+        (
+            taskgate_faults::FAULT_LOG_ENV,
+            cfg.faults.log.as_deref().map(|log| log.as_os_str()),
+        ),
+    ];
+    let env: Vec<(OsString, OsString)> =
+        std::env::vars_os()
+            .filter(|(key, _)| !fault_vars.iter().any(|(name, _)| key == name))
+            .chain(fault_vars.iter().filter_map(|(name, value)| {
+                value.map(|v| (OsString::from(name), OsString::from(v)))
+            }))
+            .collect();
+    let args = [
+        OsStr::new("--run-dir"),
+        cfg.run_dir.as_os_str(),
+        OsStr::new("--cgroup-parent"),
+        OsStr::new(cfg.cgroup_parent.as_str()),
+    ];
+    let fds = [
+        (null.as_fd(), libc::STDIN_FILENO),
+        (null.as_fd(), libc::STDOUT_FILENO),
+        (null.as_fd(), libc::STDERR_FILENO),
+        (spec_fd.as_fd(), SPEC_FD),
+        (ready_fd.as_fd(), READY_FD),
+        (lock_fd.as_fd(), LOCK_FD),
+    ];
+    let child = spawn(&cfg.executor_bin, &args, &env, &fds).map_err(ExecutorError::io(format!(
         "spawn {}",
         cfg.executor_bin.display()
     )))?;
-    drop((spec_fd, ready_fd, lock_fd, ready_w, spec_file));
+    drop((spec_fd, ready_fd, lock_fd, null, ready_w, spec_file));
     // The first executor process only forks the daemon and exits: reap it here.
     let status = child
         .wait()

@@ -12,6 +12,7 @@ mod logs;
 mod protocol;
 pub mod server;
 mod signal;
+mod spawn;
 pub mod spec;
 mod sys;
 mod task_lock;
