@@ -263,6 +263,7 @@ mod tests {
                 kind,
                 attempt,
                 failed: false,
+                message: String::new(),
             });
             self
         }

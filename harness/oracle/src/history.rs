@@ -27,6 +27,10 @@ pub enum Event {
         attempt: u32,
         /// Nomad's `Failed` flag: the event ends the task in failure.
         failed: bool,
+        /// The engine's words, such as a driver failure's error: a failing
+        /// run's history shows why, with no data dir to open.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
     },
     /// The agent was killed and started again (fault hits continue from
     /// the new process); `stop` when the new agent stopped the alloc at once.
@@ -348,6 +352,7 @@ mod tests {
                 kind: TaskEventKind::Started,
                 attempt: 1,
                 failed: false,
+                message: "Task started by client".into(),
             },
             Event::AgentRestarted { stop: true },
         ];

@@ -156,6 +156,7 @@ impl T {
             kind,
             attempt,
             failed: false,
+            message: String::new(),
         })
     }
 

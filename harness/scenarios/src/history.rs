@@ -127,6 +127,7 @@ pub fn merge(
             kind: event_kind(e.kind),
             attempt: e.attempt,
             failed: e.fails_task,
+            message: e.message.clone(),
         }));
     }
     history

@@ -133,9 +133,15 @@ pub fn describe(e: &Event) -> String {
             kind,
             attempt,
             failed,
+            message,
         } => format!(
-            "event  {task} {kind:?} (attempt {attempt}){}",
-            if *failed { ", failed" } else { "" }
+            "event  {task} {kind:?} (attempt {attempt}){}{}",
+            if *failed { ", failed" } else { "" },
+            if message.is_empty() {
+                String::new()
+            } else {
+                format!(": {message}")
+            }
         ),
         Event::AgentRestarted { stop } => format!(
             "agent  restarted{}",

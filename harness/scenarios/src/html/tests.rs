@@ -54,6 +54,7 @@ fn legacy(task: &str) -> Vec<Event> {
             kind: taskgate_oracle::TaskEventKind::DriverFailure,
             attempt: 1,
             failed: true,
+            message: "layout missing".into(),
         },
     ]
 }
