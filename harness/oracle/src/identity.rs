@@ -104,10 +104,22 @@ pub fn executor_peers(pid: i32, executor: &ExecIdentity) -> Vec<i32> {
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
+    let wanted = (executor.alloc_id(), executor.task());
+    // The gate's thread answers the exec only after this scan, so most
+    // processes are ruled out by one readlink of their fd 3 before the full
+    // identity (their cgroup too) is read for the few left.
+    let holds_the_spec = |other: i32| {
+        std::fs::read_link(format!("/proc/{other}/fd/{SPEC_FD}"))
+            .ok()
+            .and_then(|target| parse_spec_fd_target(&target))
+            .is_some_and(|(alloc, task)| (Some(alloc.as_str()), Some(task.as_str())) == wanted)
+    };
     procs
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&other| other != pid && ExecIdentity::of_pid(other) == *executor)
+        .filter(|&other| {
+            other != pid && holds_the_spec(other) && ExecIdentity::of_pid(other) == *executor
+        })
         .collect()
 }
 
