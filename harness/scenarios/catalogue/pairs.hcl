@@ -66,8 +66,10 @@ scenario "stopped-runner-crash" {
     each {
       points = ["a:tr.observed_terminal"]
       action = "kill"
-      # b's start delivers the stop while a waits before its prestart.
-      with   = ["b:tr.after_driver_start=stop-alloc", "a:tr.before_prestart=await(b:tr.after_driver_start@1)"]
+      # b's start delivers the stop while a waits before its prestart, until
+      # the alloc runner has told the task runners (waiting for b's start
+      # alone raced a's prestart against the update's handling).
+      with   = ["b:tr.after_driver_start=stop-alloc", "a:tr.before_prestart=await(ar.task_runners_updated@1)"]
     }
   }
   expect {
