@@ -99,7 +99,7 @@ fn finish(
     });
     match waited {
         Ok(summary) => Some(summary),
-        Err(late) if ran_away(faults) => {
+        Err(late) if ran_away(faults.progress()) => {
             problems.push(format!(
                 "allocation did not finish: it ran away, reaching {} fault points (a run that ends reaches a few hundred; the bound is {})",
                 faults.progress(),
@@ -183,7 +183,7 @@ pub async fn until_idle<F: std::future::Future + Unpin>(
             return Some(out);
         }
         let now = faults.progress();
-        if ran_away(faults) {
+        if ran_away(now) {
             return None;
         }
         if now == seen {
@@ -199,9 +199,9 @@ pub async fn until_idle<F: std::future::Future + Unpin>(
     }
 }
 
-/// Whether the run reached more points than any run that ends should.
-fn ran_away(faults: &Faults) -> bool {
-    faults.progress() >= patience::RUNAWAY_POINTS
+/// Whether a run at `progress` reached more points than any run that ends should.
+fn ran_away(progress: u64) -> bool {
+    progress >= patience::RUNAWAY_POINTS
 }
 
 #[cfg(test)]
@@ -250,7 +250,7 @@ mod tests {
         // runaway bound can end this wait.
         let (waited, faults) = wait(None, Duration::from_secs(3600));
         assert_eq!(waited, None);
-        assert!(ran_away(&faults), "{} points", faults.progress());
+        assert!(ran_away(faults.progress()), "{} points", faults.progress());
     }
 
     #[test]
@@ -260,7 +260,7 @@ mod tests {
             Duration::from_secs(3600),
         );
         assert_eq!(waited, Some(true));
-        assert!(!ran_away(&faults));
+        assert!(!ran_away(faults.progress()));
     }
 
     #[test]
@@ -274,6 +274,6 @@ mod tests {
             Duration::from_secs(1),
         ));
         assert_eq!(waited, None);
-        assert!(!ran_away(&faults));
+        assert!(!ran_away(faults.progress()));
     }
 }

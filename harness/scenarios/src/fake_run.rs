@@ -188,11 +188,7 @@ mod tests {
     use taskgate_oracle::Event;
 
     fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(4)
-            .enable_all()
-            .build()
-            .unwrap()
+        taskgate_engine::engine_runtime().expect("the engine's runtime")
     }
 
     /// Without root: every stop-race schedule of the scenario of docs/nomad-prestart-race-report.txt,

@@ -89,11 +89,7 @@ pub fn own_user() -> String {
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap()
+    taskgate_engine::engine_runtime().expect("the engine's runtime")
 }
 
 pub fn task(name: &str, hook: Option<LifecycleHook>, sidecar: bool) -> Task {
