@@ -178,12 +178,16 @@ scenario "user-restart-then-failure" {
     group "g" {
       task "web" {
         driver       = "exec"
-        kill_timeout = "250ms"
+        # The kill signal does nothing by default: one that comes before a
+        # run has counted itself is lost, and SIGKILL after the grace ends
+        # that run, so every run is counted before it can end (with INT, a
+        # restart's kill could end run 1 uncounted, and run 2 then waited
+        # for ever as run 1 again).
+        kill_signal  = "SIGURG"
+        kill_timeout = "5s"
         config {
           command = "/bin/sh"
-          # Shell builtins only before the trap's wait: a kill signal that
-          # comes early finds no child to end instead of the shell.
-          args    = ["-c", "trap 'exit 0' INT TERM; if [ -e /local/ran-twice ]; then echo web run 3; sleep 3600 & wait; fi; if [ -e /local/ran-once ]; then : > /local/ran-twice; echo web run 2 fails; exit 1; fi; : > /local/ran-once; echo web run 1; sleep 3600 & wait"]
+          args    = ["-c", "if [ -e /local/ran-twice ]; then trap 'exit 0' URG; echo web run 3; sleep 3600 & wait; fi; if [ -e /local/ran-once ]; then : > /local/ran-twice; echo web run 2 fails; exit 1; fi; : > /local/ran-once; trap 'exit 0' URG; echo web run 1; sleep 3600 & wait"]
         }
         restart {
           attempts = 1

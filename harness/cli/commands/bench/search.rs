@@ -99,7 +99,8 @@ mod measure {
     /// The job counts each figure is measured at, side by side.
     const JOBS: [usize; 2] = [1, 2];
 
-    /// Times the gate over `only` (every scenario if empty) in `scratch`,
+    /// Times the gate over `only` (every scenario if empty) as `taskgate
+    /// gate` runs it (its labs where a lab puts them, not in `scratch`),
     /// and `fake_schedules` random schedules of the report's scenario on
     /// the fake driver, each at every count of [`JOBS`].
     pub fn measure(scratch: &Path, only: &[String], fake_schedules: u32) -> anyhow::Result<Search> {
@@ -117,8 +118,7 @@ mod measure {
                 .args(["--jobs", &jobs.to_string()])
                 .arg("--junit")
                 .arg(&junit)
-                .env("TMPDIR", scratch)
-                .stdout(Stdio::null())
+                .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
             for name in only {
                 command.args(["--only", name]);
@@ -126,10 +126,17 @@ mod measure {
             let started = Instant::now();
             let out = command.output().context("running the gate")?;
             let elapsed = started.elapsed();
+            // A failing run's report is all that is left of it: the scratch
+            // dir with its kept data goes when the bench ends.
+            let failures: String = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|line| !line.starts_with('[') || !line.contains("] pass "))
+                .map(|line| format!("{line}\n"))
+                .collect();
             ensure!(
                 out.status.success(),
                 "the gate at --jobs {jobs} failed ({}): a failing build has no speed to \
-                 report\n{}",
+                 report\n{failures}{}",
                 out.status,
                 String::from_utf8_lossy(&out.stderr)
             );
