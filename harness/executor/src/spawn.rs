@@ -77,12 +77,9 @@ pub(crate) fn spawn(
     };
     let (argv_ptrs, envp_ptrs) = (null_terminated(&argv), null_terminated(&envp));
 
-    let actions = FileActions::new()?;
+    let mut actions = FileActions::new()?;
     for (from, to) in fds {
-        // SAFETY: `actions` is initialised; both are plain fd numbers.
-        check(unsafe {
-            libc::posix_spawn_file_actions_adddup2(actions.as_ptr(), from.as_raw_fd(), *to)
-        })?;
+        actions.dup2(from.as_raw_fd(), *to)?;
     }
     let attr = Attributes::new()?;
     let mut pid = 0;
@@ -122,8 +119,13 @@ impl FileActions {
         Ok(FileActions(actions))
     }
 
-    fn as_ptr(&self) -> *mut libc::posix_spawn_file_actions_t {
-        std::ptr::from_ref(&*self.0).cast_mut()
+    fn dup2(&mut self, from: RawFd, to: RawFd) -> io::Result<()> {
+        // SAFETY: initialised in `new`; both are plain fd numbers.
+        check(unsafe { libc::posix_spawn_file_actions_adddup2(&mut *self.0, from, to) })
+    }
+
+    fn as_ptr(&self) -> *const libc::posix_spawn_file_actions_t {
+        &*self.0
     }
 }
 
@@ -144,27 +146,28 @@ impl Attributes {
         let mut attr = Box::new(unsafe { std::mem::zeroed() });
         // SAFETY: `attr` points to storage of the right type.
         check(unsafe { libc::posix_spawnattr_init(&mut *attr) })?;
-        let attr = Attributes(attr);
+        let mut attr = Attributes(attr);
+        let raw: *mut libc::posix_spawnattr_t = &mut *attr.0;
         // SAFETY: the sets are initialised by sigemptyset/sigaddset before
-        // they are read; `attr` is initialised.
+        // they are read; `raw` points to the initialised attributes.
         unsafe {
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             let mut pipe: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut pipe);
             libc::sigaddset(&mut pipe, libc::SIGPIPE);
-            check(libc::posix_spawnattr_setsigmask(attr.as_ptr(), &empty))?;
-            check(libc::posix_spawnattr_setsigdefault(attr.as_ptr(), &pipe))?;
+            check(libc::posix_spawnattr_setsigmask(raw, &empty))?;
+            check(libc::posix_spawnattr_setsigdefault(raw, &pipe))?;
             check(libc::posix_spawnattr_setflags(
-                attr.as_ptr(),
+                raw,
                 (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
             ))?;
         }
         Ok(attr)
     }
 
-    fn as_ptr(&self) -> *mut libc::posix_spawnattr_t {
-        std::ptr::from_ref(&*self.0).cast_mut()
+    fn as_ptr(&self) -> *const libc::posix_spawnattr_t {
+        &*self.0
     }
 }
 
