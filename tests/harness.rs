@@ -148,6 +148,39 @@ fn gate_writes_a_junit_report() {
     scratch.finish(&["g.xml"]);
 }
 
+/// A lab too deep for its executors' sockets (a long `TMPDIR`) refuses its
+/// runs as harness errors: the engine's "socket path too long" start
+/// failure is never judged, where it broke an invariant of its own and let
+/// the zoo count every seeded bug as caught by it.
+#[test]
+#[serial]
+fn a_lab_too_deep_for_its_sockets_fails_its_runs_unjudged() {
+    let scratch = Scratch::new();
+    let deep = scratch.path().join("d".repeat(60));
+    std::fs::create_dir(&deep).unwrap();
+    let out = scratch.run(
+        {
+            let mut command = scratch.command(&["gate", "--only", "prestart-hook-error"]);
+            command.env("TMPDIR", &deep);
+            command
+        },
+        &["gate"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(
+        !out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("is longer than a Unix socket address allows"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("0 passed, 8 failed"), "{stdout}");
+    assert!(!stdout.contains("violation:"), "{stdout}");
+    std::fs::remove_dir_all(&deep).unwrap();
+    scratch.finish(&[]);
+}
+
 /// A gate told to stop (SIGINT, as Ctrl-C sends it) ends the run in
 /// progress, gives no verdict and no report, and takes its lab down:
 /// nothing of it is left (its tasks, cgroups, mount and temp dir).

@@ -389,8 +389,12 @@ fn record_cgroup_parent(config: &EngineConfig, state: &StateDb) -> Result<(), En
     })
 }
 
+/// The length of every alloc id (a UUID's form): the room a path named
+/// after one needs.
+pub const ALLOC_ID_LEN: usize = 36;
+
 /// A random id in UUID form (hex and dashes, never a '.', which the oracle
-/// relies on to split cgroup names).
+/// relies on to split cgroup names), [`ALLOC_ID_LEN`] long.
 fn new_alloc_id() -> Result<String, EngineError> {
     let mut bytes = [0u8; 16];
     let path = PathBuf::from("/dev/urandom");
@@ -415,6 +419,16 @@ fn new_alloc_id() -> Result<String, EngineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Paths built from an alloc id (a lab's socket check) count on its length.
+    #[test]
+    fn every_alloc_id_has_the_declared_length() {
+        for _ in 0..32 {
+            let id = new_alloc_id().unwrap();
+            assert_eq!(id.len(), ALLOC_ID_LEN, "{id}");
+            assert!(!id.contains('.'), "{id}");
+        }
+    }
 
     #[test]
     fn the_socket_dir_and_the_state_database_are_for_root_only() {

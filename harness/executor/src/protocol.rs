@@ -79,11 +79,20 @@ impl RunPaths {
             lock: lock_path(run_dir, alloc_id, task_name),
             root: run_dir.join(format!("{stem}.root")),
         };
-        if paths.socket.as_os_str().len() > MAX_SOCKET_PATH {
-            return Err(ExecutorError::SocketPathTooLong { path: paths.socket });
-        }
+        check_socket_path(&paths.socket)?;
         Ok(paths)
     }
+}
+
+/// Refuses a socket path a Unix socket address cannot hold: a run dir deep
+/// enough for that fails the task's start.
+pub fn check_socket_path(socket: &Path) -> Result<(), ExecutorError> {
+    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(ExecutorError::SocketPathTooLong {
+            path: socket.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 /// The name of the spec file an executor holds open on [`SPEC_FD`] for its

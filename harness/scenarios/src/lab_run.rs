@@ -69,8 +69,8 @@ impl Runner for LabRunner<'_> {
         let n = self.runs.get() + 1;
         self.runs.set(n);
         let data_dir = self.lab.work_dir().join(format!("run-{n}"));
-        let outcome = std::fs::create_dir(&data_dir)
-            .map_err(io("creating", &data_dir))
+        let outcome = sockets_fit(run, &data_dir)
+            .and_then(|()| std::fs::create_dir(&data_dir).map_err(io("creating", &data_dir)))
             .and_then(|()| self.run_in(run, &data_dir));
         let mut report = match outcome {
             Ok(outcome) => judge(run, outcome),
@@ -108,6 +108,20 @@ impl Runner for LabRunner<'_> {
         report.duration = started.elapsed();
         report
     }
+}
+
+/// Refuses a run whose executors could not listen in its data dir: a lab
+/// made too deep (a long `TMPDIR`) would fail their starts, and the run
+/// would report the engine's clear error as a violation of its own.
+fn sockets_fit(run: &Run<'_>, data_dir: &Path) -> Result<(), LabError> {
+    let alloc_id = "0".repeat(taskgate_engine::ALLOC_ID_LEN);
+    let run_dir = DataDir::new(data_dir).run();
+    run.scenario.tasks().iter().try_for_each(|task| {
+        taskgate_executor::check_socket_path(&taskgate_executor::socket_path(
+            &run_dir, &alloc_id, &task.name,
+        ))
+        .map_err(LabError::from)
+    })
 }
 
 impl<'a> LabRunner<'a> {
