@@ -56,31 +56,22 @@ build() {
     cargo build --bins --features failpoints
 }
 
-# scratch_root: where a lab puts its runs unless TMPDIR says: /dev/shm
-# when it is a writable tmpfs (harness/scenarios/src/lab.rs scratch_root).
-scratch_root() {
-    if [ -z "${TMPDIR:-}" ] && [ -w /dev/shm ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
-        echo /dev/shm
-    else
-        echo "${TMPDIR:-/tmp}"
-    fi
-}
-
 # catch NAME: the zoo's gate with bug NAME chosen must fail on a violation;
 # its time to that failure is written to $RESULTS/NAME (judged once paced).
 catch() {
-    local name=$1 out rc line secs violation labs
+    local name=$1 out rc line secs violation kept
     out=$(mktemp "${TMPDIR:-/tmp}/ci-zoo.XXXXXX")
-    # The gate keeps a failing run's data for a person to read; here the
-    # failure is the point, so its lab lives in a scratch root of its own,
-    # removed after (on the tmpfs the lab would choose, when there is one).
-    labs=$(mktemp -d "$(scratch_root)/ci-zoo-labs.XXXXXX")
     set +e
-    env RUST_BACKTRACE=0 TMPDIR="$labs" "$BUG_ENV=$name" "$ZOO_DIR/taskgate" gate --jobs 1 \
-        --fail-fast --junit "$ZOO_DIR/$name.xml" >"$out" 2>&1
+    env RUST_BACKTRACE=0 "$BUG_ENV=$name" "$ZOO_DIR/taskgate" gate --jobs 1 --fail-fast \
+        --junit "$ZOO_DIR/$name.xml" >"$out" 2>&1
     rc=$?
     set -e
-    rm -rf "$labs"
+    # The gate keeps a failing run's lab for a person to read; here the
+    # failure is the point (its history is in the JUnit file). The lab stays
+    # where a gate puts it: a deeper one changes the runs' socket paths.
+    while IFS= read -r kept; do
+        case $kept in */taskgate-lab.*) rm -rf -- "$kept" ;; esac
+    done < <(sed -n "s/^failing runs' data kept in //p" "$out")
     line=$(grep '^first failure: ' "$out" || true)
     secs=$(sed -n 's/.*, after \([0-9.]*\)s$/\1/p' <<<"$line")
     if [ "$rc" = 0 ] || [ -z "$secs" ] || ! grep -q '^  violation: ' "$out"; then
