@@ -1,0 +1,24 @@
+//! The command line's own manners, with no root, agent or lab:
+//! `cargo test --features failpoints --test cli`.
+
+use std::process::{Command, Stdio};
+
+/// A reader that went away (`taskgate gate --list | head -1`) ends the
+/// output, not the command: printing to the closed pipe once panicked.
+#[test]
+#[should_panic(expected = "failed printing to stdout")] // the bug: println! panics on EPIPE
+fn output_into_a_closed_pipe_is_dropped_quietly() {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    // Closed before the command starts: its first line already meets EPIPE.
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
+        .args(["gate", "--list"])
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run taskgate");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
