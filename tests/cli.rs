@@ -6,7 +6,6 @@ use std::process::{Command, Stdio};
 /// A reader that went away (`taskgate gate --list | head -1`) ends the
 /// output, not the command: printing to the closed pipe once panicked.
 #[test]
-#[should_panic(expected = "failed printing to stdout")] // the bug: println! panics on EPIPE
 fn output_into_a_closed_pipe_is_dropped_quietly() {
     let (reader, writer) = std::io::pipe().expect("a pipe");
     // Closed before the command starts: its first line already meets EPIPE.

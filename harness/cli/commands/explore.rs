@@ -135,7 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .iter()
             .filter(|r| r.verdict() == RunVerdict::Pass)
         {
-            println!("{}", r.explain());
+            crate::commands::say!("{}", r.explain());
         }
     }
     print_failures(&ran.reports, 3);
@@ -152,17 +152,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let unit = scenario.case_noun();
     let elapsed = ran.elapsed;
-    println!(
+    crate::commands::say!(
         "{}: {} {unit}s run in {elapsed:.2?} ({:.1} {unit}s/s), {failed} failing",
         scenario.name,
         ran.reports.len(),
         ran.reports.len() as f64 / elapsed.as_secs_f64().max(1e-9),
     );
     if args.random > 0 && unit == "schedule" {
-        println!("{}", pct_guarantee());
+        crate::commands::say!("{}", pct_guarantee());
     }
     if let Some(first) = &ran.first_failure {
-        println!(
+        crate::commands::say!(
             "first failure at {unit} {} of {}, after {:.2?}",
             first.position,
             all.len(),
@@ -195,7 +195,7 @@ fn confirm(
         .map(|(run, _)| *run)
         .collect();
     let Some(workshop) = workshop else {
-        println!(
+        crate::commands::say!(
             "{} failing on the fake driver, unconfirmed: as root, explore replays each on the \
              real executor before it counts (or: sudo taskgate replay TOKEN)",
             failing.len()
@@ -218,7 +218,7 @@ fn confirm(
         failing.len(),
         fake_only.join(" ")
     );
-    println!(
+    crate::commands::say!(
         "{} failing on the fake driver, each confirmed on the real executor",
         failing.len()
     );

@@ -64,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let catalogue = scenario_set(&args)?;
     if args.list {
         for s in &catalogue {
-            println!("{:<22} {}", s.name, s.about);
+            crate::commands::say!("{:<22} {}", s.name, s.about);
         }
         return Ok(());
     }
@@ -77,7 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut workshop = session.workshop();
     workshop.report_data = html.as_ref().map(|h| h.keeper());
     if shard != Shard::WHOLE {
-        println!(
+        crate::commands::say!(
             "gate: shard {shard}: {planned} of the plan's {} runs",
             gate.plan.len()
         );
@@ -112,30 +112,32 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", args.junit.display()))?;
     print_failures(&ran.reports, 5);
     if shard == Shard::WHOLE {
-        print!("{}", coverage::render(&coverage));
+        crate::commands::say_part!("{}", coverage::render(&coverage));
     }
     if args.random > 0 {
-        println!("{}", super::explore::pct_guarantee());
+        crate::commands::say!("{}", super::explore::pct_guarantee());
     }
-    println!("scenario                          runs  failed  known bug");
+    crate::commands::say!("scenario                          runs  failed  known bug");
     for tally in gate.tallies(&ran.reports) {
         let known = (tally.scenario.expect.known_violation.as_ref())
             .map_or(String::new(), |k| k.bug.clone());
-        println!(
+        crate::commands::say!(
             "{:<32} {:>5}  {:>6}  {known}",
-            tally.scenario.name, tally.runs, tally.failed
+            tally.scenario.name,
+            tally.runs,
+            tally.failed
         );
     }
     let failed = ran.failed();
-    println!(
+    crate::commands::say!(
         "gate: {} runs in {:.1?}; JUnit report: {}",
         ran.reports.len(),
         ran.elapsed,
         args.junit.display()
     );
-    println!("{} passed, {failed} failed", ran.reports.len() - failed);
+    crate::commands::say!("{} passed, {failed} failed", ran.reports.len() - failed);
     if let Some(first) = &ran.first_failure {
-        println!(
+        crate::commands::say!(
             "first failure: {} (run {} of {planned}), after {:.1}s",
             ran.reports[first.position - 1].token,
             first.position,
@@ -161,18 +163,18 @@ fn merge(args: &Args) -> anyhow::Result<()> {
         shards.push((path.display().to_string(), xml));
     }
     let merged = gate::merge(&scenario_set(args)?, &shards)?;
-    print!("{}", coverage::render(&merged.coverage));
+    crate::commands::say_part!("{}", coverage::render(&merged.coverage));
     let report = merged.report;
     std::fs::write(&args.junit, report.to_string()?)
         .with_context(|| format!("writing {}", args.junit.display()))?;
     let failed = report.failures + report.errors;
-    println!(
+    crate::commands::say!(
         "gate: {} shards merged into {}: {} runs",
         shards.len(),
         args.junit.display(),
         report.tests
     );
-    println!("{} passed, {failed} failed", report.tests - failed);
+    crate::commands::say!("{} passed, {failed} failed", report.tests - failed);
     anyhow::ensure!(
         failed == 0,
         "the release gate failed: {failed} runs violated invariants"

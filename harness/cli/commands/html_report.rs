@@ -148,7 +148,7 @@ impl Report {
             .collect();
         let written = html::write(&self.dir, &summary, reports, &drawn)
             .with_context(|| format!("writing the report into {}", self.dir.display()))?;
-        println!(
+        crate::commands::say!(
             "report: {} ({} pages, {} KiB, written in {:.0?})",
             written.index.display(),
             written.pages.len() + 1,

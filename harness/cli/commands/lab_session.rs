@@ -120,19 +120,19 @@ pub fn print_failures(reports: &[RunReport], limit: usize) {
         .filter(|r| r.passed() && !r.expected.is_empty())
         .take(limit)
     {
-        println!("{}", r.explain());
+        crate::commands::say!("{}", r.explain());
     }
     let failed: Vec<&RunReport> = reports.iter().filter(|r| !r.passed()).collect();
     for r in failed.iter().take(limit) {
-        println!("{}", r.explain());
+        crate::commands::say!("{}", r.explain());
     }
     if failed.len() > limit {
-        println!(
+        crate::commands::say!(
             "... and {} more failing runs; replay tokens:",
             failed.len() - limit
         );
         for r in failed.iter().skip(limit) {
-            println!("  {}", r.token);
+            crate::commands::say!("  {}", r.token);
         }
     }
 }
@@ -177,9 +177,12 @@ impl Progress {
             }
             None => {
                 let verdict = report.verdict();
-                println!(
+                crate::commands::say!(
                     "[{}/{}] {verdict} {} ({:.2?})",
-                    self.done, self.total, report.token, report.duration
+                    self.done,
+                    self.total,
+                    report.token,
+                    report.duration
                 );
                 let _ = std::io::stdout().flush();
             }

@@ -8,6 +8,15 @@ macro_rules! say {
 }
 pub(crate) use say;
 
+/// [`say!`] without the newline: `print!` that never panics.
+macro_rules! say_part {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+pub(crate) use say_part;
+
 pub mod agent;
 pub mod agent_config;
 #[cfg(feature = "failpoints")]

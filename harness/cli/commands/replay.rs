@@ -57,7 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut each = |report: &RunReport| {
         i += 1;
         let verdict = replay_verdict(report);
-        println!("[{i}/{}] {verdict} ({:.2?})", args.repeat, report.duration);
+        crate::commands::say!("[{i}/{}] {verdict} ({:.2?})", args.repeat, report.duration);
     };
     let mut ran = run_all(&runner, &repeats, StopAt::End, &interrupted, &mut each);
     if !interrupted() {
@@ -73,14 +73,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Err(interrupted_after(ran.reports.len(), args.repeat as usize));
     }
     let verdicts = gate::verdicts(&ran.reports);
-    println!(
+    crate::commands::say!(
         "{}: {} runs, {} distinct verdicts:",
         run.token(),
         args.repeat,
         verdicts.len()
     );
     for (verdict, (count, _)) in &verdicts {
-        println!("  {count:>4}/{}  {verdict}", args.repeat);
+        crate::commands::say!("  {count:>4}/{}  {verdict}", args.repeat);
     }
     if let (Some(html), Some(last)) = (&html, ran.reports.last()) {
         html.write(
@@ -95,7 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     for (_, report) in verdicts.values() {
-        println!("{}", report.explain());
+        crate::commands::say!("{}", report.explain());
     }
     anyhow::bail!(
         "the same token reached {} different verdicts",
@@ -105,16 +105,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn show(report: &RunReport) -> anyhow::Result<()> {
     if report.passed() {
-        println!(
+        crate::commands::say!(
             "PASS {}  ({}) in {:.2?}",
-            report.token, report.description, report.duration
+            report.token,
+            report.description,
+            report.duration
         );
         for (i, e) in report.history.iter().enumerate() {
-            println!("    #{i:<3} {}", taskgate_scenarios::report::describe(e));
+            crate::commands::say!("    #{i:<3} {}", taskgate_scenarios::report::describe(e));
         }
         Ok(())
     } else {
-        println!("{}", report.explain());
+        crate::commands::say!("{}", report.explain());
         anyhow::bail!("replayed run fails")
     }
 }

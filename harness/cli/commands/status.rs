@@ -69,17 +69,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|e| alloc_view(&e.alloc, &e.tasks))
         .collect();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&views)?);
+        crate::commands::say!("{}", serde_json::to_string_pretty(&views)?);
         return Ok(());
     }
     if views.is_empty() {
-        println!("no allocations in {}", args.client.data_dir.display());
+        crate::commands::say!("no allocations in {}", args.client.data_dir.display());
     }
     for (n, alloc) in views.iter().enumerate() {
         if n > 0 {
-            println!();
+            crate::commands::say!();
         }
-        print!("{}", render(alloc, args.verbose));
+        crate::commands::say_part!("{}", render(alloc, args.verbose));
     }
     Ok(())
 }

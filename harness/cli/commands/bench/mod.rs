@@ -120,7 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let report = Report::new(&bench, pause, latency, rss, engine, search);
     report.print_table();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+        crate::commands::say!("{}", serde_json::to_string_pretty(&report.to_json())?);
     }
     Ok(())
 }

@@ -149,28 +149,34 @@ impl Report {
 
     pub(super) fn print_table(&self) {
         let met = |ok: bool| if ok { "met" } else { "NOT met" };
-        println!(
+        crate::commands::say!(
             "taskgate bench: {} build ({}), /bin/true under full isolation",
             self.build,
             self.binary.display(),
         );
-        println!(
+        crate::commands::say!(
             "  {} interleaved runs each, {} ms pause before each",
             self.runs,
             self.pause.as_millis()
         );
         if self.build == "debug" {
-            println!("  (debug build: for real numbers use cargo build --release, target/release/taskgate)");
+            crate::commands::say!("  (debug build: for real numbers use cargo build --release, target/release/taskgate)");
         }
-        println!();
-        println!(
+        crate::commands::say!();
+        crate::commands::say!(
             "start-to-exit wall time, ms        {:>8} {:>8} {:>8} {:>8}",
-            "min", "median", "p90", "max"
+            "min",
+            "median",
+            "p90",
+            "max"
         );
         let row = |name: &str, s: &Stats| {
-            println!(
+            crate::commands::say!(
                 "  {name:<32} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
-                s.min, s.median, s.p90, s.max
+                s.min,
+                s.median,
+                s.p90,
+                s.max
             )
         };
         row("taskgate launch+wait+shutdown", &self.taskgate);
@@ -186,66 +192,72 @@ impl Report {
         }
         row("runc run", &self.runc);
         row("unshare+chroot floor", &self.floor);
-        println!(
+        crate::commands::say!(
             "  taskgate/runc: median ratio {:.3} (target <= {TARGET_RATIO}: {}), min ratio {:.3}",
             self.ratio(),
             met(self.ratio() <= TARGET_RATIO),
             self.taskgate.min / self.runc.min
         );
-        println!(
+        crate::commands::say!(
             "  taskgate/floor median ratio {:.2}; floor/runc {:.3}",
             self.taskgate.median / self.floor.median,
             self.floor.median / self.runc.median
         );
-        println!();
+        crate::commands::say!();
         let mean = self.mean_rss_kib();
         let n = self.memory.len() as f64;
         let avg = |f: fn(&Memory) -> u64| self.memory.iter().map(|m| f(m) as f64).sum::<f64>() / n;
-        println!(
+        crate::commands::say!(
             "executor resident memory, {} running tasks (per executor process)",
             self.memory.len()
         );
-        println!(
+        crate::commands::say!(
             "  VmRSS mean {:.0} KiB ({:.2} MiB), max {} KiB (target < 4 MiB: {})",
             mean,
             mean / 1024.0,
             self.max_rss_kib(),
             met(self.max_rss_kib() < RSS_TARGET_KIB)
         );
-        println!(
+        crate::commands::say!(
             "  of which anon {:.0} KiB, file {:.0} KiB; PSS {:.0} KiB; {:.0} threads",
             avg(|m| m.rss_anon_kib),
             avg(|m| m.rss_file_kib),
             avg(|m| m.pss_kib),
             avg(|m| m.threads)
         );
-        println!();
+        crate::commands::say!();
         let e = &self.engine_to_exec;
-        println!(
+        crate::commands::say!(
             "engine: {} allocs, at most {} in flight, each stopped at Started",
-            self.engine.allocs, self.engine.concurrency
+            self.engine.allocs,
+            self.engine.concurrency
         );
-        println!(
+        crate::commands::say!(
             "  {:.1} allocs started-and-stopped per second ({:.0} ms each, {:.2} s total)",
             self.allocs_per_sec(),
             1e3 / self.allocs_per_sec(),
             self.engine.elapsed.as_secs_f64()
         );
-        println!(
+        crate::commands::say!(
             "  submit-to-exec ms: p50 {:.2}, p99 {:.2} (min {:.2}, max {:.2})",
-            e.median, e.p99, e.min, e.max
+            e.median,
+            e.p99,
+            e.min,
+            e.max
         );
-        println!(
+        crate::commands::say!(
             "  {} of {} stops came before the task's SIGINT trap and waited out the {} ms kill_timeout",
             self.engine.escalated,
             self.engine.allocs,
             KILL_TIMEOUT.as_millis()
         );
-        println!();
+        crate::commands::say!();
         match &self.search {
             Some(search) => search.print(),
-            None if cfg!(feature = "failpoints") => println!("search: skipped (--no-search)"),
-            None => println!(
+            None if cfg!(feature = "failpoints") => {
+                crate::commands::say!("search: skipped (--no-search)")
+            }
+            None => crate::commands::say!(
                 "search: timed only by a build with fault points \
                  (cargo build --release --features failpoints)"
             ),

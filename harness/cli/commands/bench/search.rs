@@ -44,13 +44,13 @@ impl Search {
     }
 
     pub fn print(&self) {
-        println!("search (the harness's own speed, this build)");
+        crate::commands::say!("search (the harness's own speed, this build)");
         for (what, unit, figures) in [
             ("gate, real executors", "runs", &self.gate),
             ("fake driver, sidecar-stop", "schedules", &self.fake),
         ] {
             for t in figures {
-                println!(
+                crate::commands::say!(
                     "  {what:<26} --jobs {}: {} {unit} in {:.2} s, {:.1} {unit}/s",
                     t.jobs,
                     t.runs,
@@ -58,7 +58,7 @@ impl Search {
                     t.per_sec()
                 );
             }
-            println!(
+            crate::commands::say!(
                 "  {what:<26} --jobs {} / --jobs {}: {:.2}x",
                 figures.last().unwrap().jobs,
                 figures[0].jobs,
