@@ -99,12 +99,15 @@ pub fn parse_cgroup(contents: &str) -> Option<(String, String)> {
 }
 
 /// The other live processes with the identity `executor` (the same task's
-/// executors), read from `/proc` at this instant.
+/// executors), read from `/proc` at this instant; none for an identity that
+/// is no executor's.
 pub fn executor_peers(pid: i32, executor: &ExecIdentity) -> Vec<i32> {
+    let ExecIdentity::Executor { alloc_id, task } = executor else {
+        return Vec::new();
+    };
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let wanted = (executor.alloc_id(), executor.task());
     // The gate's thread answers the exec only after this scan, so most
     // processes are ruled out by one readlink of their fd 3 before the full
     // identity (their cgroup too) is read for the few left.
@@ -112,7 +115,7 @@ pub fn executor_peers(pid: i32, executor: &ExecIdentity) -> Vec<i32> {
         std::fs::read_link(format!("/proc/{other}/fd/{SPEC_FD}"))
             .ok()
             .and_then(|target| parse_spec_fd_target(&target))
-            .is_some_and(|(alloc, task)| (Some(alloc.as_str()), Some(task.as_str())) == wanted)
+            .is_some_and(|(a, t)| a == *alloc_id && t == *task)
     };
     procs
         .flatten()
