@@ -74,6 +74,32 @@ scenario "executor-fault" {
   }
 }
 
+scenario "executor-fault-after-stop" {
+  about = "the stop reaches the alloc runner after web's start was committed, and its executor then fails after its mounts or before exec, no restart left: the failed launch fails the task (as Nomad's does), the stop does not make it complete"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "process"
+    then    = "run-to-end"
+    each {
+      points = ["web:ex.after_mounts", "web:ex.before_exec"]
+      action = "error"
+      # The executor waits after its cgroup until the alloc runner began
+      # the stop's kill: the launch fails after the stop on any machine.
+      with = [
+        "web:tr.start_committed=stop-alloc",
+        "web:ex.after_cgroup=await(ar.kill_started@1)",
+      ]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "the oracle takes a launch that failed after a stop for the stop's end: it derives complete where the engine, as Nomad, reports the failure"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
 scenario "agent-kill" {
   about = "the agent is SIGKILLed at a boundary and restarted: no task lost, none started twice"
   job   = "jobs/report.hcl"
