@@ -93,10 +93,6 @@ scenario "executor-fault-after-stop" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "the oracle takes a launch that failed after a stop for the stop's end: it derives complete where the engine, as Nomad, reports the failure"
-      invariant = "status-matches-exits"
-    }
   }
 }
 

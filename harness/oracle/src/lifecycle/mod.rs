@@ -5,7 +5,7 @@
 //! account of itself; only the final status and the restart counters are
 //! the engine's, and those are what they check.
 
-use crate::attempts::{attempts, time_at_or_before, windows_begin};
+use crate::attempts::{attempts, time_at_or_before, windows_begin, Began};
 use crate::history::{AllocStatus, Event, TaskRole, TaskShape};
 use crate::invariant::{Invariant, Violation};
 use crate::timeline::{
@@ -254,6 +254,8 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
 
 /// The status the records give: failed if a task's executor was killed
 /// (by the harness) with no attempt after it and none left in its policy,
+/// if a task's last attempt failed to start (its setup failed, or its
+/// executor never exec'd it) with none left, stop or no stop,
 /// if a task's last recorded
 /// exit was a failure it was not told to die for and its restart policy
 /// had no attempt left, or if a task never ran and its runner gave up
@@ -314,6 +316,32 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
             why = Some(format!(
                 "{}'s executor died at #{at}, its policy had no attempt left, and none followed",
                 task.name
+            ));
+            continue;
+        }
+        // A start that failed is the policy's to judge even if a stop came
+        // meanwhile: the stop did not end it (Nomad's runner too asks its
+        // restart tracker about a driver's failure, killed or not). One an
+        // agent restart followed is the restored agent's (judged above).
+        let roots = tree_roots(history, &task.name);
+        let executor_killed = executor_kills(history, &task.name);
+        let failed_start = all.last().filter(|a| {
+            let after = |v: &[usize]| v.iter().any(|&i| i > a.at);
+            let never_exec = match a.began {
+                Began::SetupFailed => true,
+                // An exit recorded is a task that ran (the fake driver
+                // execs none).
+                Began::Launch => a.exit.is_none() && !after(&roots) && !after(&executor_killed),
+                Began::LostCommit => false,
+            };
+            let restored =
+                (history[a.at..].iter()).any(|e| matches!(e, Event::AgentRestarted { .. }));
+            never_exec && !restored && policy_gives_up(a.at)
+        });
+        if let Some(a) = failed_start {
+            why = Some(format!(
+                "{}'s start at #{} failed (its task never exec'd) and its policy had no attempt left",
+                task.name, a.at
             ));
             continue;
         }

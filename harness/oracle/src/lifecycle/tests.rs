@@ -375,6 +375,38 @@ fn a_lost_executor_fails_the_alloc_only_when_the_policy_gives_up(
     assert!(v.is_empty(), "{v:#?}");
 }
 
+/// A start that failed after the stop reached the alloc runner (its
+/// executor never exec'd the task, or its setup failed) is the policy's to
+/// judge: with no attempt left it fails the alloc, as Nomad's does; with
+/// one left, the stop ends the task between attempts. One an agent restart
+/// followed is the restored agent's.
+#[rstest]
+#[case::launch_failed_none_left(0, "launch", false, AllocStatus::Failed, true)]
+#[case::launch_failed_reported_complete(0, "launch", false, AllocStatus::Complete, false)]
+#[case::launch_failed_one_left(1, "launch", false, AllocStatus::Complete, true)]
+#[case::launch_failed_one_left_reported_failed(1, "launch", false, AllocStatus::Failed, false)]
+#[case::setup_failed_none_left(0, "setup", false, AllocStatus::Failed, true)]
+#[case::setup_failed_reported_complete(0, "setup", false, AllocStatus::Complete, false)]
+#[case::launch_then_restored_to_stop(0, "launch", true, AllocStatus::Complete, true)]
+fn a_start_failed_after_the_stop_is_the_policys(
+    #[case] attempts: u32,
+    #[case] failed: &str,
+    #[case] restored_to_stop: bool,
+    #[case] reported: AllocStatus,
+    #[case] holds: bool,
+) {
+    let h = H::default().stop();
+    let h = match failed {
+        "launch" => h.executor_beside("web", &[]),
+        _ => h.hit_with("web:hook.prestart.before.task_dir", Action::Error),
+    };
+    let h = if restored_to_stop { h.restart(true) } else { h };
+    let h = h.gave_up("web").status(reported);
+    let web = shape("web", TaskRole::Main { leader: false }, attempts);
+    let v = check_status_matches_exits(&h.0, &[web]);
+    assert_eq!(v.is_empty(), holds, "{v:#?}");
+}
+
 /// An attempt a killed agent committed, lost at restore, used a restart
 /// of the policy: the next failure is the last.
 #[rstest]
