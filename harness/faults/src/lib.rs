@@ -221,6 +221,9 @@ pub enum Detail {
     /// A task's runner decided a restart by its policy, to begin after
     /// this wait (nanoseconds: the jitter is drawn in them).
     RestartWait { wait_ns: u64 },
+    /// An await went on without what it awaited: the run made no progress
+    /// for a whole patience window. The fault proved nothing.
+    AwaitGaveUp,
 }
 
 /// Builds the full name of a point reached within a scope (a task name).

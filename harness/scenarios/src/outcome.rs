@@ -6,7 +6,7 @@ use crate::history::Records;
 use taskgate_engine::state::TaskRecord;
 use taskgate_engine::{AllocSummary, DesiredStatus};
 use taskgate_faults::points;
-use taskgate_faults::{Fault, Hit};
+use taskgate_faults::{Action, Detail, Fault, Hit};
 use taskgate_oracle::ExecRecord;
 
 /// The restart jitter seed of every engine the harness runs, real or
@@ -38,16 +38,28 @@ pub(crate) fn by_process(faults: &[Fault]) -> (Vec<&Fault>, Vec<&Fault>) {
 }
 
 /// A configured fault that never fired proved nothing: its hit (the one
-/// that carries its action) must be in the log.
+/// that carries its action) must be in the log. Nor did an await that gave
+/// up (it waits only while the run makes progress): its pass says so.
 pub(crate) fn unfired(faults: &[Fault], hits: &[Hit]) -> Vec<String> {
-    faults
-        .iter()
-        .filter(|f| {
-            !hits
-                .iter()
-                .any(|h| h.point == f.point && h.action.as_ref() == Some(&f.action))
+    let fired = |f: &Fault| {
+        (hits.iter()).any(|h| h.point == f.point && h.action.as_ref() == Some(&f.action))
+    };
+    let gave_up = |f: &Fault| {
+        matches!(f.action, Action::AwaitHit { .. })
+            && (hits.iter()).any(|h| h.point == f.point && h.detail == Some(Detail::AwaitGaveUp))
+    };
+    (faults.iter())
+        .filter_map(|f| {
+            if !fired(f) {
+                Some(format!("configured fault {f} never fired"))
+            } else if gave_up(f) {
+                Some(format!(
+                    "configured fault {f} gave up: what it awaited had not come when the run stopped making progress"
+                ))
+            } else {
+                None
+            }
         })
-        .map(|f| format!("configured fault {f} never fired"))
         .collect()
 }
 
@@ -66,4 +78,43 @@ pub(crate) fn summary_records(summary: Option<&AllocSummary>) -> Records {
 /// Each task's restart count as its record holds it.
 pub(crate) fn restart_counts(tasks: &[TaskRecord]) -> Vec<(String, u32)> {
     tasks.iter().map(|t| (t.task.clone(), t.restarts)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn hit(point: &str, action: Option<&str>, detail: Option<Detail>) -> Hit {
+        Hit {
+            seq: 0,
+            point: point.parse().unwrap(),
+            action: action.map(|a| a.parse().unwrap()),
+            detail,
+            at_us: 0,
+        }
+    }
+
+    const AWAIT: &str = "await(ar.kill_started@1)";
+    const GAVE_UP: Option<Detail> = Some(Detail::AwaitGaveUp);
+
+    #[rstest]
+    #[case::awaited(
+        vec![hit("web:p", Some(AWAIT), None), hit("ar.kill_started", None, None), hit("web:p", None, None)],
+        None
+    )]
+    #[case::gave_up(
+        vec![hit("web:p", Some(AWAIT), None), hit("web:p", None, GAVE_UP)],
+        Some("configured fault web:p=await(ar.kill_started@1) gave up: what it awaited had not come when the run stopped making progress")
+    )]
+    #[case::killed_while_waiting(vec![hit("web:p", Some(AWAIT), None)], None)]
+    #[case::never_reached(
+        vec![hit("ar.kill_started", None, None)],
+        Some("configured fault web:p=await(ar.kill_started@1) never fired")
+    )]
+    fn an_await_that_gave_up_never_fired(#[case] hits: Vec<Hit>, #[case] problem: Option<&str>) {
+        let fault: Fault = format!("web:p={AWAIT}").parse().unwrap();
+        let problems = unfired(&[fault], &hits);
+        assert_eq!(problems, Vec::from_iter(problem.map(String::from)));
+    }
 }

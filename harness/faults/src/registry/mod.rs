@@ -125,8 +125,8 @@ impl Faults {
             }
             Action::AwaitHit { point, nth } => {
                 self.record(at, &some);
-                blocking(|| self.await_hit(&point.to_string(), nth));
-                self.record(at, &None);
+                let came = blocking(|| self.await_hit(&point.to_string(), nth));
+                self.append(at, &None, (!came).then_some(Detail::AwaitGaveUp));
                 None
             }
             Action::Delay(ms) => {
@@ -233,11 +233,11 @@ impl Faults {
         Ok(faults)
     }
 
-    /// Blocks until the fault log holds `nth` hits of `name`. The log grows
-    /// as any process sharing it moves on, so a wait that saw no growth for a
-    /// whole patience window is hung: it gives up (and the run, whose history
-    /// then lacks the awaited hit, fails on what follows).
-    fn await_hit(&self, name: &str, nth: u32) {
+    /// Blocks until the fault log holds `nth` hits of `name`, and says
+    /// whether it does. The log grows as any process sharing it moves on,
+    /// so a wait that saw no growth for a whole patience window is hung: it
+    /// gives up (and its pass records that, which fails the run).
+    fn await_hit(&self, name: &str, nth: u32) -> bool {
         let Some(path) = self.lock().log.as_ref().map(|(_, p)| p.clone()) else {
             panic!("await({name}) configured, but this run logs no hits to wait on");
         };
@@ -247,14 +247,14 @@ impl Faults {
         loop {
             let hits = read_log(&path).unwrap_or_default();
             if hits.iter().filter(|h| h.point.is_named(name)).count() >= nth as usize {
-                return;
+                return true;
             }
             let now = std::fs::metadata(&path).map_or(0, |m| m.len());
             if now != size {
                 size = now;
                 last_growth = Instant::now();
             } else if last_growth.elapsed() > idle {
-                return;
+                return false;
             }
             // A poll of a file another process appends to: nothing to wake on.
             std::thread::sleep(Duration::from_millis(2));
