@@ -7,16 +7,16 @@
 //! flags say which of these it does.
 
 use crate::interventions;
-use crate::server::Server;
+use crate::server::{Server, Servers};
 use crate::until_running::UntilRunning;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use taskgate_engine::agent::{Agent, Followed, Following};
 use taskgate_engine::control::ControlError;
 use taskgate_engine::jobspec::Job;
 use taskgate_engine::{AllocStatus, DataDir};
-use taskgate_faults::{patience, Faults, Intervention};
+use taskgate_faults::{Faults, Intervention};
 
 /// What the harness asks of one agent process.
 #[derive(Debug, Clone, Default)]
@@ -61,52 +61,6 @@ pub struct AgentSide {
     orders: Orders,
     servers: Arc<Servers>,
     faults: Faults,
-}
-
-/// The servers of the allocations the harness follows, which its
-/// interventions deliver to.
-#[derive(Default)]
-struct Servers {
-    list: Mutex<Vec<Arc<Server>>>,
-    added: Condvar,
-}
-
-impl Servers {
-    fn add(&self, server: Arc<Server>) {
-        lock(&self.list).push(server);
-        self.added.notify_all();
-    }
-
-    /// Delivers `what` to every allocation followed. One that comes before
-    /// the harness follows any waits for it: a restored agent's runners
-    /// reach `tr.restoring` as soon as they are restored, before the
-    /// harness gets their alloc's control (delivered to none, a restart
-    /// there was lost, and a fault awaiting it hung).
-    fn deliver(&self, what: Intervention) {
-        // Followed already, as is usual: delivered at once, as before.
-        let mut list = lock(&self.list).clone();
-        if list.is_empty() {
-            list = taskgate_faults::blocking(|| self.wait_for_one(what));
-        }
-        for server in list {
-            server.deliver(what);
-        }
-    }
-
-    /// The servers once the harness follows an allocation; a loud failure
-    /// if it never does.
-    fn wait_for_one(&self, what: Intervention) -> Vec<Arc<Server>> {
-        let (list, waited) = self
-            .added
-            .wait_timeout_while(lock(&self.list), patience::step(), |l| l.is_empty())
-            .unwrap_or_else(|p| p.into_inner());
-        assert!(
-            !waited.timed_out(),
-            "{} delivered, but the harness followed no allocation",
-            what.as_str()
-        );
-        list.clone()
-    }
 }
 
 impl AgentSide {
@@ -212,8 +166,4 @@ impl AgentSide {
             }
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

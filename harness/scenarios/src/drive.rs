@@ -8,11 +8,11 @@ use crate::lab::LabError;
 use crate::model::{FaultCase, Scenario, Then};
 use crate::outcome::by_process;
 use crate::plan::InProcess;
-use crate::server::Server;
+use crate::server::{Server, Servers};
 use crate::until_running::{settled, UntilRunning};
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use taskgate_engine::{AllocSummary, Engine};
 use taskgate_faults::{patience, Await, Fault, Faults, Intervention};
@@ -38,12 +38,12 @@ pub(crate) fn drive(
         } => control::arm(faults, schedule, controlled),
         InProcess::Faults { case, .. } => configure(faults, &case.faults),
     }
-    let server_slot: Arc<OnceLock<Arc<Server>>> = Default::default();
-    let slot = server_slot.clone();
+    // An intervention the alloc's runners reach before submit returned
+    // waits for the server (it was dropped, and the run went on without it).
+    let servers = Arc::new(Servers::default());
+    let delivering = servers.clone();
     interventions::install(faults, data_dir.to_path_buf(), move |what| {
-        if let Some(server) = slot.get() {
-            server.deliver(what)
-        }
+        delivering.deliver(what)
     });
     let _guard = runtime.enter();
     let alloc = engine.submit(&scenario.job, None)?;
@@ -52,7 +52,7 @@ pub(crate) fn drive(
         scenario.job.clone(),
         faults.clone(),
     ));
-    let _ = server_slot.set(server.clone());
+    servers.add(server.clone());
     let stop = move || server.deliver(Intervention::StopAlloc);
     match case {
         InProcess::Race {

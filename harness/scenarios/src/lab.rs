@@ -282,7 +282,9 @@ impl Drop for Lab {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// A poisoned lock's data is still the run's: a panicked run is reported,
+/// not hidden behind a second panic.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

@@ -3,11 +3,12 @@
 //! just before it is sent (the oracle pairs deliveries with the update
 //! handler's receipts in that order); and in a user's place, a restart.
 
-use std::sync::Mutex;
+use crate::lab::lock;
+use std::sync::{Arc, Condvar, Mutex};
 use taskgate_engine::jobspec::Job;
 use taskgate_engine::{AllocControl, AllocUpdate, RestartScope};
 use taskgate_faults::points::{HARNESS_STOP_DELIVERED, HARNESS_UPDATE_DELIVERED};
-use taskgate_faults::{Detail, Faults, Intervention};
+use taskgate_faults::{patience, Detail, Faults, Intervention};
 use taskgate_oracle::history::{JOB_VERSION_ENV, JOB_VERSION_META};
 
 pub struct Server {
@@ -50,7 +51,7 @@ impl Server {
             drop(self.alloc.restart(scope));
             return;
         }
-        let mut job = self.job.lock().unwrap_or_else(|p| p.into_inner());
+        let mut job = lock(&self.job);
         let update = match what {
             Intervention::StopAlloc => AllocUpdate::stop(),
             Intervention::UpdateAlloc => {
@@ -66,6 +67,52 @@ impl Server {
             other => unreachable!("{} is not an update", other.as_str()),
         };
         self.alloc.update(update);
+    }
+}
+
+/// The servers of the allocations the harness follows, which its
+/// interventions deliver to.
+#[derive(Default)]
+pub struct Servers {
+    list: Mutex<Vec<Arc<Server>>>,
+    added: Condvar,
+}
+
+impl Servers {
+    pub fn add(&self, server: Arc<Server>) {
+        lock(&self.list).push(server);
+        self.added.notify_all();
+    }
+
+    /// Delivers `what` to every allocation followed. One that comes before
+    /// the harness follows any waits for it: an alloc's runners may reach
+    /// a point before its submit (or a restored agent's restore) returned
+    /// its control (delivered to none, a stop there was lost, and a fault
+    /// awaiting it hung).
+    pub fn deliver(&self, what: Intervention) {
+        // Followed already, as is usual: delivered at once, as before.
+        let mut list = lock(&self.list).clone();
+        if list.is_empty() {
+            list = taskgate_faults::blocking(|| self.wait_for_one(what));
+        }
+        for server in list {
+            server.deliver(what);
+        }
+    }
+
+    /// The servers once the harness follows an allocation; a loud failure
+    /// if it never does.
+    fn wait_for_one(&self, what: Intervention) -> Vec<Arc<Server>> {
+        let (list, waited) = self
+            .added
+            .wait_timeout_while(lock(&self.list), patience::step(), |l| l.is_empty())
+            .unwrap_or_else(|p| p.into_inner());
+        assert!(
+            !waited.timed_out(),
+            "{} delivered, but the harness followed no allocation",
+            what.as_str()
+        );
+        list.clone()
     }
 }
 
