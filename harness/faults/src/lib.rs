@@ -224,6 +224,9 @@ pub enum Detail {
     /// An await went on without what it awaited: the run made no progress
     /// for a whole patience window. The fault proved nothing.
     AwaitGaveUp,
+    /// An intervention on a task's processes found none to act on (no
+    /// executor to kill, say). The fault proved nothing.
+    NothingToActOn,
 }
 
 /// Builds the full name of a point reached within a scope (a task name).

@@ -71,17 +71,22 @@ pub fn install(
 ) {
     faults.set_intervention_handler(move |scope, what| {
         if what.is_sent_to_alloc() {
-            return deliver(what);
+            deliver(what);
+            return true;
         }
         let task = scope.unwrap_or_else(|| panic!("{what:?} needs a task-scoped point"));
         let procs = task_processes(&data_dir, task);
-        match what {
-            Intervention::KillExecutor => kill_and_reap(&procs.executors),
-            Intervention::KillTaskTree => kill_and_reap(&procs.tree),
-            Intervention::StopExecutor => signal_all(&procs.executors, Signal::SIGSTOP),
-            Intervention::ContinueExecutor => signal_all(&procs.executors, Signal::SIGCONT),
+        let (targets, act): (&[i32], fn(&[i32])) = match what {
+            Intervention::KillExecutor => (&procs.executors, kill_and_reap),
+            Intervention::KillTaskTree => (&procs.tree, kill_and_reap),
+            Intervention::StopExecutor => (&procs.executors, |p| signal_all(p, Signal::SIGSTOP)),
+            Intervention::ContinueExecutor => {
+                (&procs.executors, |p| signal_all(p, Signal::SIGCONT))
+            }
             sent => unreachable!("{} was delivered above", sent.as_str()),
-        }
+        };
+        act(targets);
+        !targets.is_empty()
     });
 }
 

@@ -39,20 +39,26 @@ pub(crate) fn by_process(faults: &[Fault]) -> (Vec<&Fault>, Vec<&Fault>) {
 
 /// A configured fault that never fired proved nothing: its hit (the one
 /// that carries its action) must be in the log. Nor did an await that gave
-/// up (it waits only while the run makes progress): its pass says so.
+/// up (it waits only while the run makes progress): its pass says so; nor
+/// an intervention that found no process to act on.
 pub(crate) fn unfired(faults: &[Fault], hits: &[Hit]) -> Vec<String> {
     let fired = |f: &Fault| {
         (hits.iter()).any(|h| h.point == f.point && h.action.as_ref() == Some(&f.action))
     };
-    let gave_up = |f: &Fault| {
-        matches!(f.action, Action::AwaitHit { .. })
-            && (hits.iter()).any(|h| h.point == f.point && h.detail == Some(Detail::AwaitGaveUp))
+    let fired_with = |f: &Fault, detail: Detail| {
+        (hits.iter()).any(|h| {
+            h.point == f.point && h.action.as_ref() == Some(&f.action) && h.detail == Some(detail)
+        })
     };
     (faults.iter())
         .filter_map(|f| {
             if !fired(f) {
                 Some(format!("configured fault {f} never fired"))
-            } else if gave_up(f) {
+            } else if fired_with(f, Detail::NothingToActOn) {
+                Some(format!("configured fault {f} found no process of its task to act on"))
+            } else if matches!(f.action, Action::AwaitHit { .. })
+                && (hits.iter()).any(|h| h.point == f.point && h.detail == Some(Detail::AwaitGaveUp))
+            {
                 Some(format!(
                     "configured fault {f} gave up: what it awaited had not come when the run stopped making progress"
                 ))
@@ -114,6 +120,22 @@ mod tests {
     )]
     fn an_await_that_gave_up_never_fired(#[case] hits: Vec<Hit>, #[case] problem: Option<&str>) {
         let fault: Fault = format!("web:p={AWAIT}").parse().unwrap();
+        let problems = unfired(&[fault], &hits);
+        assert_eq!(problems, Vec::from_iter(problem.map(String::from)));
+    }
+
+    #[rstest]
+    #[case::acted(None, None)]
+    #[case::found_nothing(
+        Some(Detail::NothingToActOn),
+        Some("configured fault web:p=kill-executor found no process of its task to act on")
+    )]
+    fn an_intervention_that_found_nothing_to_act_on_proved_nothing(
+        #[case] detail: Option<Detail>,
+        #[case] problem: Option<&str>,
+    ) {
+        let fault: Fault = "web:p=kill-executor".parse().unwrap();
+        let hits = [hit("web:p", Some("kill-executor"), detail)];
         let problems = unfired(&[fault], &hits);
         assert_eq!(problems, Vec::from_iter(problem.map(String::from)));
     }

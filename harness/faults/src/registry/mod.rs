@@ -32,7 +32,9 @@ struct State {
     intervention: Option<Arc<InterventionHandler>>,
 }
 
-type InterventionHandler = dyn Fn(Option<&str>, Intervention) + Send + Sync;
+/// Acts on a task's processes (or sends an update to its alloc), and says
+/// whether it found anything to act on.
+type InterventionHandler = dyn Fn(Option<&str>, Intervention) -> bool + Send + Sync;
 
 #[derive(Default)]
 struct Registry {
@@ -140,14 +142,16 @@ impl Faults {
                 // sent) before a later record, and the fault would read as
                 // never fired. Its delivery is a point of its own.
                 self.record(at, &some);
-                self.intervene(at.scope(), what);
+                // Delivered, or the handler failed loudly.
+                let _ = self.intervene(at.scope(), what);
                 None
             }
             Action::Intervene(what) => {
                 // Done before the pass is recorded, so the history shows the
-                // point passed only once the task's processes were acted on.
-                self.intervene(at.scope(), what);
-                self.record(at, &some);
+                // point passed only once the task's processes were acted on;
+                // an intervention that found none proved nothing, and says so.
+                let acted = self.intervene(at.scope(), what);
+                self.append(at, &some, (!acted).then_some(Detail::NothingToActOn));
                 None
             }
             Action::Error => {
@@ -266,12 +270,12 @@ impl Faults {
     /// fault layer does not. [`Faults::reset`] removes it.
     pub fn set_intervention_handler(
         &self,
-        handler: impl Fn(Option<&str>, Intervention) + Send + Sync + 'static,
+        handler: impl Fn(Option<&str>, Intervention) -> bool + Send + Sync + 'static,
     ) {
         self.lock().intervention = Some(Arc::new(handler));
     }
 
-    fn intervene(&self, scope: Option<&str>, what: Intervention) {
+    fn intervene(&self, scope: Option<&str>, what: Intervention) -> bool {
         // Called unlocked: the handler may deliver an update that reaches
         // points of this registry.
         let handler = self.lock().intervention.clone();

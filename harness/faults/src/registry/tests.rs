@@ -70,7 +70,10 @@ fn reset_drops_the_intervention_handler() {
     let run = faults.clone();
     // The handler holds the registry, as a harness's server does: reset
     // breaks the cycle.
-    faults.set_intervention_handler(move |_, _| drop(run.history()));
+    faults.set_intervention_handler(move |_, _| {
+        drop(run.history());
+        true
+    });
     assert_eq!(std::sync::Arc::strong_count(&faults.registry), 2);
     faults.reset();
     assert_eq!(std::sync::Arc::strong_count(&faults.registry), 1);
@@ -182,6 +185,7 @@ fn an_intervention_runs_the_installed_handler_before_the_pass() {
         log.lock()
             .unwrap()
             .push((scope.map(str::to_string), what, run.history().len()));
+        true
     });
     faults.configure(
         Some("web"),
@@ -201,9 +205,27 @@ fn an_intervention_runs_the_installed_handler_before_the_pass() {
 }
 
 #[test]
+fn an_intervention_that_found_nothing_to_act_on_says_so_at_its_pass() {
+    let faults = Faults::new();
+    faults.set_intervention_handler(|_, _| false);
+    faults.configure(
+        Some("web"),
+        "p",
+        Action::Intervene(Intervention::KillExecutor),
+    );
+    assert_eq!(faults.reach(Some("web"), "p"), None);
+    let hit = &faults.history()[0];
+    assert_eq!(
+        hit.action,
+        Some(Action::Intervene(Intervention::KillExecutor))
+    );
+    assert_eq!(hit.detail, Some(Detail::NothingToActOn));
+}
+
+#[test]
 fn several_faults_on_one_point_apply_in_order_on_their_hits() {
     let faults = Faults::new();
-    faults.set_intervention_handler(|_, _| {});
+    faults.set_intervention_handler(|_, _| true);
     for fault in ["web:p=sigstop-executor", "web:p=error", "web:p@2=delay(1)"] {
         faults.configure_fault(&fault.parse().unwrap());
     }
