@@ -75,19 +75,46 @@ scenario "executor-fault" {
 }
 
 scenario "executor-fault-after-stop" {
-  about = "the stop reaches the alloc runner after web's start was committed, and its executor then fails after its mounts or before exec, no restart left: the failed launch fails the task (as Nomad's does), the stop does not make it complete"
+  about = "the stop reaches the alloc runner after web's start was committed, and its executor then fails before exec, no restart left: the failed launch fails the task (as Nomad's does), the stop does not make it complete"
   job   = "jobs/web.hcl"
   faults {
     host    = "process"
     then    = "run-to-end"
     each {
-      points = ["web:ex.after_mounts", "web:ex.before_exec"]
+      points = ["web:ex.after_cgroup", "web:ex.after_mounts", "web:ex.before_exec"]
       action = "error"
       # The executor waits after its cgroup until the alloc runner began
-      # the stop's kill: the launch fails after the stop on any machine.
+      # the stop's kill (an error there takes effect after the wait): the
+      # launch fails after the stop on any machine.
       with = [
         "web:tr.start_committed=stop-alloc",
         "web:ex.after_cgroup=await(ar.kill_started@1)",
+      ]
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
+scenario "prestart-hook-error-after-stop" {
+  about = "the stop reaches the alloc runner while web's prestart hooks run, then a later hook fails, no restart left: the failed setup fails the task, as a failed launch does, and nothing is exec'd"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "process"
+    then    = "run-to-end"
+    each {
+      points = [
+        "web:hook.prestart.before.task_dir",
+        "web:hook.prestart.before.log_files",
+        "web:hook.prestart.before.task_env",
+      ]
+      action = "error"
+      # The runner goes on past its first hook only once the alloc runner
+      # began the stop's kill.
+      with = [
+        "web:hook.prestart.after.validate=stop-alloc",
+        "web:hook.prestart.after.validate=await(ar.kill_started@1)",
       ]
     }
   }
