@@ -5,13 +5,15 @@
 //! account of itself; only the final status and the restart counters are
 //! the engine's, and those are what they check.
 
-use crate::attempts::{attempts, time_at_or_before, windows_begin, Began};
+use crate::attempts::{attempts, time_at_or_before, windows_begin, Attempt, Began};
 use crate::history::{AllocStatus, Event, TaskRole, TaskShape};
 use crate::invariant::{Invariant, Violation};
 use crate::timeline::{
     end_unrecorded, executor_kills, exits, kills, launches, positions, restarts, tree_roots,
 };
-use taskgate_faults::points::TR_MAIN_EXITED;
+use taskgate_faults::points::{
+    AR_ALLOC_TERMINAL, TR_BEFORE_DRIVER_START, TR_BEFORE_PRESTART, TR_MAIN_EXITED,
+};
 use taskgate_faults::scoped;
 
 /// A task whose executor saw it exit successfully before the agent was
@@ -252,15 +254,18 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
         .collect()
 }
 
-/// The status the records give: failed if a task's executor was killed
-/// (by the harness) with no attempt after it and none left in its policy,
-/// if a task's last attempt failed to start (its setup failed, or its
-/// executor never exec'd it) with none left, stop or no stop,
-/// if a task's last recorded
-/// exit was a failure it was not told to die for and its restart policy
-/// had no attempt left, or if a task never ran and its runner gave up
-/// before any stop; complete otherwise. (A task killed by
-/// the kill path exits by a signal, or 0 from its trap: neither fails it.)
+/// The status the records give: failed if, for some task,
+/// - its executor was killed (by the harness) with no attempt after it and
+///   none left in its policy;
+/// - its last attempt failed to start (its setup failed, or its executor
+///   never exec'd it) with none left, stop or no stop, unless that attempt
+///   was decided once the alloc was terminal;
+/// - its last recorded exit was a failure it was not told to die for, and
+///   its policy had no attempt left;
+/// - it never ran and its runner gave up before any stop.
+///
+/// Complete otherwise. (A task killed by the kill path exits by a signal,
+/// or 0 from its trap: neither fails it.)
 pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     let Some(reported) = history.iter().rev().find_map(|e| match e {
         Event::AllocStatus(s @ (AllocStatus::Complete | AllocStatus::Failed)) => Some(*s),
@@ -321,8 +326,11 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         }
         // A start that failed is the policy's to judge even if a stop came
         // meanwhile: the stop did not end it (Nomad's runner too asks its
-        // restart tracker about a driver's failure, killed or not). One an
-        // agent restart followed is the restored agent's (judged above).
+        // restart tracker about a driver's failure, killed or not). Not one
+        // decided once the alloc was terminal: a correct engine never
+        // makes it (`no-exec-after-terminal` judges that), so its end is the
+        // stop's. One an agent restart followed is the restored agent's,
+        // judged by the rules below.
         let roots = tree_roots(history, &task.name);
         let executor_killed = executor_kills(history, &task.name);
         let failed_start = all.last().filter(|a| {
@@ -336,7 +344,11 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
             };
             let restored =
                 (history[a.at..].iter()).any(|e| matches!(e, Event::AgentRestarted { .. }));
-            never_exec && !restored && policy_gives_up(a.at)
+            // The attempt's own grant counts: its start is past `a.at`.
+            never_exec
+                && !restored
+                && decided_before_terminal(history, &task.name, a)
+                && policy_gives_up(a.at + 1)
         });
         if let Some(a) = failed_start {
             why = Some(format!(
@@ -383,6 +395,24 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
             why.map_or(String::new(), |w| format!(": {w}"))
         ),
     )]
+}
+
+/// Whether the runner decided on attempt `a` (its prestart, for a failed
+/// setup; its driver start, for a launch) before a stop made the alloc
+/// terminal, or no stop did.
+fn decided_before_terminal(history: &[Event], task: &str, a: &Attempt) -> bool {
+    let point = match a.began {
+        Began::SetupFailed => TR_BEFORE_PRESTART,
+        Began::Launch | Began::LostCommit => TR_BEFORE_DRIVER_START,
+    };
+    let decision = scoped(Some(task), point);
+    let decided = history[..a.at].iter().rposition(|e| e.is_hit(&decision));
+    let terminal = history.iter().position(|e| e.is_hit(AR_ALLOC_TERMINAL));
+    match (decided, terminal) {
+        (_, None) => true,
+        (Some(d), Some(t)) => d < t,
+        (None, Some(_)) => false,
+    }
 }
 
 /// Nothing of a task is alive once its alloc finished: not its executor,

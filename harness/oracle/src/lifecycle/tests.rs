@@ -5,7 +5,9 @@ use crate::history::{ExecRecord, TaskExit};
 use crate::identity::ExecIdentity;
 use rstest::rstest;
 use std::time::Duration;
-use taskgate_faults::points::{TR_KILLING, TR_MAIN_EXITED};
+use taskgate_faults::points::{
+    AR_ALLOC_TERMINAL, TR_BEFORE_DRIVER_START, TR_BEFORE_PRESTART, TR_KILLING, TR_MAIN_EXITED,
+};
 use taskgate_faults::{Action, Hit, Intervention};
 
 /// Builds histories the way the harness merges them.
@@ -375,32 +377,123 @@ fn a_lost_executor_fails_the_alloc_only_when_the_policy_gives_up(
     assert!(v.is_empty(), "{v:#?}");
 }
 
-/// A start that failed after the stop reached the alloc runner (its
-/// executor never exec'd the task, or its setup failed) is the policy's to
-/// judge: with no attempt left it fails the alloc, as Nomad's does; with
-/// one left, the stop ends the task between attempts. One an agent restart
-/// followed is the restored agent's.
+/// web's runner decides on an attempt: its driver start.
+fn decided(h: H) -> H {
+    h.hit(scoped(Some("web"), TR_BEFORE_DRIVER_START))
+}
+
+/// web's executor launched; it never exec'd the task.
+fn launched(h: H) -> H {
+    h.executor_beside("web", &[])
+}
+
+/// An attempt of web decided, whose executor never exec'd the task.
+fn launch_failed(h: H) -> H {
+    launched(decided(h))
+}
+
+/// A stop delivered and made the alloc terminal.
+fn stopped(h: H) -> H {
+    h.stop().hit(AR_ALLOC_TERMINAL.into())
+}
+
+/// A start that failed (its executor never exec'd the task, or its setup
+/// failed) is the policy's to judge, stop or no stop: with no attempt left
+/// it fails the alloc, as Nomad's does; with one left, a stop ends the task
+/// between attempts. Not a start decided once the alloc was terminal: a
+/// correct engine never makes it, so its end is the stop's.
 #[rstest]
-#[case::launch_failed_none_left(0, "launch", false, AllocStatus::Failed, true)]
-#[case::launch_failed_reported_complete(0, "launch", false, AllocStatus::Complete, false)]
-#[case::launch_failed_one_left(1, "launch", false, AllocStatus::Complete, true)]
-#[case::launch_failed_one_left_reported_failed(1, "launch", false, AllocStatus::Failed, false)]
-#[case::setup_failed_none_left(0, "setup", false, AllocStatus::Failed, true)]
-#[case::setup_failed_reported_complete(0, "setup", false, AllocStatus::Complete, false)]
-#[case::launch_then_restored_to_stop(0, "launch", true, AllocStatus::Complete, true)]
-fn a_start_failed_after_the_stop_is_the_policys(
+#[case::after_the_stop_none_left(
+    0,
+    launched(stopped(decided(H::default()))),
+    AllocStatus::Failed,
+    true
+)]
+#[case::after_the_stop_reported_complete(
+    0,
+    launched(stopped(decided(H::default()))),
+    AllocStatus::Complete,
+    false
+)]
+#[case::after_the_stop_one_left(
+    1,
+    launched(stopped(decided(H::default()))),
+    AllocStatus::Complete,
+    true
+)]
+#[case::after_the_stop_one_left_reported_failed(
+    1,
+    launched(stopped(decided(H::default()))),
+    AllocStatus::Failed,
+    false
+)]
+#[case::the_second_of_two_none_left(
+    1,
+    launched(stopped(decided(launch_failed(H::default())))),
+    AllocStatus::Failed,
+    true
+)]
+#[case::the_second_of_two_reported_complete(
+    1,
+    launched(stopped(decided(launch_failed(H::default())))),
+    AllocStatus::Complete,
+    false
+)]
+#[case::no_stop_after_a_failed_exit(
+    1,
+    launch_failed(H::default().start("web").exit("web", FAILED)),
+    AllocStatus::Failed,
+    true
+)]
+#[case::setup_failed_after_the_stop(
+    0,
+    stopped(H::default().hit(scoped(Some("web"), TR_BEFORE_PRESTART)))
+        .hit_with("web:hook.prestart.before.task_dir", Action::Error),
+    AllocStatus::Failed,
+    true
+)]
+#[case::decided_after_the_alloc_was_terminal(
+    0,
+    launch_failed(stopped(H::default())),
+    AllocStatus::Complete,
+    true
+)]
+#[case::decided_after_the_alloc_was_terminal_reported_failed(
+    0,
+    launch_failed(stopped(H::default())),
+    AllocStatus::Failed,
+    false
+)]
+#[case::its_task_ran_and_was_killed(
+    0,
+    stopped(decided(H::default()).start("web")).kill("web").exit("web", TaskExit::Signal(15)),
+    AllocStatus::Complete,
+    true
+)]
+#[case::its_exit_recorded_without_an_exec(
+    0,
+    stopped(launch_failed(H::default())).kill("web").exit("web", TaskExit::Signal(2)),
+    AllocStatus::Complete,
+    true
+)]
+#[case::brought_on_by_a_user_restart(
+    0,
+    launch_failed(H::default().start("web").user_restart("web").exit("web", TaskExit::Signal(15))),
+    AllocStatus::Failed,
+    true
+)]
+#[case::found_by_an_agent_restored_to_stop(
+    0,
+    launch_failed(decided(H::default())).restart(true),
+    AllocStatus::Complete,
+    true
+)]
+fn a_start_that_failed_is_the_policys(
     #[case] attempts: u32,
-    #[case] failed: &str,
-    #[case] restored_to_stop: bool,
+    #[case] h: H,
     #[case] reported: AllocStatus,
     #[case] holds: bool,
 ) {
-    let h = H::default().stop();
-    let h = match failed {
-        "launch" => h.executor_beside("web", &[]),
-        _ => h.hit_with("web:hook.prestart.before.task_dir", Action::Error),
-    };
-    let h = if restored_to_stop { h.restart(true) } else { h };
     let h = h.gave_up("web").status(reported);
     let web = shape("web", TaskRole::Main { leader: false }, attempts);
     let v = check_status_matches_exits(&h.0, &[web]);
