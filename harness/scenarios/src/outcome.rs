@@ -6,7 +6,7 @@ use crate::history::Records;
 use taskgate_engine::state::TaskRecord;
 use taskgate_engine::{AllocSummary, DesiredStatus};
 use taskgate_faults::points;
-use taskgate_faults::{Action, Detail, Fault, Hit};
+use taskgate_faults::{Detail, Fault, Hit};
 use taskgate_oracle::ExecRecord;
 
 /// The restart jitter seed of every engine the harness runs, real or
@@ -56,9 +56,7 @@ pub(crate) fn unfired(faults: &[Fault], hits: &[Hit]) -> Vec<String> {
                 Some(format!("configured fault {f} never fired"))
             } else if fired_with(f, Detail::NothingToActOn) {
                 Some(format!("configured fault {f} found no process of its task to act on"))
-            } else if matches!(f.action, Action::AwaitHit { .. })
-                && (hits.iter()).any(|h| h.point == f.point && h.detail == Some(Detail::AwaitGaveUp))
-            {
+            } else if fired_with(f, Detail::AwaitGaveUp) {
                 Some(format!(
                     "configured fault {f} gave up: what it awaited had not come when the run stopped making progress"
                 ))
@@ -110,7 +108,7 @@ mod tests {
         None
     )]
     #[case::gave_up(
-        vec![hit("web:p", Some(AWAIT), None), hit("web:p", None, GAVE_UP)],
+        vec![hit("web:p", Some(AWAIT), None), hit("web:p", Some(AWAIT), GAVE_UP)],
         Some("configured fault web:p=await(ar.kill_started@1) gave up: what it awaited had not come when the run stopped making progress")
     )]
     #[case::killed_while_waiting(vec![hit("web:p", Some(AWAIT), None)], None)]

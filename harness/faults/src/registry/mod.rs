@@ -127,8 +127,12 @@ impl Faults {
             }
             Action::AwaitHit { point, nth } => {
                 self.record(at, &some);
-                let came = blocking(|| self.await_hit(&point.to_string(), nth));
-                self.append(at, &None, (!came).then_some(Detail::AwaitGaveUp));
+                // A pass that gave up carries the action, so it names its fault.
+                if blocking(|| self.await_hit(&point.to_string(), nth)) {
+                    self.record(at, &None);
+                } else {
+                    self.append(at, &some, Some(Detail::AwaitGaveUp));
+                }
                 None
             }
             Action::Delay(ms) => {
