@@ -21,3 +21,24 @@ fn output_into_a_closed_pipe_is_dropped_quietly() {
     assert!(out.status.success(), "{}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A scenario the fake driver cannot run (its faults act in the executor)
+/// is refused up front, with why and what to run instead. Each of its
+/// cases used to "fail" on the fake, and the real executor's replay of
+/// them then accused the fake's model of a harness bug.
+#[test]
+#[should_panic(expected = "explore --driver fake took cases it cannot run for failures")]
+fn the_fake_driver_refuses_a_scenario_it_cannot_run() {
+    let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
+        .args(["explore", "--driver", "fake", "executor-fault"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run taskgate");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the fake driver cannot run executor-fault")
+            && stderr.contains("--driver real"),
+        "explore --driver fake took cases it cannot run for failures: {stderr}"
+    );
+}
