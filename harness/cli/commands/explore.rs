@@ -11,7 +11,7 @@ use super::lab_session::{
 use anyhow::Context;
 use std::path::PathBuf;
 use taskgate_scenarios::catalogue;
-use taskgate_scenarios::fake_run::FakeRunner;
+use taskgate_scenarios::fake_run::{fake_plan, FakeRunner};
 use taskgate_scenarios::gate::{run_jobs, Ran, StopAt};
 use taskgate_scenarios::lab_run::LabWorkshop;
 use taskgate_scenarios::plan::Run;
@@ -83,9 +83,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         StopAt::End
     };
-    let runs: Vec<_> = all.iter().collect();
+    let runs = match args.driver {
+        Driver::Real => all.iter().collect(),
+        Driver::Fake => fake_runs(&scenario.name, &all)?,
+    };
     let jobs = args.jobs.jobs();
-    let mut progress = Progress::new(&scenario.name, all.len())?;
+    let mut progress = Progress::new(&scenario.name, runs.len())?;
     let each = |r: &RunReport| progress.finished(r);
     let mut html = None;
     let mut confirming = None;
@@ -118,16 +121,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         html.settle(&mut ran.reports);
     }
     if interrupted() {
-        return Err(interrupted_after(ran.reports.len(), all.len()));
+        return Err(interrupted_after(ran.reports.len(), runs.len()));
     }
     let failed = ran.failed();
-    if args.driver == Driver::Fake && failed > 0 {
-        let mut workshop = confirming.as_ref().map(Session::workshop);
-        if let Some(workshop) = &mut workshop {
-            workshop.keep_failures = !args.expect_violation;
-        }
-        confirm(&ran, &runs, workshop.as_ref(), jobs)?;
-    }
     if args.verbose {
         // Known bugs' runs are shown below, with the failures.
         for r in ran
@@ -139,6 +135,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     print_failures(&ran.reports, 3);
+    // After the fake's failures are shown: a replay that passes is then
+    // the fake's model against what it did.
+    if args.driver == Driver::Fake && failed > 0 {
+        let mut workshop = confirming.as_ref().map(Session::workshop);
+        if let Some(workshop) = &mut workshop {
+            workshop.keep_failures = !args.expect_violation;
+        }
+        confirm(&ran, &runs, workshop.as_ref(), jobs)?;
+    }
     if let Some(html) = &html {
         html.write(&[&scenario], &ran.reports, None, ran.elapsed, |r| {
             !r.passed()
@@ -165,7 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::commands::say!(
             "first failure at {unit} {} of {}, after {:.2?}",
             first.position,
-            all.len(),
+            runs.len(),
             first.after
         );
     }
@@ -177,6 +182,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (true, _) => Ok(()),
     }
+}
+
+/// The cases of a scenario the fake driver can run. A scenario none of
+/// whose cases it can is refused, with why; one it can run only in part
+/// says what it leaves to the real executor.
+fn fake_runs<'a, 's>(name: &str, all: &'a [Run<'s>]) -> anyhow::Result<Vec<&'a Run<'s>>> {
+    let (runs, cannot): (Vec<&Run<'s>>, Vec<&Run<'s>>) =
+        all.iter().partition(|run| fake_plan(run).is_ok());
+    let Some(why) = cannot.first().and_then(|run| fake_plan(run).err()) else {
+        return Ok(runs);
+    };
+    anyhow::ensure!(
+        !runs.is_empty(),
+        "the fake driver cannot run {name}: it cannot {why}; explore it with --driver real"
+    );
+    crate::commands::say!(
+        "{name}: the fake driver runs {} of its {} cases; it cannot run the rest ({why}): \
+         explore them with --driver real",
+        runs.len(),
+        all.len()
+    );
+    Ok(runs)
 }
 
 /// A schedule that fails on the fake driver counts once the real executor,
@@ -212,8 +239,9 @@ fn confirm(
         .collect();
     anyhow::ensure!(
         fake_only.is_empty(),
-        "the real executor passes {} of the {} schedules the fake driver fails (the fake's \
-         model of the executor is wrong there, a harness bug): {}",
+        "the real executor passes {} of the {} schedules the fake driver fails: the fake's \
+         model is wrong there (it runs no program: its tasks exit 0 or run until stopped, \
+         whatever their commands do), or the harness has a bug: {}",
         fake_only.len(),
         failing.len(),
         fake_only.join(" ")
