@@ -123,6 +123,34 @@ scenario "prestart-hook-error-after-stop" {
   }
 }
 
+scenario "prestart-hook-panic-after-stop" {
+  about = "as prestart-hook-error-after-stop, a later hook panicking: a panicked hook is a failed setup too, which the policy (no restart left) fails the task for"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "process"
+    then    = "run-to-end"
+    each {
+      points = [
+        "web:hook.prestart.before.task_dir",
+        "web:hook.prestart.before.log_files",
+        "web:hook.prestart.before.task_env",
+      ]
+      action = "panic"
+      with = [
+        "web:hook.prestart.after.validate=stop-alloc",
+        "web:hook.prestart.after.validate=await(ar.kill_started@1)",
+      ]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "the oracle counts a setup the harness failed by an error as an attempt, not one it failed by a panic, so a panicked setup after a stop reads as the stop's end"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
 scenario "agent-kill" {
   about = "the agent is SIGKILLed at a boundary and restarted: no task lost, none started twice"
   job   = "jobs/report.hcl"
