@@ -144,10 +144,6 @@ scenario "prestart-hook-panic-after-stop" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "the oracle counts a setup the harness failed by an error as an attempt, not one it failed by a panic, so a panicked setup after a stop reads as the stop's end"
-      invariant = "status-matches-exits"
-    }
   }
 }
 
