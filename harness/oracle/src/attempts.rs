@@ -7,8 +7,7 @@
 //! ever exec'd: it began with its executor's exec (a launch), or with a
 //! commit that an agent killed before the launch left behind (the restored
 //! agent finds it lost), or with a setup the harness made fail (an error
-//! or a panic injected at a prestart hook: the engine turns a hook's panic
-//! into a failed setup).
+//! injected at a prestart hook).
 //!
 //! Times are the hits' own (`Hit::at_us`, the host's monotonic clock),
 //! stamped by the process that reached the point. An exec carries none: a
@@ -65,7 +64,7 @@ pub(crate) fn attempts(history: &[Event], task: &str) -> Vec<Attempt> {
     let failed_setup = |e: &Event| {
         matches!(e, Event::FaultHit(h) if h.point.scope() == Some(task)
             && h.point.point.starts_with("hook.prestart.")
-            && matches!(h.action, Some(Action::Error | Action::Panic)))
+            && h.action == Some(Action::Error))
     };
     starts.extend(
         positions(history, failed_setup)

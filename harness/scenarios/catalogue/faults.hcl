@@ -124,7 +124,7 @@ scenario "prestart-hook-error-after-stop" {
 }
 
 scenario "prestart-hook-panic-after-stop" {
-  about = "as prestart-hook-error-after-stop, a later hook panicking: a panicked hook is a failed setup too, which the policy (no restart left) fails the task for"
+  about = "as prestart-hook-error-after-stop, a panic at a later hook's boundary: it panics the task runner (a hook's points are outside its panic guard), and a runner that panicked fails its task, whatever the stop"
   job   = "jobs/web.hcl"
   faults {
     host    = "process"
@@ -144,6 +144,50 @@ scenario "prestart-hook-panic-after-stop" {
   }
   expect {
     status = "failed"
+    known_violation {
+      bug       = "the oracle does not know that a task runner the harness panicked fails its task: after a stop it reads as the stop's end"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
+scenario "runner-panic-while-stopping" {
+  about = "the stop kills web, and a panic at an exited or stop hook's boundary panics its task runner: the runner's cleanup records the task failed, and the alloc fails"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "process"
+    then    = "stop-when-running"
+    each {
+      points = ["web:hook.exited.*", "web:hook.stop.*"]
+      action = "panic"
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "the oracle does not know that a task runner the harness panicked fails its task: after a stop it reads as the stop's end"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
+scenario "runner-panic-in-prekill" {
+  about = "the stop begins web's kill, and a panic at a prekill hook's boundary panics its task runner: the runner's cleanup kills the running task, records it killed and failed, and the alloc fails"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "process"
+    then    = "stop-when-running"
+    each {
+      points = ["web:hook.prekill.*"]
+      action = "panic"
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "the oracle does not know that a task runner the harness panicked fails its task: after a stop it reads as the stop's end"
+      invariant = "status-matches-exits"
+    }
   }
 }
 
