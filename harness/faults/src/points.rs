@@ -180,6 +180,19 @@ pub fn in_executor(point: &str) -> bool {
     EXECUTOR_BOUNDARIES.contains(&point) || point == EX_BEFORE_BIND
 }
 
+/// The hook phase whose fault points run inside the hooks' panic guard: a
+/// panic there fails the hook (the update is deferred, as for an error).
+pub const GUARDED_HOOK_PHASE: &str = "update";
+
+/// Whether a panic injected at the task point `point` panics the task's
+/// runner: every point the runner itself reaches (its boundaries, the
+/// launch's, a hook's outside the guard), not one the alloc runner reaches
+/// for the task, nor an executor's.
+pub fn panics_task_runner(point: &str) -> bool {
+    let guarded = point.starts_with(&format!("hook.{GUARDED_HOOK_PHASE}."));
+    !guarded && !in_executor(point) && point != TR_KILL_ASKED && point != TR_RESTART_ASKED
+}
+
 /// `hook.<kind>.<before|after>.<hook name>`, e.g. `hook.prestart.before.task_dir`.
 pub fn hook_point(kind: &str, edge: Edge, hook: &str) -> String {
     format!("hook.{kind}.{}.{hook}", edge.as_str())
@@ -196,6 +209,32 @@ impl Edge {
         match self {
             Edge::Before => "before",
             Edge::After => "after",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_panics_the_task_runner_only_at_the_runners_own_points() {
+        for runner in [
+            TR_BEFORE_PRESTART,
+            EX_SPAWNED,
+            "hook.prestart.before.task_dir",
+            "hook.stop.after.forget_handle",
+        ] {
+            assert!(panics_task_runner(runner), "{runner}");
+        }
+        for other in [
+            TR_KILL_ASKED,
+            TR_RESTART_ASKED,
+            EX_AFTER_CGROUP,
+            EX_BEFORE_BIND,
+            "hook.update.before.task_env",
+        ] {
+            assert!(!panics_task_runner(other), "{other}");
         }
     }
 }

@@ -144,10 +144,6 @@ scenario "prestart-hook-panic-after-stop" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "the oracle does not know that a task runner the harness panicked fails its task: after a stop it reads as the stop's end"
-      invariant = "status-matches-exits"
-    }
   }
 }
 
@@ -164,10 +160,6 @@ scenario "runner-panic-while-stopping" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "the oracle does not know that a task runner the harness panicked fails its task: after a stop it reads as the stop's end"
-      invariant = "status-matches-exits"
-    }
   }
 }
 
@@ -185,8 +177,8 @@ scenario "runner-panic-in-prekill" {
   expect {
     status = "failed"
     known_violation {
-      bug       = "the oracle does not know that a task runner the harness panicked fails its task: after a stop it reads as the stop's end"
-      invariant = "status-matches-exits"
+      bug       = "a task runner's panic cleanup kills the running task without recording it killed: its Started event is never followed by Killed"
+      invariant = "started-tasks-end"
     }
   }
 }

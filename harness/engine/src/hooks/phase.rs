@@ -2,7 +2,7 @@
 //! what names their fault points (`hook.<phase>.<before|after>.<hook>`).
 
 use super::*;
-use taskgate_faults::points::{hook_point, Edge};
+use taskgate_faults::points::{hook_point, Edge, GUARDED_HOOK_PHASE};
 
 /// A phase of a task's attempt that runs hooks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +55,7 @@ impl HookPhase {
     /// hook's are its own, so a panic there defers the update like an
     /// error does; elsewhere a panic at a point is the task runner's.
     pub fn points_in_guard(self) -> bool {
-        self == HookPhase::Update
+        self.as_str() == GUARDED_HOOK_PHASE
     }
 }
 

@@ -12,9 +12,10 @@ use crate::timeline::{
     end_unrecorded, executor_kills, exits, kills, launches, positions, restarts, tree_roots,
 };
 use taskgate_faults::points::{
-    AR_ALLOC_TERMINAL, TR_BEFORE_DRIVER_START, TR_BEFORE_PRESTART, TR_MAIN_EXITED,
+    panics_task_runner, AR_ALLOC_TERMINAL, TR_BEFORE_DRIVER_START, TR_BEFORE_PRESTART,
+    TR_MAIN_EXITED,
 };
-use taskgate_faults::scoped;
+use taskgate_faults::{scoped, Action};
 
 /// A task whose executor saw it exit successfully before the agent was
 /// restarted has completed; the restored agent must not start it again
@@ -262,7 +263,8 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
 ///   was decided once the alloc was terminal;
 /// - its last recorded exit was a failure it was not told to die for, and
 ///   its policy had no attempt left;
-/// - it never ran and its runner gave up before any stop.
+/// - it never ran and its runner gave up before any stop;
+/// - the harness panicked its runner (the runner's cleanup fails it).
 ///
 /// Complete otherwise. (A task killed by the kill path exits by a signal,
 /// or 0 from its trap: neither fails it.)
@@ -322,6 +324,17 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
                 "{}'s executor died at #{at}, its policy had no attempt left, and none followed",
                 task.name
             ));
+            continue;
+        }
+        // A runner the harness panicked is cleaned up after, and its task
+        // recorded failed, whatever its policy or a stop.
+        let panicked = history.iter().position(|e| {
+            matches!(e, Event::FaultHit(h) if h.point.scope() == Some(&task.name)
+                && h.action == Some(Action::Panic)
+                && panics_task_runner(&h.point.point))
+        });
+        if let Some(at) = panicked {
+            why = Some(format!("{}'s runner panicked at #{at}", task.name));
             continue;
         }
         // A start that failed is the policy's to judge even if a stop came

@@ -500,6 +500,27 @@ fn a_start_that_failed_is_the_policys(
     assert_eq!(v.is_empty(), holds, "{v:#?}");
 }
 
+/// A runner the harness panicked fails its task, stop or no stop and
+/// whatever its policy; a panic the runner never meets (an update hook's,
+/// inside the hooks' guard; a point the alloc runner reaches) does not.
+#[rstest]
+#[case::at_a_prekill_hook("web:hook.prekill.before.shutdown_delay", AllocStatus::Failed)]
+#[case::at_a_boundary("web:tr.before_prestart", AllocStatus::Failed)]
+#[case::inside_the_update_guard("web:hook.update.before.task_env", AllocStatus::Complete)]
+#[case::at_the_alloc_runners_point("web:tr.kill_asked", AllocStatus::Complete)]
+fn a_runner_the_harness_panicked_fails_its_task(#[case] point: &str, #[case] status: AllocStatus) {
+    let h = H::default()
+        .start("web")
+        .stop()
+        .hit_with(point, Action::Panic)
+        .kill("web")
+        .exit("web", TaskExit::Signal(9))
+        .status(status);
+    let web = shape("web", TaskRole::Main { leader: false }, 3);
+    let v = check_status_matches_exits(&h.0, &[web]);
+    assert!(v.is_empty(), "{v:#?}");
+}
+
 /// An attempt a killed agent committed, lost at restore, used a restart
 /// of the policy: the next failure is the last.
 #[rstest]
