@@ -176,10 +176,6 @@ scenario "runner-panic-in-prekill" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "a task runner's panic cleanup kills the running task without recording it killed: its Started event is never followed by Killed"
-      invariant = "started-tasks-end"
-    }
   }
 }
 

@@ -39,6 +39,10 @@ impl PanicCleanup {
         }
         fault_point!(self.faults, points::TR_MAIN_EXITED, self.task.as_str());
         let mut record = self.as_left();
+        let attempt = record.committed.unwrap_or(0);
+        // A running task the cleanup kills is recorded killed, as the kill
+        // path would have: every Started is followed by its end.
+        let was_running = matches!(record.state, TaskState::Running { .. });
         if record.committed.is_some() {
             let info = record
                 .handle
@@ -64,7 +68,14 @@ impl PanicCleanup {
                 }
             }
         }
-        let attempt = record.committed.unwrap_or(0);
+        if was_running {
+            record.events.push(TaskEvent::new(
+                &self.task,
+                EventKind::Killed,
+                attempt,
+                "Task killed after its task runner panicked",
+            ));
+        }
         record.events.push(TaskEvent {
             fails_task: true,
             ..TaskEvent::new(
@@ -146,5 +157,49 @@ mod tests {
         assert!(!killed, "a shutting-down agent killed its task");
         assert_eq!(state.tasks("a1").unwrap(), vec![running.clone()]);
         assert_eq!(left, running);
+    }
+
+    /// A runner that panicked with its task running: the cleanup kills the
+    /// task and records it killed, then failed by the panic.
+    #[tokio::test]
+    async fn a_panicked_runners_running_task_is_killed_and_recorded_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(StateDb::open(&crate::DataDir::new(dir.path()).state_db()).unwrap());
+        let running = TaskRecord {
+            state: TaskState::Running { attempt: 1 },
+            committed: Some(1),
+            launched: Some(1),
+            ..TaskRecord::new("web")
+        };
+        state.put_task("a1", &running).unwrap();
+        let faults = Faults::new();
+        let driver = FakeDriver::new(dir.path().join("run"), faults.clone());
+        let (changed, _) = mpsc::unbounded_channel();
+        let cleanup = PanicCleanup {
+            alloc_id: "a1".into(),
+            task: "web".into(),
+            driver: Arc::new(driver.clone()),
+            state: state.clone(),
+            state_tx: Arc::new(watch::channel(running.state.clone()).0),
+            socket: dir.path().join("run/web.sock"),
+            changed,
+            faults,
+        };
+        let panicked = tokio::spawn(async { panic!("a bug") })
+            .await
+            .expect_err("it panicked");
+        let left = cleanup.after_panic(panicked).await;
+        let killed = (driver.calls().iter())
+            .any(|c| matches!(c, Call::Stop { .. } | Call::DestroyRemains { .. }));
+        assert!(killed, "the running task was left running");
+        let kinds: Vec<EventKind> = left.events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [EventKind::Killed, EventKind::NotRestarting]);
+        assert!(left.events[1].fails_task);
+        assert!(matches!(
+            left.state,
+            TaskState::Dead {
+                outcome: Outcome::Failed { .. }
+            }
+        ));
     }
 }
