@@ -173,3 +173,56 @@ async fn a_failing_poststart_hook_is_an_event() {
         record.state
     );
 }
+
+/// An exited hook that cannot reach the task's executor, as
+/// `executor_shutdown` cannot once the executor died.
+struct UnreachableExecutor;
+
+impl crate::hooks::Hook for UnreachableExecutor {
+    fn name(&self) -> &'static str {
+        "executor_shutdown"
+    }
+}
+
+impl crate::hooks::ExitedHook for UnreachableExecutor {
+    fn exited(
+        &self,
+        _: &mut HookContext<'_>,
+        _: &RunningTask,
+        _: Option<&ExitResult>,
+    ) -> Result<(), HookError> {
+        Err(HookError::Failed {
+            hook: "executor_shutdown",
+            message: "connect to executor: Connection refused".into(),
+        })
+    }
+}
+
+/// An executor that could not be shut down after its task exited (it died
+/// just then, say) leaves its cgroup, socket, spec and root behind: the
+/// runner destroys them, as a restored agent or the next launch would.
+#[tokio::test]
+#[should_panic(expected = "left what an executor it could not shut down left")]
+async fn an_executor_that_cannot_be_shut_down_has_its_remains_destroyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, handle, driver) = runner_with(dir.path(), |hooks| {
+        hooks.exited = vec![Box::new(UnreachableExecutor)]
+    });
+    let mut state = handle.state.clone();
+    handle.start.send_replace(true);
+    let run = tokio::spawn(runner.run());
+    state
+        .wait_for(|s| matches!(s, TaskState::Running { .. }))
+        .await
+        .unwrap();
+    driver.exit("web", 0);
+    run.await.unwrap();
+    let destroyed = (driver.calls().iter()).any(|c| {
+        matches!(c, crate::fake_driver::Call::DestroyRemains { task, found: true } if task == "web")
+    });
+    assert!(
+        destroyed && driver.live().is_empty(),
+        "the runner left what an executor it could not shut down left: {:?}",
+        driver.calls()
+    );
+}
