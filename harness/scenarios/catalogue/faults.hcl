@@ -179,6 +179,22 @@ scenario "runner-panic-in-prekill" {
   }
 }
 
+scenario "executor-death-at-shutdown" {
+  about = "the stop kills web, and its executor dies just before the exited hook shuts it down: the runner destroys the cgroup, socket, spec and root the executor left (it once left them)"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "process"
+    then    = "stop-when-running"
+    each {
+      points = ["web:hook.exited.before.executor_shutdown"]
+      action = "kill-executor"
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
 scenario "agent-kill" {
   about = "the agent is SIGKILLed at a boundary and restarted: no task lost, none started twice"
   job   = "jobs/report.hcl"

@@ -12,15 +12,17 @@ impl TaskRunner {
     /// and returns it; the others are best effort, as in Nomad: a failure
     /// is an event, the next hook runs, and an injected error at their
     /// points is no failure (the point still pauses, delays or panics).
+    /// Their return says whether a hook failed.
     pub(super) fn run_hooks<H: PhaseHook + ?Sized>(
         &mut self,
         attempt: u32,
         mut call: impl FnMut(&H, &mut HookContext<'_>) -> Result<(), HookError>,
-    ) -> Result<(), HookError> {
+    ) -> Result<HooksRan, HookError> {
         let phase = H::PHASE;
         let hooks = self.deps.hooks.clone();
         let task = self.task.name.clone();
         let faults = self.deps.faults.clone();
+        let mut ran = HooksRan::AllDone;
         for hook in H::of(&hooks) {
             let name = hook.name();
             let edge = |edge| reach(&faults, phase, edge, name, &task);
@@ -41,6 +43,9 @@ impl TaskRunner {
             }
             let res = guarded(name, || call(hook, &mut ctx));
             if phase.best_effort() {
+                if res.is_err() {
+                    ran = HooksRan::SomeFailed;
+                }
                 self.hook_result(name, attempt, res);
             } else {
                 res?;
@@ -50,7 +55,7 @@ impl TaskRunner {
                 after?;
             }
         }
-        Ok(())
+        Ok(ran)
     }
 
     pub(super) fn run_poststart_hooks(&mut self, running: &RunningTask, attempt: u32) {
@@ -59,7 +64,10 @@ impl TaskRunner {
         debug_assert!(done.is_ok(), "poststart hooks are best effort");
     }
 
-    pub(super) fn run_exited_hooks(
+    /// Exited hooks. One that failed is an executor that could not be shut
+    /// down (it died just then, say), which leaves the task's cgroup and
+    /// files: they are destroyed, as the next launch or a restore would.
+    pub(super) async fn run_exited_hooks(
         &mut self,
         running: &RunningTask,
         result: Option<&ExitResult>,
@@ -68,6 +76,9 @@ impl TaskRunner {
         let done = self
             .run_hooks::<dyn ExitedHook>(attempt, |hook, ctx| hook.exited(ctx, running, result));
         debug_assert!(done.is_ok(), "exited hooks are best effort");
+        if !matches!(done, Ok(HooksRan::AllDone)) {
+            let _ = self.destroy_remains().await;
+        }
     }
 
     /// Prekill hooks; the longest hold on the kill signal they ask for.
@@ -109,6 +120,14 @@ impl TaskRunner {
             Err(err) => self.emit(EventKind::HookFailed, attempt, err.to_string()),
         }
     }
+}
+
+/// How a best-effort phase's hooks went; a phase that must not fail stops
+/// at its first failure instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HooksRan {
+    AllDone,
+    SomeFailed,
 }
 
 /// Reaches the fault point at `edge` of `hook` in `phase`: an error

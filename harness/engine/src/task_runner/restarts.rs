@@ -33,7 +33,8 @@ impl TaskRunner {
             AttemptEnd::Killed(r) | AttemptEnd::Restarted(r) => r.clone(),
             AttemptEnd::Lost(_) => None,
         };
-        self.run_exited_hooks(running, result.as_ref(), attempt);
+        self.run_exited_hooks(running, result.as_ref(), attempt)
+            .await;
         match end {
             AttemptEnd::Killed(result) => Some(Outcome::Killed { result }),
             AttemptEnd::Restarted(_) => {

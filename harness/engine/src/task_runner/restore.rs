@@ -22,7 +22,10 @@ impl TaskRunner {
             .clone()
             .unwrap_or_else(|| unknown_handle(self.socket_path()));
         match self.deps.driver.reattach(info).await {
-            Ok(running) => self.run_exited_hooks(&running, Some(&ended.result), attempt),
+            Ok(running) => {
+                self.run_exited_hooks(&running, Some(&ended.result), attempt)
+                    .await
+            }
             Err(_) => {
                 let _ = self.destroy_remains().await;
             }
