@@ -195,6 +195,32 @@ scenario "executor-death-at-shutdown" {
   }
 }
 
+scenario "exit-before-stop" {
+  about = "web's tree is SIGKILLed (an OOM kill, say) and its executor records the exit; only then does the stop reach its runner, which is still in its poststart hooks: the task failed on its own before it was told to die, and with no restart left the alloc fails"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "process"
+    then    = "stop-when-running"
+    each {
+      points = ["web:tr.after_driver_start"]
+      action = "kill-task-tree"
+      # The runner reaches its supervision only once its executor recorded
+      # the exit and the stop told the runner to die.
+      with = [
+        "web:hook.poststart.before.persist_handle=await(web:ex.task_exited@1)",
+        "web:hook.poststart.after.persist_handle=await(web:tr.kill_asked@1)",
+      ]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "a runner told to die takes an exit its executor recorded before that for the kill's end: the alloc reports complete, hiding the task's failure"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
 scenario "agent-kill" {
   about = "the agent is SIGKILLed at a boundary and restarted: no task lost, none started twice"
   job   = "jobs/report.hcl"
