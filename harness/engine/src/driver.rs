@@ -11,6 +11,8 @@
 //! - `reattach` finds a running task from its [`ReattachInfo`], or fails;
 //!   it never starts anything.
 //! - `wait` resolves with the exit, at once if the task already exited.
+//! - `exited` resolves at once: with the exit if the task already exited
+//!   (its executor recorded it), else with none.
 //! - `stop` sends the signal, waits up to the grace, then kills; it resolves
 //!   once the task has exited.
 //! - `shutdown` (blocking, for hooks) removes whatever reaches the task; a
@@ -43,6 +45,7 @@ pub trait Driver: Send + Sync {
 pub trait TaskHandle: Send + Sync {
     fn reattach_info(&self) -> ReattachInfo;
     fn wait(&self) -> DriverFuture<'_, ExitResult>;
+    fn exited(&self) -> DriverFuture<'_, Option<ExitResult>>;
     fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome>;
     fn shutdown(&self) -> Result<(), ExecutorError>;
 }
@@ -105,6 +108,11 @@ impl TaskHandle for ExecTask {
     fn wait(&self) -> DriverFuture<'_, ExitResult> {
         let ex = self.executor.clone();
         Box::pin(blocking(move || ex.wait()))
+    }
+
+    fn exited(&self) -> DriverFuture<'_, Option<ExitResult>> {
+        let ex = self.executor.clone();
+        Box::pin(blocking(move || ex.exited()))
     }
 
     fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome> {

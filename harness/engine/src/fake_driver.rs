@@ -334,6 +334,11 @@ impl TaskHandle for FakeTask {
         })
     }
 
+    fn exited(&self) -> DriverFuture<'_, Option<ExitResult>> {
+        let exit = self.exit.borrow().clone();
+        Box::pin(async move { Ok(exit) })
+    }
+
     fn stop(&self, signal: KillSignal, _grace: Duration) -> DriverFuture<'_, StopOutcome> {
         Box::pin(async move {
             lock(&self.world).calls.push(Call::Stop {

@@ -348,6 +348,15 @@ impl Executor {
         }
     }
 
+    /// The task's exit if it has exited (its exit recorded), without
+    /// waiting for one.
+    pub fn exited(&self) -> Result<Option<ExitResult>, ExecutorError> {
+        match self.request(Request::Peek)? {
+            Response::Peeked(exit) => Ok(exit),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Sends `signal`, waits up to `grace` for the task to exit, then kills its whole cgroup.
     /// Returns once the task has exited.
     pub fn stop(&self, signal: KillSignal, grace: Duration) -> Result<StopOutcome, ExecutorError> {

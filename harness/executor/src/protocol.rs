@@ -35,6 +35,8 @@ pub(crate) enum Ready {
 pub(crate) enum Request {
     Info,
     Wait,
+    /// The exit, if the task has exited: the answer never waits for one.
+    Peek,
     Stop {
         signal: crate::KillSignal,
         grace_ms: u64,
@@ -46,6 +48,7 @@ pub(crate) enum Request {
 pub(crate) enum Response {
     Info(ReattachInfo),
     Exited(ExitResult),
+    Peeked(Option<ExitResult>),
     Stopped(StopOutcome),
     Done,
     Failed(ExecutorError),

@@ -342,6 +342,12 @@ impl Supervisor {
                 self.changed.notify_all();
                 return sent;
             }
+            // Reaped is recorded: its result follows once the log pumps
+            // drained, which takes no longer than they need.
+            Request::Peek => {
+                let reaped = self.lock().reaped;
+                Response::Peeked(reaped.then(|| self.wait_exit()))
+            }
             Request::Stop { signal, grace_ms } => {
                 match self.stop(signal, Duration::from_millis(grace_ms)) {
                     Ok(outcome) => Response::Stopped(outcome),

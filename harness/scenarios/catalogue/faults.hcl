@@ -214,10 +214,6 @@ scenario "exit-before-stop" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "a runner told to die takes an exit its executor recorded before that for the kill's end: the alloc reports complete, hiding the task's failure"
-      invariant = "status-matches-exits"
-    }
   }
 }
 

@@ -109,14 +109,14 @@ scenario "task-tree-killed" {
 }
 
 scenario "frozen-executor" {
-  about = "a running task's executor is SIGSTOPped, and continued only when the kill path reaches it"
+  about = "a running task's executor is SIGSTOPped, and continued only when the kill reaches its runner (which then asks the executor whether its task exited, and stops it)"
   job   = "jobs/report.hcl"
   faults {
     then = "stop-when-running"
     each {
       points = ["leader:hook.poststart.after.persist_handle", "sidecar:hook.poststart.after.persist_handle"]
       action = "sigstop-executor"
-      with   = ["leader:tr.killing=sigcont-executor", "sidecar:tr.killing=sigcont-executor"]
+      with   = ["leader:tr.kill_asked=sigcont-executor", "sidecar:tr.kill_asked=sigcont-executor"]
     }
   }
   expect {

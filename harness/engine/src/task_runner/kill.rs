@@ -3,6 +3,15 @@
 
 use super::*;
 
+/// Whose attempt a runner supervises: one it launched, or one a dead
+/// agent's runner began, whose kill may have begun then (that is not
+/// persisted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Attempt {
+    Own,
+    Restored,
+}
+
 impl TaskRunner {
     /// Kills whatever is left of this task's earlier attempts (an executor
     /// this agent cannot reach, a task tree whose executor died), as Nomad
@@ -53,7 +62,7 @@ impl TaskRunner {
 
     /// Waits for the task to exit, or kills it when told to die or to
     /// restart.
-    pub(super) async fn supervise(&mut self, running: &RunningTask) -> AttemptEnd {
+    pub(super) async fn supervise(&mut self, running: &RunningTask, whose: Attempt) -> AttemptEnd {
         let exited = tokio::select! {
             biased;
             _ = told(&mut self.kill_rx) => Err(EndedBy::Kill),
@@ -68,6 +77,17 @@ impl TaskRunner {
             Ok(Err(err)) => return AttemptEnd::Lost(err.to_string()),
             Err(by) => by,
         };
+        // An exit its executor recorded before the runner was told to die
+        // is the task's own end, which its policy judges (a stop then ends
+        // it between attempts, or it failed): taken for the kill's, a
+        // failure just before a stop was hidden. Not a restored attempt's:
+        // the dead agent's runner may have been told first.
+        if by == EndedBy::Kill && whose == Attempt::Own {
+            if let Ok(Some(result)) = running.exited().await {
+                self.record_end(&result, EndedBy::Exit);
+                return AttemptEnd::Exited(result);
+            }
+        }
         let attempt = self.current_attempt();
         if by == EndedBy::Restart {
             fault_point!(self.deps.faults, points::TR_RESTART_SIGNALED, self.name());

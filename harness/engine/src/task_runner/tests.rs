@@ -225,3 +225,34 @@ async fn an_executor_that_cannot_be_shut_down_has_its_remains_destroyed() {
         driver.calls()
     );
 }
+
+/// An exit the task made before its runner was told to die is its own
+/// end, which its policy judges: with no restart left it failed. (Taken
+/// for the kill's end, a failure just before a stop was hidden.)
+#[tokio::test]
+async fn an_exit_before_the_kill_is_the_tasks_own_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, handle, driver) = runner(dir.path());
+    let mut state = handle.state.clone();
+    handle.start.send_replace(true);
+    let run = tokio::spawn(runner.run());
+    state
+        .wait_for(|s| matches!(s, TaskState::Running { .. }))
+        .await
+        .unwrap();
+    // Both before the runner runs again (one thread): it sees the kill first.
+    driver.exit("web", 1);
+    handle.kill.send_replace(true);
+    let record = run.await.unwrap();
+    assert!(
+        matches!(
+            &record.state,
+            TaskState::Dead {
+                outcome: Outcome::Exited { failed: true, .. }
+            }
+        ),
+        "{:?}",
+        record.state
+    );
+    assert!(driver.stops().is_empty(), "an exited task was stopped");
+}
