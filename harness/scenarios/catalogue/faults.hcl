@@ -217,6 +217,27 @@ scenario "exit-before-stop" {
   }
 }
 
+scenario "executor-death-before-stop" {
+  about = "web's executor is SIGKILLed as its task starts; only then does the stop reach its runner, still in its poststart hooks: the attempt was lost before the runner was told to die, and with no restart left the alloc fails"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "process"
+    then    = "stop-when-running"
+    each {
+      points = ["web:tr.after_driver_start"]
+      action = "kill-executor"
+      with   = ["web:hook.poststart.after.persist_handle=await(web:tr.kill_asked@1)"]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "a runner told to die takes its executor's death before that for the kill's end: the alloc reports complete, hiding the lost attempt"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
 scenario "agent-kill" {
   about = "the agent is SIGKILLed at a boundary and restarted: no task lost, none started twice"
   job   = "jobs/report.hcl"
