@@ -231,10 +231,6 @@ scenario "executor-death-before-stop" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "a runner told to die takes its executor's death before that for the kill's end: the alloc reports complete, hiding the lost attempt"
-      invariant = "status-matches-exits"
-    }
   }
 }
 

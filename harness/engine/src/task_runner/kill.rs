@@ -79,13 +79,18 @@ impl TaskRunner {
         };
         // An exit its executor recorded before the runner was told to die
         // is the task's own end, which its policy judges (a stop then ends
-        // it between attempts, or it failed): taken for the kill's, a
-        // failure just before a stop was hidden. Not a restored attempt's:
-        // the dead agent's runner may have been told first.
+        // it between attempts, or it failed), and so is an executor already
+        // gone (a lost attempt): taken for the kill's, a failure just
+        // before a stop was hidden. Not a restored attempt's: the dead
+        // agent's runner may have been told first.
         if by == EndedBy::Kill && whose == Attempt::Own {
-            if let Ok(Some(result)) = running.exited().await {
-                self.record_end(&result, EndedBy::Exit);
-                return AttemptEnd::Exited(result);
+            match running.exited().await {
+                Ok(Some(result)) => {
+                    self.record_end(&result, EndedBy::Exit);
+                    return AttemptEnd::Exited(result);
+                }
+                Err(err) => return AttemptEnd::Lost(err.to_string()),
+                Ok(None) => {}
             }
         }
         let attempt = self.current_attempt();
