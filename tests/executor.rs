@@ -467,10 +467,14 @@ fn kill_and_wait(pid: i32) {
     unsafe { libc::close(pidfd) };
 }
 
+/// Whether `pid` still runs: a process that exited shows as a zombie
+/// (`Z`) until reaped, or, when its parent reaps it at once (an init that
+/// ignores SIGCHLD, as a guest's may), as dead (`X`) for the moment before
+/// its /proc entry goes.
 fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         !s.rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+            .is_some_and(|(_, rest)| rest.starts_with(['Z', 'X']))
     })
 }
 
