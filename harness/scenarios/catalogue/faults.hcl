@@ -97,49 +97,23 @@ scenario "executor-fault-after-stop" {
   }
 }
 
-scenario "prestart-hook-error-after-stop" {
-  about = "the stop reaches the alloc runner while web's prestart hooks run, then a later hook fails, no restart left: the failed setup fails the task, as a failed launch does, and nothing is exec'd"
+scenario "prestart-fault-after-stop" {
+  about = "the stop reaches the alloc runner while web's prestart hooks run, then a later hook fails, or a panic at its boundary panics the runner (a hook's points are outside its panic guard), no restart left: either fails the task, whatever the stop, and nothing is exec'd"
   job   = "jobs/web.hcl"
   faults {
     host    = "process"
     then    = "run-to-end"
     each {
-      points = [
-        "web:hook.prestart.before.task_dir",
-        "web:hook.prestart.before.log_files",
-        "web:hook.prestart.before.task_env",
-      ]
+      points = ["web:hook.prestart.before.task_dir", "web:hook.prestart.before.log_files", "web:hook.prestart.before.task_env"]
       action = "error"
       # The runner goes on past its first hook only once the alloc runner
       # began the stop's kill.
-      with = [
-        "web:hook.prestart.after.validate=stop-alloc",
-        "web:hook.prestart.after.validate=await(ar.kill_started@1)",
-      ]
+      with   = ["web:hook.prestart.after.validate=stop-alloc", "web:hook.prestart.after.validate=await(ar.kill_started@1)"]
     }
-  }
-  expect {
-    status = "failed"
-  }
-}
-
-scenario "prestart-hook-panic-after-stop" {
-  about = "as prestart-hook-error-after-stop, a panic at a later hook's boundary: it panics the task runner (a hook's points are outside its panic guard), and a runner that panicked fails its task, whatever the stop"
-  job   = "jobs/web.hcl"
-  faults {
-    host    = "process"
-    then    = "run-to-end"
     each {
-      points = [
-        "web:hook.prestart.before.task_dir",
-        "web:hook.prestart.before.log_files",
-        "web:hook.prestart.before.task_env",
-      ]
+      points = ["web:hook.prestart.before.task_dir", "web:hook.prestart.before.log_files", "web:hook.prestart.before.task_env"]
       action = "panic"
-      with = [
-        "web:hook.prestart.after.validate=stop-alloc",
-        "web:hook.prestart.after.validate=await(ar.kill_started@1)",
-      ]
+      with   = ["web:hook.prestart.after.validate=stop-alloc", "web:hook.prestart.after.validate=await(ar.kill_started@1)"]
     }
   }
   expect {
@@ -195,34 +169,19 @@ scenario "executor-death-at-shutdown" {
   }
 }
 
-scenario "exit-before-stop" {
-  about = "web's tree is SIGKILLed (an OOM kill, say) and its executor records the exit; only then does the stop reach its runner, which is still in its poststart hooks: the task failed on its own before it was told to die, and with no restart left the alloc fails"
+scenario "death-before-stop" {
+  about = "web's tree (an OOM kill, say) or its executor is SIGKILLed as its task starts, and only then does the stop reach its runner, still in its poststart hooks: the task failed, or its attempt was lost, before it was told to die, and with no restart left the alloc fails"
   job   = "jobs/web.hcl"
   faults {
     host    = "process"
     then    = "stop-when-running"
+    # The runner reaches its supervision only once the stop told it to die
+    # (and, for the tree, once its executor recorded the exit).
     each {
       points = ["web:tr.after_driver_start"]
       action = "kill-task-tree"
-      # The runner reaches its supervision only once its executor recorded
-      # the exit and the stop told the runner to die.
-      with = [
-        "web:hook.poststart.before.persist_handle=await(web:ex.task_exited@1)",
-        "web:hook.poststart.after.persist_handle=await(web:tr.kill_asked@1)",
-      ]
+      with   = ["web:hook.poststart.before.persist_handle=await(web:ex.task_exited@1)", "web:hook.poststart.after.persist_handle=await(web:tr.kill_asked@1)"]
     }
-  }
-  expect {
-    status = "failed"
-  }
-}
-
-scenario "executor-death-before-stop" {
-  about = "web's executor is SIGKILLed as its task starts; only then does the stop reach its runner, still in its poststart hooks: the attempt was lost before the runner was told to die, and with no restart left the alloc fails"
-  job   = "jobs/web.hcl"
-  faults {
-    host    = "process"
-    then    = "stop-when-running"
     each {
       points = ["web:tr.after_driver_start"]
       action = "kill-executor"

@@ -115,6 +115,44 @@ mod tests {
     use super::*;
     use crate::fake_driver::{Call, FakeDriver};
 
+    /// The cleanup of web's runner, web running attempt 1 (persisted).
+    struct Running {
+        cleanup: PanicCleanup,
+        state: Arc<StateDb>,
+        driver: FakeDriver,
+        record: TaskRecord,
+    }
+
+    fn running_task(dir: &std::path::Path) -> Running {
+        let state = Arc::new(StateDb::open(&crate::DataDir::new(dir).state_db()).unwrap());
+        let record = TaskRecord {
+            state: TaskState::Running { attempt: 1 },
+            committed: Some(1),
+            launched: Some(1),
+            ..TaskRecord::new("web")
+        };
+        state.put_task("a1", &record).unwrap();
+        let faults = Faults::new();
+        let driver = FakeDriver::new(dir.join("run"), faults.clone());
+        let (changed, _) = mpsc::unbounded_channel();
+        let cleanup = PanicCleanup {
+            alloc_id: "a1".into(),
+            task: "web".into(),
+            driver: Arc::new(driver.clone()),
+            state: state.clone(),
+            state_tx: Arc::new(watch::channel(record.state.clone()).0),
+            socket: dir.join("run/web.sock"),
+            changed,
+            faults,
+        };
+        Running {
+            cleanup,
+            state,
+            driver,
+            record,
+        }
+    }
+
     /// A runner whose task the runtime cancelled, as it does to every task
     /// when the agent shuts down (the task runs on), not one that panicked.
     async fn cancelled_runner() -> tokio::task::JoinError {
@@ -130,27 +168,12 @@ mod tests {
     #[tokio::test]
     async fn a_cancelled_runner_leaves_its_task_to_the_next_agent() {
         let dir = tempfile::tempdir().unwrap();
-        let state = Arc::new(StateDb::open(&crate::DataDir::new(dir.path()).state_db()).unwrap());
-        let running = TaskRecord {
-            state: TaskState::Running { attempt: 1 },
-            committed: Some(1),
-            launched: Some(1),
-            ..TaskRecord::new("web")
-        };
-        state.put_task("a1", &running).unwrap();
-        let faults = Faults::new();
-        let driver = FakeDriver::new(dir.path().join("run"), faults.clone());
-        let (changed, _) = mpsc::unbounded_channel();
-        let cleanup = PanicCleanup {
-            alloc_id: "a1".into(),
-            task: "web".into(),
-            driver: Arc::new(driver.clone()),
-            state: state.clone(),
-            state_tx: Arc::new(watch::channel(running.state.clone()).0),
-            socket: dir.path().join("run/web.sock"),
-            changed,
-            faults,
-        };
+        let Running {
+            cleanup,
+            state,
+            driver,
+            record: running,
+        } = running_task(dir.path());
         let left = cleanup.after_panic(cancelled_runner().await).await;
         let killed = (driver.calls().iter())
             .any(|c| matches!(c, Call::Stop { .. } | Call::DestroyRemains { .. }));
@@ -164,27 +187,9 @@ mod tests {
     #[tokio::test]
     async fn a_panicked_runners_running_task_is_killed_and_recorded_so() {
         let dir = tempfile::tempdir().unwrap();
-        let state = Arc::new(StateDb::open(&crate::DataDir::new(dir.path()).state_db()).unwrap());
-        let running = TaskRecord {
-            state: TaskState::Running { attempt: 1 },
-            committed: Some(1),
-            launched: Some(1),
-            ..TaskRecord::new("web")
-        };
-        state.put_task("a1", &running).unwrap();
-        let faults = Faults::new();
-        let driver = FakeDriver::new(dir.path().join("run"), faults.clone());
-        let (changed, _) = mpsc::unbounded_channel();
-        let cleanup = PanicCleanup {
-            alloc_id: "a1".into(),
-            task: "web".into(),
-            driver: Arc::new(driver.clone()),
-            state: state.clone(),
-            state_tx: Arc::new(watch::channel(running.state.clone()).0),
-            socket: dir.path().join("run/web.sock"),
-            changed,
-            faults,
-        };
+        let Running {
+            cleanup, driver, ..
+        } = running_task(dir.path());
         let panicked = tokio::spawn(async { panic!("a bug") })
             .await
             .expect_err("it panicked");

@@ -58,13 +58,11 @@ fn runner_with(
     (runner, handle, driver)
 }
 
-/// An agent going down drops its alloc runners (the senders of the start
-/// and kill flags): that is no order to kill. The task runs on, untouched,
-/// until it ends by itself.
-#[tokio::test]
-async fn a_gone_alloc_runner_is_no_kill_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let (runner, handle, driver) = runner(dir.path());
+/// Starts `runner`'s task and returns its run once the task is running.
+async fn started(
+    runner: TaskRunner,
+    handle: &TaskRunnerHandle,
+) -> tokio::task::JoinHandle<TaskRecord> {
     let mut state = handle.state.clone();
     handle.start.send_replace(true);
     let run = tokio::spawn(runner.run());
@@ -72,6 +70,17 @@ async fn a_gone_alloc_runner_is_no_kill_order() {
         .wait_for(|s| matches!(s, TaskState::Running { .. }))
         .await
         .unwrap();
+    run
+}
+
+/// An agent going down drops its alloc runners (the senders of the start
+/// and kill flags): that is no order to kill. The task runs on, untouched,
+/// until it ends by itself.
+#[tokio::test]
+async fn a_gone_alloc_runner_is_no_kill_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, handle, driver) = runner(dir.path());
+    let run = started(runner, &handle).await;
     drop(handle);
     // The task ends on its own (its executor killed it, say).
     driver.destroy_remains("a1", "web").await.unwrap();
@@ -148,13 +157,7 @@ async fn a_failing_poststart_hook_is_an_event() {
     let (runner, handle, _driver) = runner_with(dir.path(), |hooks| {
         hooks.poststart = vec![Box::new(FailingPoststart)]
     });
-    let mut state = handle.state.clone();
-    handle.start.send_replace(true);
-    let run = tokio::spawn(runner.run());
-    state
-        .wait_for(|s| matches!(s, TaskState::Running { .. }))
-        .await
-        .unwrap();
+    let run = started(runner, &handle).await;
     handle.kill.send_replace(true);
     let record = run.await.unwrap();
     let failed: Vec<(EventKind, &str)> = (record.events.iter())
@@ -207,13 +210,7 @@ async fn an_executor_that_cannot_be_shut_down_has_its_remains_destroyed() {
     let (runner, handle, driver) = runner_with(dir.path(), |hooks| {
         hooks.exited = vec![Box::new(UnreachableExecutor)]
     });
-    let mut state = handle.state.clone();
-    handle.start.send_replace(true);
-    let run = tokio::spawn(runner.run());
-    state
-        .wait_for(|s| matches!(s, TaskState::Running { .. }))
-        .await
-        .unwrap();
+    let run = started(runner, &handle).await;
     driver.exit("web", 0);
     run.await.unwrap();
     let destroyed = (driver.calls().iter()).any(|c| {
@@ -233,13 +230,7 @@ async fn an_executor_that_cannot_be_shut_down_has_its_remains_destroyed() {
 async fn an_exit_before_the_kill_is_the_tasks_own_end() {
     let dir = tempfile::tempdir().unwrap();
     let (runner, handle, driver) = runner(dir.path());
-    let mut state = handle.state.clone();
-    handle.start.send_replace(true);
-    let run = tokio::spawn(runner.run());
-    state
-        .wait_for(|s| matches!(s, TaskState::Running { .. }))
-        .await
-        .unwrap();
+    let run = started(runner, &handle).await;
     // Both before the runner runs again (one thread): it sees the kill first.
     driver.exit("web", 1);
     handle.kill.send_replace(true);
