@@ -179,6 +179,45 @@ fn task_cgroup_dir(cgroup: &str, mountinfo: &str) -> Option<std::path::PathBuf> 
 mod tests {
     use super::*;
 
+    /// The launcher of an executor may itself hold the task's spec at fd 3
+    /// (its own copy, numbered lowest): it is the new executor's parent,
+    /// never an executor of the task beside it. A parent here holds a spec
+    /// at fd 3 and starts a child that inherits it.
+    #[test]
+    #[should_panic(expected = "the launching parent was taken for a live executor")]
+    fn an_executors_launcher_is_no_peer_executor() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join(format!("a1.web{SPEC_SUFFIX}"));
+        std::fs::write(&spec, "{}").unwrap();
+        let mut parent = std::process::Command::new("sh")
+            .args(["-c", r#"exec 3<"$0"; sleep 600 & echo $!; wait"#])
+            .arg(&spec)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(parent.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let child: i32 = line.trim().parse().unwrap();
+        let executor = ExecIdentity::Executor {
+            alloc_id: "a1".into(),
+            task: "web".into(),
+        };
+        let peers = executor_peers(child, &executor);
+        for pid in [child, parent.id() as i32] {
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+        }
+        let _ = parent.wait();
+        assert!(
+            !peers.contains(&(parent.id() as i32)),
+            "the launching parent was taken for a live executor: {peers:?}"
+        );
+    }
+
     fn pair(a: &str, t: &str) -> Option<(String, String)> {
         Some((a.to_string(), t.to_string()))
     }
