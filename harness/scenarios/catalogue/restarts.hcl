@@ -114,9 +114,14 @@ scenario "frozen-executor" {
   faults {
     then = "stop-when-running"
     each {
-      points = ["leader:hook.poststart.after.persist_handle", "sidecar:hook.poststart.after.persist_handle"]
+      points = ["leader:hook.poststart.after.persist_handle"]
       action = "sigstop-executor"
-      with   = ["leader:tr.kill_asked=sigcont-executor", "sidecar:tr.kill_asked=sigcont-executor"]
+      with   = ["leader:tr.kill_asked=sigcont-executor"]
+    }
+    each {
+      points = ["sidecar:hook.poststart.after.persist_handle"]
+      action = "sigstop-executor"
+      with   = ["sidecar:tr.kill_asked=sigcont-executor"]
     }
   }
   expect {
