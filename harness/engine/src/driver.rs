@@ -12,7 +12,8 @@
 //!   it never starts anything.
 //! - `wait` resolves with the exit, at once if the task already exited.
 //! - `exited` resolves at once: with the exit if the task already exited
-//!   (its executor recorded it), else with none.
+//!   (its executor recorded it), that it runs, or that its executor is gone
+//!   (nothing answers); an error leaves the executor possibly alive.
 //! - `stop` sends the signal, waits up to the grace, then kills; it resolves
 //!   once the task has exited.
 //! - `shutdown` (blocking, for hooks) removes whatever reaches the task; a
@@ -27,8 +28,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_executor::{
-    Executor, ExecutorConfig, ExecutorError, ExitResult, KillSignal, ReattachInfo, Remains,
-    StopOutcome, TaskSpec,
+    Executor, ExecutorConfig, ExecutorError, ExitPeek, ExitResult, KillSignal, ReattachInfo,
+    Remains, StopOutcome, TaskSpec,
 };
 
 pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ExecutorError>> + Send + 'a>>;
@@ -45,7 +46,7 @@ pub trait Driver: Send + Sync {
 pub trait TaskHandle: Send + Sync {
     fn reattach_info(&self) -> ReattachInfo;
     fn wait(&self) -> DriverFuture<'_, ExitResult>;
-    fn exited(&self) -> DriverFuture<'_, Option<ExitResult>>;
+    fn exited(&self) -> DriverFuture<'_, ExitPeek>;
     fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome>;
     fn shutdown(&self) -> Result<(), ExecutorError>;
 }
@@ -110,7 +111,7 @@ impl TaskHandle for ExecTask {
         Box::pin(blocking(move || ex.wait()))
     }
 
-    fn exited(&self) -> DriverFuture<'_, Option<ExitResult>> {
+    fn exited(&self) -> DriverFuture<'_, ExitPeek> {
         let ex = self.executor.clone();
         Box::pin(blocking(move || ex.exited()))
     }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use taskgate_executor::{
-    ExecutorError, ExitResult, KillSignal, ReattachInfo, Remains, StopOutcome, TaskSpec,
+    ExecutorError, ExitPeek, ExitResult, KillSignal, ReattachInfo, Remains, StopOutcome, TaskSpec,
 };
 use taskgate_faults::Faults;
 use tokio::sync::watch;
@@ -334,9 +334,12 @@ impl TaskHandle for FakeTask {
         })
     }
 
-    fn exited(&self) -> DriverFuture<'_, Option<ExitResult>> {
-        let exit = self.exit.borrow().clone();
-        Box::pin(async move { Ok(exit) })
+    fn exited(&self) -> DriverFuture<'_, ExitPeek> {
+        let peek = match self.exit.borrow().clone() {
+            Some(exit) => ExitPeek::Exited(exit),
+            None => ExitPeek::Running,
+        };
+        Box::pin(async move { Ok(peek) })
     }
 
     fn stop(&self, signal: KillSignal, _grace: Duration) -> DriverFuture<'_, StopOutcome> {

@@ -15,6 +15,7 @@ use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::BufReader;
+use std::io::ErrorKind;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -348,11 +349,20 @@ impl Executor {
         }
     }
 
-    /// The task's exit if it has exited (its exit recorded), without
-    /// waiting for one.
-    pub fn exited(&self) -> Result<Option<ExitResult>, ExecutorError> {
-        match self.request(Request::Peek)? {
-            Response::Peeked(exit) => Ok(exit),
+    /// Whether the task has exited (its exit recorded), without waiting
+    /// for it; or that nothing answers on the executor's socket any more.
+    /// Any other failure is an error: the executor may still be alive.
+    pub fn exited(&self) -> Result<ExitPeek, ExecutorError> {
+        let stream = match UnixStream::connect(&self.info.socket_path) {
+            Ok(stream) => stream,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
+                return Ok(ExitPeek::ExecutorGone)
+            }
+            Err(e) => return Err(ExecutorError::io("connect to the executor")(e)),
+        };
+        match self.exchange(stream, Request::Peek)? {
+            Response::Peeked(Some(exit)) => Ok(ExitPeek::Exited(exit)),
+            Response::Peeked(None) => Ok(ExitPeek::Running),
             other => Err(unexpected(other)),
         }
     }
@@ -400,6 +410,15 @@ impl Executor {
             resp => Ok(resp),
         }
     }
+}
+
+/// What a peek at a task found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitPeek {
+    Exited(ExitResult),
+    Running,
+    /// Nothing answers on the executor's socket: it is dead.
+    ExecutorGone,
 }
 
 fn expect_done(resp: Response) -> Result<(), ExecutorError> {

@@ -19,7 +19,8 @@ mod task_lock;
 mod validate;
 
 pub use client::{
-    destroy_remains, launch, Executor, ExecutorConfig, ExecutorFaults, Remains, FAILPOINTS_ENV,
+    destroy_remains, launch, Executor, ExecutorConfig, ExecutorFaults, ExitPeek, Remains,
+    FAILPOINTS_ENV,
 };
 pub use error::ExecutorError;
 pub use fixture::build_busybox_root;

@@ -85,12 +85,16 @@ impl TaskRunner {
         // agent's runner may have been told first.
         if by == EndedBy::Kill && whose == Attempt::Own {
             match running.exited().await {
-                Ok(Some(result)) => {
+                Ok(ExitPeek::Exited(result)) => {
                     self.record_end(&result, EndedBy::Exit);
                     return AttemptEnd::Exited(result);
                 }
-                Err(err) => return AttemptEnd::Lost(err.to_string()),
-                Ok(None) => {}
+                Ok(ExitPeek::ExecutorGone) => {
+                    return AttemptEnd::Lost("nothing answers on its socket".into())
+                }
+                // Running, or not answering now (it may be alive): killed
+                // as before, its signal and grace first.
+                Ok(ExitPeek::Running) | Err(_) => {}
             }
         }
         let attempt = self.current_attempt();

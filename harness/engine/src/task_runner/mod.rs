@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_executor::{
-    ExecutorError, ExitResult, Remains, Resources, Rlimits, StopOutcome, TaskSpec,
+    ExecutorError, ExitPeek, ExitResult, Remains, Resources, Rlimits, StopOutcome, TaskSpec,
 };
 use taskgate_faults::points::{self, Edge};
 use taskgate_faults::seeded::SeededBug;
