@@ -327,7 +327,7 @@ scenario "attempts-left" {
     each {
       points = ["web:hook.poststart.after.persist_handle"]
       action = "sigstop-executor"
-      with   = ["web:tr.kill_asked=sigcont-executor"]
+      with   = ["web:tr.kill_asked=await(web:hook.poststart.after.persist_handle@1)", "web:tr.kill_asked=sigcont-executor"]
     }
     each {
       points = ["proxy:hook.poststart.after.persist_handle"]

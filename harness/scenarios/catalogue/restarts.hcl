@@ -109,19 +109,19 @@ scenario "task-tree-killed" {
 }
 
 scenario "frozen-executor" {
-  about = "a running task's executor is SIGSTOPped, and continued only when the kill reaches its runner (which then asks the executor whether its task exited, and stops it)"
+  about = "a running task's executor is SIGSTOPped, and continued only when the kill reaches its runner (which then asks the executor whether its task exited, and stops it); the kill waits until the executor was stopped, which a stop delivered once the task runs can overtake"
   job   = "jobs/report.hcl"
   faults {
     then = "stop-when-running"
     each {
       points = ["leader:hook.poststart.after.persist_handle"]
       action = "sigstop-executor"
-      with   = ["leader:tr.kill_asked=sigcont-executor"]
+      with   = ["leader:tr.kill_asked=await(leader:hook.poststart.after.persist_handle@1)", "leader:tr.kill_asked=sigcont-executor"]
     }
     each {
       points = ["sidecar:hook.poststart.after.persist_handle"]
       action = "sigstop-executor"
-      with   = ["sidecar:tr.kill_asked=sigcont-executor"]
+      with   = ["sidecar:tr.kill_asked=await(sidecar:hook.poststart.after.persist_handle@1)", "sidecar:tr.kill_asked=sigcont-executor"]
     }
   }
   expect {
