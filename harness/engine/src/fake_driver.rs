@@ -78,10 +78,20 @@ pub struct FakeDriver {
     faults: Faults,
 }
 
+/// Where a fake task's attempt stands, as its executor would tell.
+#[derive(Debug, Clone)]
+enum Life {
+    Running,
+    Exited(ExitResult),
+    /// Its executor died and nothing answers for it; its task, the
+    /// attempt's remains, may run on until they are destroyed.
+    ExecutorGone,
+}
+
 struct FakeTask {
     task: String,
     info: ReattachInfo,
-    exit: watch::Sender<Option<ExitResult>>,
+    life: watch::Sender<Life>,
     world: Arc<Mutex<World>>,
     faults: Faults,
 }
@@ -153,12 +163,24 @@ impl FakeDriver {
     /// Ends `task`'s running process with `code`, as if it exited on its
     /// own now (its "executor" lives on, as a real one does).
     pub fn exit(&self, task: &str, code: i32) {
-        let running = self.lock().live.values().find(|t| t.task == task).cloned();
-        let running = running.unwrap_or_else(|| panic!("{task} has no live executor"));
-        if running.exit.borrow().is_none() {
-            running.exited(Some(code), None);
-            running.exit.send_replace(Some(result(Some(code), None)));
+        let running = self.live_task(task);
+        if matches!(*running.life.borrow(), Life::Running) {
+            running.record_exit(Some(code), None);
+            running
+                .life
+                .send_replace(Life::Exited(result(Some(code), None)));
         }
+    }
+
+    /// `task`'s executor dies, its task still running: the attempt is lost,
+    /// and what it left stays until its remains are destroyed.
+    pub fn lose_executor(&self, task: &str) {
+        self.live_task(task).life.send_replace(Life::ExecutorGone);
+    }
+
+    fn live_task(&self, task: &str) -> Arc<FakeTask> {
+        let running = self.lock().live.values().find(|t| t.task == task).cloned();
+        running.unwrap_or_else(|| panic!("{task} has no live executor"))
     }
 
     /// Tasks still reachable (started and not shut down).
@@ -229,13 +251,13 @@ impl Driver for FakeDriver {
                 task_pid: w.next_pid,
             };
             let (tx, _) = watch::channel(match exit {
-                Exit::Code(code) => Some(result(Some(code), None)),
-                Exit::UntilStopped => None,
+                Exit::Code(code) => Life::Exited(result(Some(code), None)),
+                Exit::UntilStopped => Life::Running,
             });
             let task = Arc::new(FakeTask {
                 task: spec.task_name.clone(),
                 info,
-                exit: tx,
+                life: tx,
                 world: world.clone(),
                 faults,
             });
@@ -246,7 +268,7 @@ impl Driver for FakeDriver {
             });
             drop(w);
             if let Exit::Code(code) = exit {
-                task.exited(Some(code), None);
+                task.record_exit(Some(code), None);
             }
             Ok(task as RunningTask)
         })
@@ -297,18 +319,20 @@ impl Driver for FakeDriver {
 
 impl FakeTask {
     /// Ends a running task by `signal`; an ended one stays as it ended.
+    /// One whose executor is gone ends unrecorded, as no executor reaps it.
     fn end(&self, signal: i32) -> StopOutcome {
-        let running = self.exit.borrow().is_none();
-        if !running {
-            return StopOutcome::AlreadyExited;
+        match *self.life.borrow() {
+            Life::Running => {}
+            Life::Exited(_) | Life::ExecutorGone => return StopOutcome::AlreadyExited,
         }
-        self.exit.send_replace(Some(result(None, Some(signal))));
-        self.exited(None, Some(signal));
+        self.life
+            .send_replace(Life::Exited(result(None, Some(signal))));
+        self.record_exit(None, Some(signal));
         StopOutcome::Signaled
     }
 
     /// What a real executor records when it reaps its task.
-    fn exited(&self, code: Option<i32>, signal: Option<i32>) {
+    fn record_exit(&self, code: Option<i32>, signal: Option<i32>) {
         taskgate_faults::record_point!(
             self.faults,
             taskgate_faults::points::EX_TASK_EXITED,
@@ -324,20 +348,25 @@ impl TaskHandle for FakeTask {
     }
 
     fn wait(&self) -> DriverFuture<'_, ExitResult> {
-        let mut exit = self.exit.subscribe();
+        let mut life = self.life.subscribe();
         Box::pin(async move {
-            let done = exit
-                .wait_for(Option::is_some)
+            let ended = life
+                .wait_for(|l| !matches!(l, Life::Running))
                 .await
-                .map_err(|_| ExecutorError::Protocol("the fake executor vanished".into()))?;
-            Ok(done.clone().expect("waited for it"))
+                .expect("the task holds its sender")
+                .clone();
+            match ended {
+                Life::Exited(exit) => Ok(exit),
+                _ => Err(gone()),
+            }
         })
     }
 
     fn exited(&self) -> DriverFuture<'_, ExitPeek> {
-        let peek = match self.exit.borrow().clone() {
-            Some(exit) => ExitPeek::Exited(exit),
-            None => ExitPeek::Running,
+        let peek = match self.life.borrow().clone() {
+            Life::Running => ExitPeek::Running,
+            Life::Exited(exit) => ExitPeek::Exited(exit),
+            Life::ExecutorGone => ExitPeek::ExecutorGone,
         };
         Box::pin(async move { Ok(peek) })
     }
@@ -348,11 +377,17 @@ impl TaskHandle for FakeTask {
                 task: self.task.clone(),
                 signal,
             });
+            if matches!(*self.life.borrow(), Life::ExecutorGone) {
+                return Err(gone());
+            }
             Ok(self.end(signal.signal() as i32))
         })
     }
 
     fn shutdown(&self) -> Result<(), ExecutorError> {
+        if matches!(*self.life.borrow(), Life::ExecutorGone) {
+            return Err(gone());
+        }
         // Like the executor's teardown: kill what is left, then go away.
         self.end(libc::SIGKILL);
         let mut w = lock(&self.world);
@@ -362,4 +397,9 @@ impl TaskHandle for FakeTask {
         });
         Ok(())
     }
+}
+
+/// What a real client meets at a dead executor's socket.
+fn gone() -> ExecutorError {
+    ExecutorError::Protocol("the fake executor is gone".into())
 }

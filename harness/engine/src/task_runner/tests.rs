@@ -247,3 +247,30 @@ async fn an_exit_before_the_kill_is_the_tasks_own_end() {
     );
     assert!(driver.stops().is_empty(), "an exited task was stopped");
 }
+
+/// An executor that dies while its task runs loses the attempt: its
+/// remains are destroyed once, and the Killed event says what that killed.
+/// (Its exited hook's failed shutdown used to destroy them first, so the
+/// lost attempt's own pass found nothing and said so.)
+#[tokio::test]
+#[should_panic(expected = "lost attempt's remains destroyed twice")]
+async fn a_lost_attempts_remains_are_destroyed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, handle, driver) = runner(dir.path());
+    let run = started(runner, &handle).await;
+    driver.lose_executor("web");
+    let record = run.await.unwrap();
+    let destroys: Vec<_> = (driver.calls().into_iter())
+        .filter(|c| matches!(c, crate::fake_driver::Call::DestroyRemains { .. }))
+        .collect();
+    assert!(
+        destroys.len() == 1,
+        "lost attempt's remains destroyed twice: {destroys:?}"
+    );
+    let killed = (record.events.iter()).find(|e| e.kind == EventKind::Killed);
+    assert!(
+        killed.is_some_and(|e| e.message.starts_with("Killed what was left")),
+        "{:?}",
+        record.events
+    );
+}
