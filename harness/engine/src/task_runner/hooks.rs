@@ -67,6 +67,8 @@ impl TaskRunner {
     /// Exited hooks. One that failed is an executor that could not be shut
     /// down (it died just then, say), which leaves the task's cgroup and
     /// files: they are destroyed, as the next launch or a restore would.
+    /// Not for an attempt with no result: it was lost, and
+    /// [`TaskRunner::lose_attempt`] destroys (or destroyed) what it left.
     pub(super) async fn run_exited_hooks(
         &mut self,
         running: &RunningTask,
@@ -76,7 +78,7 @@ impl TaskRunner {
         let done = self
             .run_hooks::<dyn ExitedHook>(attempt, |hook, ctx| hook.exited(ctx, running, result));
         debug_assert!(done.is_ok(), "exited hooks are best effort");
-        if !matches!(done, Ok(HooksRan::AllDone)) {
+        if result.is_some() && !matches!(done, Ok(HooksRan::AllDone)) {
             let _ = self.destroy_remains().await;
         }
     }
