@@ -124,13 +124,26 @@ mod tests {
     }
 
     fn running_task(dir: &std::path::Path) -> Running {
-        let state = Arc::new(StateDb::open(&crate::DataDir::new(dir).state_db()).unwrap());
+        cleanup_of(
+            dir,
+            TaskState::Running { attempt: 1 },
+            &[EventKind::Started],
+        )
+    }
+
+    /// The cleanup of web's runner, its attempt 1 in `state` (persisted)
+    /// after `events`.
+    fn cleanup_of(dir: &std::path::Path, state: TaskState, events: &[EventKind]) -> Running {
         let record = TaskRecord {
-            state: TaskState::Running { attempt: 1 },
+            state,
             committed: Some(1),
             launched: Some(1),
+            events: (events.iter())
+                .map(|&kind| TaskEvent::new("web", kind, 1, "before the panic"))
+                .collect(),
             ..TaskRecord::new("web")
         };
+        let state = Arc::new(StateDb::open(&crate::DataDir::new(dir).state_db()).unwrap());
         state.put_task("a1", &record).unwrap();
         let faults = Faults::new();
         let driver = FakeDriver::new(dir.join("run"), faults.clone());
@@ -190,21 +203,56 @@ mod tests {
         let Running {
             cleanup, driver, ..
         } = running_task(dir.path());
-        let panicked = tokio::spawn(async { panic!("a bug") })
-            .await
-            .expect_err("it panicked");
-        let left = cleanup.after_panic(panicked).await;
+        let left = cleanup.after_panic(panicked().await).await;
         let killed = (driver.calls().iter())
             .any(|c| matches!(c, Call::Stop { .. } | Call::DestroyRemains { .. }));
         assert!(killed, "the running task was left running");
         let kinds: Vec<EventKind> = left.events.iter().map(|e| e.kind).collect();
-        assert_eq!(kinds, [EventKind::Killed, EventKind::NotRestarting]);
-        assert!(left.events[1].fails_task);
+        use EventKind::*;
+        assert_eq!(kinds, [Started, Killed, NotRestarting]);
+        assert!(left.events[2].fails_task);
         assert!(matches!(
             left.state,
             TaskState::Dead {
                 outcome: Outcome::Failed { .. }
             }
         ));
+    }
+
+    async fn panicked() -> tokio::task::JoinError {
+        tokio::spawn(async { panic!("a bug") })
+            .await
+            .expect_err("it panicked")
+    }
+
+    /// A runner that panicked after its kill path recorded the running
+    /// attempt killed: the cleanup fails the task, but adds no second end.
+    #[tokio::test]
+    #[should_panic(expected = "a second Killed")]
+    async fn a_killed_attempt_is_not_killed_again_after_a_panic() {
+        use EventKind::*;
+        let dir = tempfile::tempdir().unwrap();
+        let running = TaskState::Running { attempt: 1 };
+        let Running { cleanup, .. } = cleanup_of(dir.path(), running, &[Started, Killed]);
+        let left = cleanup.after_panic(panicked().await).await;
+        let kinds: Vec<EventKind> = left.events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [Started, Killed, NotRestarting], "a second Killed");
+    }
+
+    /// A runner that panicked once its task was recorded dead: the task's
+    /// end stands, and nothing says it failed.
+    #[tokio::test]
+    #[should_panic(expected = "a dead task's end changed")]
+    async fn a_dead_tasks_end_stands_after_a_panic() {
+        use EventKind::*;
+        let dir = tempfile::tempdir().unwrap();
+        let dead = TaskState::Dead {
+            outcome: Outcome::Killed { result: None },
+        };
+        let Running {
+            cleanup, record, ..
+        } = cleanup_of(dir.path(), dead, &[Started, Killed]);
+        let left = cleanup.after_panic(panicked().await).await;
+        assert_eq!(left, record, "a dead task's end changed");
     }
 }
