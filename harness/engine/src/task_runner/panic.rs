@@ -41,8 +41,11 @@ impl PanicCleanup {
         let mut record = self.as_left();
         let attempt = record.committed.unwrap_or(0);
         // A running task the cleanup kills is recorded killed, as the kill
-        // path would have: every Started is followed by its end.
-        let was_running = matches!(record.state, TaskState::Running { .. });
+        // path would have: every Started is followed by one end.
+        let ended = (record.events.iter()).any(|e| {
+            e.attempt == attempt && matches!(e.kind, EventKind::Killed | EventKind::Terminated)
+        });
+        let unended = matches!(record.state, TaskState::Running { .. }) && !ended;
         if record.committed.is_some() {
             let info = record
                 .handle
@@ -68,7 +71,21 @@ impl PanicCleanup {
                 }
             }
         }
-        if was_running {
+        // Failed even if it was dead: the panic came as it was revived (a
+        // restart of all tasks), which it now never is.
+        self.fail(&mut record, attempt, reason, unended);
+        if let Err(err) = self.state.put_task(&self.alloc_id, &record) {
+            tracing::error!(task = %self.task, error = %err, "persisting task state failed");
+        }
+        self.state_tx.send_replace(record.state.clone());
+        let _ = self.changed.send(());
+        record
+    }
+
+    /// Records the task failed by its runner's panic, and first its running
+    /// attempt killed if nothing ended it yet.
+    fn fail(&self, record: &mut TaskRecord, attempt: u32, reason: String, unended: bool) {
+        if unended {
             record.events.push(TaskEvent::new(
                 &self.task,
                 EventKind::Killed,
@@ -87,17 +104,9 @@ impl PanicCleanup {
         });
         record.keep_recent_events();
         record.handle = None;
-        if !record.state.is_dead() {
-            record.state = TaskState::Dead {
-                outcome: Outcome::Failed { reason },
-            };
-        }
-        if let Err(err) = self.state.put_task(&self.alloc_id, &record) {
-            tracing::error!(task = %self.task, error = %err, "persisting task state failed");
-        }
-        self.state_tx.send_replace(record.state.clone());
-        let _ = self.changed.send(());
-        record
+        record.state = TaskState::Dead {
+            outcome: Outcome::Failed { reason },
+        };
     }
 
     /// The task's record as its runner last persisted it. A runner the
@@ -228,7 +237,6 @@ mod tests {
     /// A runner that panicked after its kill path recorded the running
     /// attempt killed: the cleanup fails the task, but adds no second end.
     #[tokio::test]
-    #[should_panic(expected = "a second Killed")]
     async fn a_killed_attempt_is_not_killed_again_after_a_panic() {
         use EventKind::*;
         let dir = tempfile::tempdir().unwrap();
@@ -239,20 +247,26 @@ mod tests {
         assert_eq!(kinds, [Started, Killed, NotRestarting], "a second Killed");
     }
 
-    /// A runner that panicked once its task was recorded dead: the task's
-    /// end stands, and nothing says it failed.
+    /// A runner that panicked once its task was recorded dead (as a
+    /// restart of all tasks revived it): the task failed, its end kept, and
+    /// its record says so throughout (its state kept the old end while a
+    /// failing event was added).
     #[tokio::test]
-    #[should_panic(expected = "a dead task's end changed")]
-    async fn a_dead_tasks_end_stands_after_a_panic() {
+    async fn a_dead_task_whose_runner_panics_is_failed() {
         use EventKind::*;
         let dir = tempfile::tempdir().unwrap();
         let dead = TaskState::Dead {
             outcome: Outcome::Killed { result: None },
         };
-        let Running {
-            cleanup, record, ..
-        } = cleanup_of(dir.path(), dead, &[Started, Killed]);
+        let Running { cleanup, .. } = cleanup_of(dir.path(), dead, &[Started, Killed]);
         let left = cleanup.after_panic(panicked().await).await;
-        assert_eq!(left, record, "a dead task's end changed");
+        let kinds: Vec<EventKind> = left.events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [Started, Killed, NotRestarting]);
+        assert!(left.events[2].fails_task);
+        assert!(
+            matches!(&left.state, TaskState::Dead { outcome } if outcome.failed()),
+            "a failing event, but {:?}",
+            left.state
+        );
     }
 }
