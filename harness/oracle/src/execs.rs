@@ -8,6 +8,7 @@ use crate::history::{Answer, Event, ExecRecord, TaskEventKind};
 use crate::identity::ExecIdentity;
 use crate::invariant::{Invariant, Violation};
 use crate::judge::DENY_TERMINAL;
+use std::collections::BTreeMap;
 use taskgate_faults::{points, scoped};
 
 /// The fault points the exec checks anchor on, by name.
@@ -170,8 +171,14 @@ pub fn check_one_exec_per_attempt(
 }
 
 /// [`Invariant::StartedTasksEnd`]: every "Started" task event is followed by a "Terminated" or "Killed"
-/// event of the same task.
+/// event of the same task, and no attempt ends twice.
 pub fn check_started_tasks_end(history: &[Event]) -> Vec<Violation> {
+    let mut out = check_started_tasks_eventually_end(history);
+    out.extend(check_attempts_end_once(history));
+    out
+}
+
+fn check_started_tasks_eventually_end(history: &[Event]) -> Vec<Violation> {
     let ends = |task: &str, from: usize| {
         history[from..].iter().any(|e| {
             matches!(e, Event::TaskEvent { task: t, kind, .. }
@@ -196,6 +203,49 @@ pub fn check_started_tasks_end(history: &[Event]) -> Vec<Violation> {
             _ => None,
         })
         .collect()
+}
+
+/// An attempt's life in the task's events runs from its start ("Started",
+/// or "Restored" by a restored agent) to the restart decision
+/// ("Restarting", "NotRestarting") or the next start; at most one
+/// "Terminated" or "Killed" ends it. (A "Killed" after the decision is the
+/// task's, killed while it waited to restart.)
+fn check_attempts_end_once(history: &[Event]) -> Vec<Violation> {
+    use TaskEventKind::*;
+    // Per task: where its open attempt's life began, and its first end.
+    let mut open: BTreeMap<&str, (usize, Option<usize>)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, e) in history.iter().enumerate() {
+        let Event::TaskEvent {
+            task,
+            kind,
+            attempt,
+            ..
+        } = e
+        else {
+            continue;
+        };
+        match kind {
+            Started | Restored => {
+                open.insert(task, (i, None));
+            }
+            Restarting | NotRestarting => {
+                open.remove(task.as_str());
+            }
+            Terminated | Killed => match open.get_mut(task.as_str()) {
+                Some((_, first @ None)) => *first = Some(i),
+                Some((began, Some(first))) => out.push(Invariant::StartedTasksEnd.violation(
+                    Some(task),
+                    format!(
+                        "attempt {attempt}, started at #{began}, ended twice: at #{first} and #{i}"
+                    ),
+                )),
+                None => {}
+            },
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -493,6 +543,52 @@ mod tests {
         let v = check_started_tasks_end(&h.0);
         assert_eq!(invariants(&v), [(Invariant::StartedTasksEnd, Some("web"))]);
         assert!(v[0].detail.contains("attempt 2"), "{}", v[0].detail);
+    }
+
+    /// A runner's panic cleanup added a second Killed to an attempt its
+    /// kill path had recorded killed.
+    #[test]
+    fn an_attempt_that_ends_twice_is_a_violation() {
+        let h = H::default()
+            .task_event("web", TaskEventKind::Started, 1)
+            .task_event("web", TaskEventKind::Killing, 1)
+            .task_event("web", TaskEventKind::Killed, 1)
+            .task_event("web", TaskEventKind::Killed, 1)
+            .task_event("web", TaskEventKind::NotRestarting, 1);
+        let v = check_started_tasks_end(&h.0);
+        assert_eq!(invariants(&v), [(Invariant::StartedTasksEnd, Some("web"))]);
+        assert!(
+            v[0].detail.contains("ended twice: at #2 and #3"),
+            "{}",
+            v[0].detail
+        );
+        // A restored agent's attempt too.
+        let h = H::default()
+            .task_event("web", TaskEventKind::Restored, 2)
+            .task_event("web", TaskEventKind::Terminated, 2)
+            .task_event("web", TaskEventKind::Killed, 2);
+        assert_eq!(
+            invariants(&check_started_tasks_end(&h.0)),
+            [(Invariant::StartedTasksEnd, Some("web"))]
+        );
+    }
+
+    /// A task killed while it waits to restart ends after its attempt did;
+    /// a lost attempt's kill is its one end; each task's attempts are its own.
+    #[test]
+    fn an_attempt_and_then_its_task_may_end() {
+        let h = H::default()
+            .task_event("web", TaskEventKind::Started, 1)
+            .task_event("db", TaskEventKind::Started, 1)
+            .task_event("web", TaskEventKind::Terminated, 1)
+            .task_event("web", TaskEventKind::Restarting, 1)
+            .task_event("web", TaskEventKind::Killed, 1)
+            .task_event("db", TaskEventKind::Lost, 1)
+            .task_event("db", TaskEventKind::Killed, 1)
+            .task_event("db", TaskEventKind::Restarting, 1)
+            .task_event("db", TaskEventKind::Started, 2)
+            .task_event("db", TaskEventKind::Killed, 2);
+        assert_eq!(check_started_tasks_end(&h.0), []);
     }
 
     #[test]

@@ -47,7 +47,7 @@ registry! {
     OneExecPerAttempt = "one-exec-per-attempt":
         "at most one executor exec per start attempt",
     StartedTasksEnd = "started-tasks-end":
-        "every started task is eventually killed or exits",
+        "every started task is eventually killed or exits, and no attempt ends twice",
     NoRestartAfterCompletion = "no-restart-after-completion":
         "no completed task or attempt is started again after a restore",
     NoExecAfterKill = "no-exec-after-kill":
