@@ -193,6 +193,26 @@ scenario "death-before-stop" {
   }
 }
 
+scenario "death-at-kill" {
+  about = "the stop tells web's runner to die, its runner finds the task running, and web's executor is SIGKILLed as the kill begins: the attempt is lost to the kill, which ended it, and the alloc completes"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "process"
+    then    = "stop-when-running"
+    each {
+      points = ["web:tr.killing"]
+      action = "kill-executor"
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "oracle: a death after the runner's peek found the task running, but before tr.killing, is taken for one before the runner was told to die"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
 scenario "agent-kill" {
   about = "the agent is SIGKILLed at a boundary and restarted: no task lost, none started twice"
   job   = "jobs/report.hcl"
