@@ -375,7 +375,7 @@ pub fn merge(set: &[Scenario], shards: &[(String, String)]) -> Result<Merged, Me
 /// between repetitions of one run).
 pub fn replay_verdict(report: &RunReport) -> String {
     if report.passed() {
-        return RunVerdict::Pass.to_string();
+        return report.verdict().to_string();
     }
     let mut broken: Vec<&str> = report.violations.iter().map(|v| v.invariant.id()).collect();
     broken.sort_unstable();
