@@ -163,13 +163,7 @@ impl FakeDriver {
     /// Ends `task`'s running process with `code`, as if it exited on its
     /// own now (its "executor" lives on, as a real one does).
     pub fn exit(&self, task: &str, code: i32) {
-        let running = self.live_task(task);
-        if matches!(*running.life.borrow(), Life::Running) {
-            running.record_exit(Some(code), None);
-            running
-                .life
-                .send_replace(Life::Exited(result(Some(code), None)));
-        }
+        self.live_task(task).finish(Some(code), None);
     }
 
     /// `task`'s executor dies, its task still running: the attempt is lost,
@@ -321,14 +315,25 @@ impl FakeTask {
     /// Ends a running task by `signal`; an ended one stays as it ended.
     /// One whose executor is gone ends unrecorded, as no executor reaps it.
     fn end(&self, signal: i32) -> StopOutcome {
-        match *self.life.borrow() {
-            Life::Running => {}
-            Life::Exited(_) | Life::ExecutorGone => return StopOutcome::AlreadyExited,
+        if self.finish(None, Some(signal)) {
+            StopOutcome::Signaled
+        } else {
+            StopOutcome::AlreadyExited
         }
-        self.life
-            .send_replace(Life::Exited(result(None, Some(signal))));
-        self.record_exit(None, Some(signal));
-        StopOutcome::Signaled
+    }
+
+    /// Ends the running task with this exit, recorded as its executor
+    /// records it, in one step a peek cannot come between (as the real
+    /// executor's lock makes it); false if it was not running.
+    fn finish(&self, code: Option<i32>, signal: Option<i32>) -> bool {
+        self.life.send_if_modified(|life| {
+            if !matches!(life, Life::Running) {
+                return false;
+            }
+            *life = Life::Exited(result(code, signal));
+            self.record_exit(code, signal);
+            true
+        })
     }
 
     /// What a real executor records when it reaps its task.
@@ -363,11 +368,21 @@ impl TaskHandle for FakeTask {
     }
 
     fn exited(&self) -> DriverFuture<'_, ExitPeek> {
-        let peek = match self.life.borrow().clone() {
+        let life = self.life.borrow();
+        let peek = match &*life {
             Life::Running => ExitPeek::Running,
-            Life::Exited(exit) => ExitPeek::Exited(exit),
+            Life::Exited(exit) => ExitPeek::Exited(exit.clone()),
             Life::ExecutorGone => ExitPeek::ExecutorGone,
         };
+        // Only a live executor answers, and records that it did.
+        if !matches!(peek, ExitPeek::ExecutorGone) {
+            taskgate_faults::record_point!(
+                self.faults,
+                taskgate_faults::points::EX_PEEKED,
+                self.task.as_str()
+            );
+        }
+        drop(life);
         Box::pin(async move { Ok(peek) })
     }
 

@@ -345,7 +345,17 @@ impl Supervisor {
             // Reaped is recorded: its result follows once the log pumps
             // drained, which takes no longer than they need.
             Request::Peek => {
-                let reaped = self.lock().reaped;
+                let reaped = {
+                    // Under the lock an exit is recorded under: the peek's
+                    // record orders it against the exit's.
+                    let st = self.lock();
+                    taskgate_faults::record_point!(
+                        self.faults,
+                        points::EX_PEEKED,
+                        self.task_name.as_str()
+                    );
+                    st.reaped
+                };
                 Response::Peeked(reaped.then(|| self.wait_exit()))
             }
             Request::Stop { signal, grace_ms } => {

@@ -130,6 +130,10 @@ pub const EX_LOCK_WAITED: &str = "ex.lock_waited";
 /// Record-only, in the executor: its task's process exited (the hit
 /// carries the exit).
 pub const EX_TASK_EXITED: &str = "ex.task_exited";
+/// Record-only, in the executor: it answered a runner told to die whether
+/// its task exited, under the lock it records exits under. An exit
+/// recorded before this is the task's own end; one after it, the kill's.
+pub const EX_PEEKED: &str = "ex.peeked";
 
 /// Every per-task point a fault can act at, other than the hook points
 /// (which the engine's hook set names), for scenario files to name and
@@ -159,8 +163,12 @@ pub const TASK_POINTS: [&str; 19] = [
 
 /// Per-task points that only record (no fault acts at them), which a
 /// fault can still await.
-pub const RECORDED_TASK_POINTS: [&str; 3] =
-    [EX_TASK_EXITED, TR_RESTART_DELAY_ELAPSED, TR_RESTART_DECIDED];
+pub const RECORDED_TASK_POINTS: [&str; 4] = [
+    EX_TASK_EXITED,
+    EX_PEEKED,
+    TR_RESTART_DELAY_ELAPSED,
+    TR_RESTART_DECIDED,
+];
 
 /// Every alloc-wide point.
 pub const ALLOC_POINTS: [&str; 8] = [

@@ -4,7 +4,7 @@
 //! reason over these positions.
 
 use crate::history::{Event, TaskExit};
-use taskgate_faults::points::{TR_KILLING, TR_RESTART_SIGNALED};
+use taskgate_faults::points::{EX_PEEKED, TR_KILLING, TR_RESTART_SIGNALED};
 use taskgate_faults::{scoped, Action, Intervention};
 
 /// Where an executor for `task` was exec'd: one per launch of an attempt.
@@ -41,6 +41,16 @@ pub(crate) fn exits(history: &[Event], task: &str) -> Vec<(usize, TaskExit)> {
 /// Where `task`'s runner was told to die.
 pub(crate) fn kills(history: &[Event], task: &str) -> Vec<usize> {
     let name = scoped(Some(task), TR_KILLING);
+    positions(history, |e| e.is_hit(&name))
+}
+
+/// Where `task`'s executor answered its runner, told to die, whether the
+/// task had exited: the runner's decision whose end the attempt's is (an
+/// exit recorded before it is the task's own; one after it, the kill's).
+/// Only a runner's own attempt is asked; a restored one is decided at
+/// `tr.killing`.
+pub(crate) fn peeks(history: &[Event], task: &str) -> Vec<usize> {
+    let name = scoped(Some(task), EX_PEEKED);
     positions(history, |e| e.is_hit(&name))
 }
 

@@ -194,7 +194,7 @@ scenario "death-before-stop" {
 }
 
 scenario "death-at-kill" {
-  about = "the stop tells web's runner to die, its runner finds the task running, and web's executor is SIGKILLed as the kill begins: the attempt is lost to the kill, which ended it, and the alloc completes"
+  about = "the stop tells web's runner to die, its executor tells the runner the task is running, and only then is web's executor or tree SIGKILLed, as the kill begins: the kill ended the attempt, and the alloc completes"
   job   = "jobs/web.hcl"
   faults {
     host    = "process"
@@ -203,13 +203,13 @@ scenario "death-at-kill" {
       points = ["web:tr.killing"]
       action = "kill-executor"
     }
+    each {
+      points = ["web:tr.killing"]
+      action = "kill-task-tree"
+    }
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "oracle: a death after the runner's peek found the task running, but before tr.killing, is taken for one before the runner was told to die"
-      invariant = "status-matches-exits"
-    }
   }
 }
 

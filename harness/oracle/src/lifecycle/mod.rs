@@ -9,7 +9,7 @@ use crate::attempts::{attempts, time_at_or_before, windows_begin, Attempt, Began
 use crate::history::{AllocStatus, Event, TaskRole, TaskShape};
 use crate::invariant::{Invariant, Violation};
 use crate::timeline::{
-    end_unrecorded, executor_kills, exits, kills, launches, positions, restarts, tree_roots,
+    end_unrecorded, executor_kills, exits, kills, launches, peeks, positions, restarts, tree_roots,
 };
 use taskgate_faults::points::{
     panics_task_runner, AR_ALLOC_TERMINAL, TR_BEFORE_DRIVER_START, TR_BEFORE_PRESTART,
@@ -290,9 +290,11 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
     };
     let mut why = None;
     for task in tasks {
-        // A user restart's kill tells the attempt to die too.
+        // A user restart's kill tells the attempt to die too, and a runner
+        // told to die decides at its peek.
         let mut killed = kills(history, &task.name);
         killed.extend(restarts(history, &task.name));
+        killed.extend(peeks(history, &task.name));
         let launched = launches(history, &task.name);
         // Killed with the restart's kill on its way (at its very point) is
         // the restart's end.

@@ -340,6 +340,22 @@ fn poststop_once(#[case] h: H, #[case] expected: usize) {
         .start("web").stop().kill("web").exit("web", OK).status(AllocStatus::Complete),
     true
 )]
+#[case::died_after_the_peek_found_it_running(
+    H::default().start("web").stop().hit("web:ex.peeked".into()).exit("web", FAILED).kill("web")
+        .status(AllocStatus::Complete),
+    true
+)]
+#[case::executor_lost_after_the_peek(
+    H::default().start("web").stop().hit("web:ex.peeked".into())
+        .hit_with("web:tr.killing", Action::Intervene(Intervention::KillExecutor))
+        .status(AllocStatus::Complete),
+    true
+)]
+#[case::failed_before_the_peek_reported_complete(
+    H::default().start("web").stop().exit("web", FAILED).hit("web:ex.peeked".into()).kill("web")
+        .status(AllocStatus::Complete),
+    false
+)]
 #[case::not_finished(H::default().start("web").exit("web", FAILED).status(AllocStatus::Running), true)]
 #[case::restarted_by_a_user_then_stopped_before_it_came_back(
     H::default().start("web").user_restart("web").exit("web", TaskExit::Signal(15)).stop()
