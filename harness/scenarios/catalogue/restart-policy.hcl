@@ -41,6 +41,28 @@ scenario "executor-death-agent-down-final" {
   }
 }
 
+scenario "failure-before-restored-stop" {
+  about = "web's tree is SIGKILLed as its task starts (it failed), then the agent dies before its runner saw that; the agent is restored with a stop: the failure came before any runner was told to die, and with no restart left the alloc fails"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "agent"
+    restore = "stop"
+    then    = "stop-when-running"
+    each {
+      points = ["web:tr.after_driver_start"]
+      action = "kill-task-tree"
+      with   = ["web:hook.poststart.before.persist_handle=await(web:ex.task_exited@1)", "web:hook.poststart.after.persist_handle=kill"]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "a restored runner told to die takes an exit its executor recorded before any runner was told for the kill's end: the alloc reports complete, hiding the failure"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
 scenario "lost-launch-agent-kill" {
   about = "the agent dies after committing an attempt with no restart left, before or after its executor was spawned (held unbound): the restored agent finds it lost, and the alloc fails; nothing of the task ever ran"
   job   = "jobs/web.hcl"
