@@ -11,9 +11,12 @@
 //! - `reattach` finds a running task from its [`ReattachInfo`], or fails;
 //!   it never starts anything.
 //! - `wait` resolves with the exit, at once if the task already exited.
-//! - `exited` resolves at once: with the exit if the task already exited
-//!   (its executor recorded it), that it runs, or that its executor is gone
-//!   (nothing answers); an error leaves the executor possibly alive.
+//! - `own_end`, asked by a runner told to die, resolves at once: with the
+//!   exit if the task ended on its own (recorded before any runner told to
+//!   die asked, and before any kill signal); else that the kill ends it,
+//!   which dooms it (any later end is the kill's, whichever agent asks); or
+//!   that its executor is gone (nothing answers). An error leaves the
+//!   executor possibly alive.
 //! - `stop` sends the signal, waits up to the grace, then kills; it resolves
 //!   once the task has exited.
 //! - `shutdown` (blocking, for hooks) removes whatever reaches the task; a
@@ -46,7 +49,7 @@ pub trait Driver: Send + Sync {
 pub trait TaskHandle: Send + Sync {
     fn reattach_info(&self) -> ReattachInfo;
     fn wait(&self) -> DriverFuture<'_, ExitResult>;
-    fn exited(&self) -> DriverFuture<'_, ExitPeek>;
+    fn own_end(&self) -> DriverFuture<'_, ExitPeek>;
     fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome>;
     fn shutdown(&self) -> Result<(), ExecutorError>;
 }
@@ -111,9 +114,9 @@ impl TaskHandle for ExecTask {
         Box::pin(blocking(move || ex.wait()))
     }
 
-    fn exited(&self) -> DriverFuture<'_, ExitPeek> {
+    fn own_end(&self) -> DriverFuture<'_, ExitPeek> {
         let ex = self.executor.clone();
-        Box::pin(blocking(move || ex.exited()))
+        Box::pin(blocking(move || ex.own_end()))
     }
 
     fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome> {

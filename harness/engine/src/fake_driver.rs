@@ -81,8 +81,11 @@ pub struct FakeDriver {
 /// Where a fake task's attempt stands, as its executor would tell.
 #[derive(Debug, Clone)]
 enum Life {
-    Running,
-    Exited(ExitResult),
+    /// `doomed` once a runner told to die found it running (or a kill
+    /// signal was sent): whatever ends it from then on is the kill's.
+    Running { doomed: bool },
+    /// `own`: it ended on its own, not doomed.
+    Exited { exit: ExitResult, own: bool },
     /// Its executor died and nothing answers for it; its task, the
     /// attempt's remains, may run on until they are destroyed.
     ExecutorGone,
@@ -163,7 +166,7 @@ impl FakeDriver {
     /// Ends `task`'s running process with `code`, as if it exited on its
     /// own now (its "executor" lives on, as a real one does).
     pub fn exit(&self, task: &str, code: i32) {
-        self.live_task(task).finish(Some(code), None);
+        self.live_task(task).finish(Some(code), None, false);
     }
 
     /// `task`'s executor dies, its task still running: the attempt is lost,
@@ -245,8 +248,11 @@ impl Driver for FakeDriver {
                 task_pid: w.next_pid,
             };
             let (tx, _) = watch::channel(match exit {
-                Exit::Code(code) => Life::Exited(result(Some(code), None)),
-                Exit::UntilStopped => Life::Running,
+                Exit::Code(code) => Life::Exited {
+                    exit: result(Some(code), None),
+                    own: true,
+                },
+                Exit::UntilStopped => Life::Running { doomed: false },
             });
             let task = Arc::new(FakeTask {
                 task: spec.task_name.clone(),
@@ -315,22 +321,26 @@ impl FakeTask {
     /// Ends a running task by `signal`; an ended one stays as it ended.
     /// One whose executor is gone ends unrecorded, as no executor reaps it.
     fn end(&self, signal: i32) -> StopOutcome {
-        if self.finish(None, Some(signal)) {
+        if self.finish(None, Some(signal), true) {
             StopOutcome::Signaled
         } else {
             StopOutcome::AlreadyExited
         }
     }
 
-    /// Ends the running task with this exit, recorded as its executor
-    /// records it, in one step a peek cannot come between (as the real
-    /// executor's lock makes it); false if it was not running.
-    fn finish(&self, code: Option<i32>, signal: Option<i32>) -> bool {
+    /// Ends the running task with this exit (`killed`: by a kill signal),
+    /// recorded as its executor records it, in one step a peek cannot come
+    /// between (as the real executor's lock makes it); false if it was not
+    /// running.
+    fn finish(&self, code: Option<i32>, signal: Option<i32>, killed: bool) -> bool {
         self.life.send_if_modified(|life| {
-            if !matches!(life, Life::Running) {
+            let Life::Running { doomed } = *life else {
                 return false;
-            }
-            *life = Life::Exited(result(code, signal));
+            };
+            *life = Life::Exited {
+                exit: result(code, signal),
+                own: !doomed && !killed,
+            };
             self.record_exit(code, signal);
             true
         })
@@ -356,33 +366,38 @@ impl TaskHandle for FakeTask {
         let mut life = self.life.subscribe();
         Box::pin(async move {
             let ended = life
-                .wait_for(|l| !matches!(l, Life::Running))
+                .wait_for(|l| !matches!(l, Life::Running { .. }))
                 .await
                 .expect("the task holds its sender")
                 .clone();
             match ended {
-                Life::Exited(exit) => Ok(exit),
+                Life::Exited { exit, .. } => Ok(exit),
                 _ => Err(gone()),
             }
         })
     }
 
-    fn exited(&self) -> DriverFuture<'_, ExitPeek> {
-        let life = self.life.borrow();
-        let peek = match &*life {
-            Life::Running => ExitPeek::Running,
-            Life::Exited(exit) => ExitPeek::Exited(exit.clone()),
-            Life::ExecutorGone => ExitPeek::ExecutorGone,
-        };
-        // Only a live executor answers, and records that it did.
-        if !matches!(peek, ExitPeek::ExecutorGone) {
+    fn own_end(&self) -> DriverFuture<'_, ExitPeek> {
+        let mut peek = ExitPeek::ExecutorGone;
+        // Dooming a running task wakes no waiter: it still runs.
+        self.life.send_if_modified(|life| {
+            peek = match life {
+                Life::Running { doomed } => {
+                    *doomed = true;
+                    ExitPeek::ToKill
+                }
+                Life::Exited { exit, own: true } => ExitPeek::OwnEnd(exit.clone()),
+                Life::Exited { own: false, .. } => ExitPeek::ToKill,
+                Life::ExecutorGone => return false,
+            };
+            // Only a live executor answers, and records that it did.
             taskgate_faults::record_point!(
                 self.faults,
                 taskgate_faults::points::EX_PEEKED,
                 self.task.as_str()
             );
-        }
-        drop(life);
+            false
+        });
         Box::pin(async move { Ok(peek) })
     }
 

@@ -383,3 +383,23 @@ fn a_restore_without_a_handle_finds_the_executor_at_its_socket() {
     assert_eq!(home.driver.starts("web"), 1, "{:?}", home.driver.calls());
     assert_eq!(summary.status.client, ClientStatus::Complete);
 }
+
+/// A task that failed while no agent ran, then stopped by the restored
+/// agent: the failure came before any runner was told to die, so it is the
+/// task's own end, and with no restart left the alloc fails. (The restored
+/// runner took it for its kill's, and reported the alloc complete.)
+#[test]
+fn a_failure_while_the_agent_was_down_is_not_the_restored_stops() {
+    let first = runtime();
+    let second = runtime();
+    let home = Home::new();
+    agent_died_while_web_ran(&home, &first, 0);
+    first.shutdown_timeout(idle());
+    home.driver.exit("web", 1);
+    let engine = home.engine();
+    let alloc = restore_one(&engine, &second);
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    assert_eq!(summary.status.client, ClientStatus::Failed);
+    assert!(home.driver.stops().is_empty(), "an exited task was stopped");
+}

@@ -349,10 +349,11 @@ impl Executor {
         }
     }
 
-    /// Whether the task has exited (its exit recorded), without waiting
-    /// for it; or that nothing answers on the executor's socket any more.
-    /// Any other failure is an error: the executor may still be alive.
-    pub fn exited(&self) -> Result<ExitPeek, ExecutorError> {
+    /// For a runner told to die: whether the task ended on its own (see
+    /// [`ExitPeek`]), without waiting for it; or that nothing answers on
+    /// the executor's socket any more. Any other failure is an error: the
+    /// executor may still be alive.
+    pub fn own_end(&self) -> Result<ExitPeek, ExecutorError> {
         let stream = match UnixStream::connect(&self.info.socket_path) {
             Ok(stream) => stream,
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
@@ -361,8 +362,8 @@ impl Executor {
             Err(e) => return Err(ExecutorError::io("connect to the executor")(e)),
         };
         match self.exchange(stream, Request::Peek)? {
-            Response::Peeked(Some(exit)) => Ok(ExitPeek::Exited(exit)),
-            Response::Peeked(None) => Ok(ExitPeek::Running),
+            Response::Peeked(Some(exit)) => Ok(ExitPeek::OwnEnd(exit)),
+            Response::Peeked(None) => Ok(ExitPeek::ToKill),
             other => Err(unexpected(other)),
         }
     }
@@ -412,11 +413,14 @@ impl Executor {
     }
 }
 
-/// What a peek at a task found.
+/// What a runner told to die found when it asked whose end its task's is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExitPeek {
-    Exited(ExitResult),
-    Running,
+    /// The task ended on its own, before any runner told to die asked
+    /// (and before any kill signal): this exit.
+    OwnEnd(ExitResult),
+    /// Running, or ended only once doomed: the kill ends it.
+    ToKill,
     /// Nothing answers on the executor's socket: it is dead.
     ExecutorGone,
 }

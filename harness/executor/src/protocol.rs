@@ -35,7 +35,10 @@ pub(crate) enum Ready {
 pub(crate) enum Request {
     Info,
     Wait,
-    /// The exit, if the task has exited: the answer never waits for one.
+    /// Asked by a runner told to die: the task's exit, if it was its own
+    /// end (reaped before a runner told to die found it running, and
+    /// before any kill signal); the answer never waits for one. An answer
+    /// of none dooms the task: whatever ends it from then on is the kill's.
     Peek,
     Stop {
         signal: crate::KillSignal,

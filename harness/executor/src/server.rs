@@ -117,11 +117,24 @@ fn remove(path: &Path, op: fn(&Path) -> std::io::Result<()>) -> Result<(), Execu
     }
 }
 
+/// Where the task stands, as the exit's recording and a runner's peek
+/// see it (both under the state's lock).
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    #[default]
+    Running,
+    /// A runner told to die found it running: it is killed, and whatever
+    /// ends it from here is the kill's end.
+    Doomed,
+    /// Reaped (its exit recorded); `own` if no runner had found it running
+    /// when told to die before then: its exit is the task's own end.
+    Reaped { own: bool },
+}
+
 #[derive(Default)]
 struct State {
-    /// The task was reaped (its exit recorded); `exit` follows once its
-    /// logs are drained.
-    reaped: bool,
+    /// `exit` follows `Life::Reaped` once the task's logs are drained.
+    life: Life,
     exit: Option<ExitResult>,
     /// Wait replies being written; shutdown lets them finish before exiting.
     replying: usize,
@@ -294,7 +307,9 @@ impl Supervisor {
                     signal,
                 }
             );
-            st.reaped = true;
+            st.life = Life::Reaped {
+                own: st.life == Life::Running,
+            };
         }
         // The task's PID namespace is gone, so every writer of the pipes has exited.
         for pump in pumps {
@@ -342,21 +357,26 @@ impl Supervisor {
                 self.changed.notify_all();
                 return sent;
             }
-            // Reaped is recorded: its result follows once the log pumps
-            // drained, which takes no longer than they need.
+            // The task's own end: reaped before any runner told to die
+            // found it running, or any kill signal was sent. Its result
+            // follows once the log pumps drained, which takes no longer
+            // than they need.
             Request::Peek => {
-                let reaped = {
+                let own_end = {
                     // Under the lock an exit is recorded under: the peek's
                     // record orders it against the exit's.
-                    let st = self.lock();
+                    let mut st = self.lock();
                     taskgate_faults::record_point!(
                         self.faults,
                         points::EX_PEEKED,
                         self.task_name.as_str()
                     );
-                    st.reaped
+                    if st.life == Life::Running {
+                        st.life = Life::Doomed;
+                    }
+                    st.life == Life::Reaped { own: true }
                 };
-                Response::Peeked(reaped.then(|| self.wait_exit()))
+                Response::Peeked(own_end.then(|| self.wait_exit()))
             }
             Request::Stop { signal, grace_ms } => {
                 match self.stop(signal, Duration::from_millis(grace_ms)) {
@@ -412,10 +432,11 @@ impl Supervisor {
         {
             // Under the lock the exit is recorded with (see `reap`): an
             // exit recorded before this point is answered as such.
-            let st = self.lock();
-            if st.reaped {
+            let mut st = self.lock();
+            if matches!(st.life, Life::Reaped { .. }) {
                 return Ok(crate::StopOutcome::AlreadyExited);
             }
+            st.life = Life::Doomed;
             if !SeededBug::KillSignalSkipped.active() {
                 pidfd_send_signal(self.pidfd.as_fd(), signal.signal())?;
             }

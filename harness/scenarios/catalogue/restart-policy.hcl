@@ -56,10 +56,6 @@ scenario "failure-before-restored-stop" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "a restored runner told to die takes an exit its executor recorded before any runner was told for the kill's end: the alloc reports complete, hiding the failure"
-      invariant = "status-matches-exits"
-    }
   }
 }
 

@@ -3,15 +3,6 @@
 
 use super::*;
 
-/// Whose attempt a runner supervises: one it launched, or one a dead
-/// agent's runner began, whose kill may have begun then (that is not
-/// persisted).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Attempt {
-    Own,
-    Restored,
-}
-
 impl TaskRunner {
     /// Kills whatever is left of this task's earlier attempts (an executor
     /// this agent cannot reach, a task tree whose executor died), as Nomad
@@ -62,7 +53,7 @@ impl TaskRunner {
 
     /// Waits for the task to exit, or kills it when told to die or to
     /// restart.
-    pub(super) async fn supervise(&mut self, running: &RunningTask, whose: Attempt) -> AttemptEnd {
+    pub(super) async fn supervise(&mut self, running: &RunningTask) -> AttemptEnd {
         let exited = tokio::select! {
             biased;
             _ = told(&mut self.kill_rx) => Err(EndedBy::Kill),
@@ -77,24 +68,23 @@ impl TaskRunner {
             Ok(Err(err)) => return AttemptEnd::Lost(err.to_string()),
             Err(by) => by,
         };
-        // An exit its executor recorded before the runner was told to die
-        // is the task's own end, which its policy judges (a stop then ends
-        // it between attempts, or it failed), and so is an executor already
-        // gone (a lost attempt): taken for the kill's, a failure just
-        // before a stop was hidden. Not a restored attempt's: the dead
-        // agent's runner may have been told first.
-        if by == EndedBy::Kill && whose == Attempt::Own {
-            match running.exited().await {
-                Ok(ExitPeek::Exited(result)) => {
+        // An exit its executor recorded before any runner was told to die
+        // (this one, or a dead agent's) is the task's own end, which its
+        // policy judges (a stop then ends it between attempts, or it
+        // failed), and so is an executor already gone (a lost attempt):
+        // taken for the kill's, a failure just before a stop was hidden.
+        if by == EndedBy::Kill {
+            match running.own_end().await {
+                Ok(ExitPeek::OwnEnd(result)) => {
                     self.record_end(&result, EndedBy::Exit);
                     return AttemptEnd::Exited(result);
                 }
                 Ok(ExitPeek::ExecutorGone) => {
                     return AttemptEnd::Lost("nothing answers on its socket".into())
                 }
-                // Running, or not answering now (it may be alive): killed
-                // as before, its signal and grace first.
-                Ok(ExitPeek::Running) | Err(_) => {}
+                // Doomed now, or not answering (it may be alive): killed,
+                // its signal and grace first.
+                Ok(ExitPeek::ToKill) | Err(_) => {}
             }
         }
         let attempt = self.current_attempt();

@@ -20,7 +20,6 @@ use crate::restart::{Jitter, RestartDecision, RestartTracker};
 use crate::start_gate::{PrestartReceipt, StartGate, StartRefused};
 use crate::state::{AttemptEnded, EndedBy, StateDb, TaskRecord};
 use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
-use kill::Attempt;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -322,7 +321,7 @@ impl TaskRunner {
         } else if self.restoring {
             match self.restore(attempt).await {
                 Ok(running) => {
-                    let end = self.supervise(&running, Attempt::Restored).await;
+                    let end = self.supervise(&running).await;
                     if let Some(outcome) = self
                         .after_attempt(&running, end, attempt, &mut tracker)
                         .await
@@ -410,7 +409,7 @@ impl TaskRunner {
             self.emit(EventKind::Started, attempt, "Task started by client");
             self.run_poststart_hooks(&running, attempt);
             self.publish();
-            let end = self.supervise(&running, Attempt::Own).await;
+            let end = self.supervise(&running).await;
             if let Some(outcome) = self
                 .after_attempt(&running, end, attempt, &mut tracker)
                 .await
