@@ -180,7 +180,8 @@ impl FakeDriver {
         running.unwrap_or_else(|| panic!("{task} has no live executor"))
     }
 
-    /// Tasks still reachable (started and not shut down).
+    /// Tasks started and not shut down or destroyed: their executors, or
+    /// a lost executor's remains.
     pub fn live(&self) -> Vec<String> {
         self.lock().live.values().map(|t| t.task.clone()).collect()
     }
@@ -218,6 +219,13 @@ impl Driver for FakeDriver {
             let mut w = lock(&world);
             let socket =
                 taskgate_executor::socket_path(&w.run_dir, &spec.alloc_id, &spec.task_name);
+            // A lost executor's remains are destroyed first, as the real
+            // launch does (its lock is free).
+            if (w.live.get(&socket)).is_some_and(|t| t.is_lost()) {
+                if let Some(lost) = w.live.remove(&socket) {
+                    lost.end(libc::SIGKILL);
+                }
+            }
             let refused = if !spec.task_dir.is_dir() {
                 Some(ExecutorError::TaskDirMissing {
                     path: spec.task_dir.clone(),
@@ -281,7 +289,8 @@ impl Driver for FakeDriver {
             // As the real reattach: a known pid must be the one serving.
             let known = |given: i32, actual: i32| given == 0 || given == actual;
             let found = w.live.get(&info.socket_path).cloned().filter(|t| {
-                known(info.executor_pid, t.info.executor_pid)
+                !t.is_lost()
+                    && known(info.executor_pid, t.info.executor_pid)
                     && known(info.task_pid, t.info.task_pid)
             });
             w.calls.push(Call::Reattach {
@@ -318,6 +327,11 @@ impl Driver for FakeDriver {
 }
 
 impl FakeTask {
+    /// Its executor is gone: nothing answers for it any more.
+    fn is_lost(&self) -> bool {
+        matches!(*self.life.borrow(), Life::ExecutorGone)
+    }
+
     /// Ends a running task by `signal`; an ended one stays as it ended.
     /// One whose executor is gone ends unrecorded, as no executor reaps it.
     fn end(&self, signal: i32) -> StopOutcome {
@@ -407,7 +421,7 @@ impl TaskHandle for FakeTask {
                 task: self.task.clone(),
                 signal,
             });
-            if matches!(*self.life.borrow(), Life::ExecutorGone) {
+            if self.is_lost() {
                 return Err(gone());
             }
             Ok(self.end(signal.signal() as i32))
@@ -415,7 +429,7 @@ impl TaskHandle for FakeTask {
     }
 
     fn shutdown(&self) -> Result<(), ExecutorError> {
-        if matches!(*self.life.borrow(), Life::ExecutorGone) {
+        if self.is_lost() {
             return Err(gone());
         }
         // Like the executor's teardown: kill what is left, then go away.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use support::*;
 use taskgate_engine::fake_driver::{Call, Exit};
 use taskgate_engine::state::{AttemptEnded, EndedBy};
-use taskgate_engine::task_state::{EventKind, Outcome, TaskState};
+use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use taskgate_engine::{AllocSummary, ClientStatus};
 use taskgate_executor::ExitResult;
 use taskgate_faults::{points, Await};
@@ -200,6 +200,36 @@ fn a_restored_attempt_that_had_ended_is_finished_not_run_again() {
     assert_eq!(home.driver.starts("web"), 1, "{:?}", home.driver.calls());
     assert_eq!(summary.status.client, ClientStatus::Complete);
     assert!(home.driver.live().is_empty(), "its executor was shut down");
+}
+
+/// The dead agent reported the ended attempt's end (Terminated) before it
+/// died: the restored agent finishes the attempt without reporting its end
+/// a second time.
+#[test]
+fn an_end_the_dead_agent_reported_is_not_reported_again() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 0);
+    first.shutdown_timeout(idle());
+    edit_web_record(&home, &alloc_id, |web| {
+        web.ended = Some(AttemptEnded {
+            attempt: 1,
+            result: ExitResult::with_code(0),
+            by: EndedBy::Exit,
+        });
+        web.events.push(TaskEvent::new(
+            "web",
+            EventKind::Terminated,
+            1,
+            "Exit Code: 0",
+        ));
+    });
+    let engine = home.engine();
+    let summary = wait(&second, restore_one(&engine, &second));
+    let ends = (summary.tasks[0].events.iter())
+        .filter(|e| e.kind == EventKind::Terminated)
+        .count();
+    assert_eq!(ends, 1, "{:?}", summary.tasks[0].events);
 }
 
 /// Restore rule: reattach fails (here, the socket answers for another

@@ -140,6 +140,15 @@ struct State {
     replying: usize,
 }
 
+impl State {
+    /// A kill is on its way: whatever ends a task still running is the kill's.
+    fn doom(&mut self) {
+        if self.life == Life::Running {
+            self.life = Life::Doomed;
+        }
+    }
+}
+
 struct Supervisor {
     /// The task's name: the scope of this executor's fault points.
     task_name: String,
@@ -371,9 +380,7 @@ impl Supervisor {
                         points::EX_PEEKED,
                         self.task_name.as_str()
                     );
-                    if st.life == Life::Running {
-                        st.life = Life::Doomed;
-                    }
+                    st.doom();
                     st.life == Life::Reaped { own: true }
                 };
                 Response::Peeked(own_end.then(|| self.wait_exit()))
@@ -436,7 +443,7 @@ impl Supervisor {
             if matches!(st.life, Life::Reaped { .. }) {
                 return Ok(crate::StopOutcome::AlreadyExited);
             }
-            st.life = Life::Doomed;
+            st.doom();
             if !SeededBug::KillSignalSkipped.active() {
                 pidfd_send_signal(self.pidfd.as_fd(), signal.signal())?;
             }
@@ -461,6 +468,7 @@ impl Supervisor {
     /// Kills what is left, lets pending wait replies go out, removes every file and the cgroup.
     fn teardown(&self) -> Result<(), ExecutorError> {
         if self.lock().exit.is_none() {
+            self.lock().doom();
             self.kill_all()?;
             self.wait_exit();
         }

@@ -130,9 +130,11 @@ pub const EX_LOCK_WAITED: &str = "ex.lock_waited";
 /// Record-only, in the executor: its task's process exited (the hit
 /// carries the exit).
 pub const EX_TASK_EXITED: &str = "ex.task_exited";
-/// Record-only, in the executor: it answered a runner told to die whether
-/// its task exited, under the lock it records exits under. An exit
-/// recorded before this is the task's own end; one after it, the kill's.
+/// Record-only, in the executor: it answered a runner told to die (or to
+/// restart) whether its task ended on its own, under the lock it records
+/// exits under. An exit recorded before the first such answer, and before
+/// any kill signal, is the task's own end; one after it, the kill's (or
+/// the restart's).
 pub const EX_PEEKED: &str = "ex.peeked";
 
 /// Every per-task point a fault can act at, other than the hook points

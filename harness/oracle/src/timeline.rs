@@ -44,11 +44,11 @@ pub(crate) fn kills(history: &[Event], task: &str) -> Vec<usize> {
     positions(history, |e| e.is_hit(&name))
 }
 
-/// Where `task`'s executor answered its runner, told to die, whether the
-/// task had exited: the runner's decision whose end the attempt's is (an
-/// exit recorded before it is the task's own; one after it, the kill's).
-/// Only a runner's own attempt is asked; a restored one is decided at
-/// `tr.killing`.
+/// Where `task`'s executor answered a runner told to die or to restart
+/// (this agent's or a restored one's) whether the task ended on its own:
+/// the runner's decision whose end the attempt's is (an exit recorded
+/// before the first is the task's own; one after it, the kill's or the
+/// restart's).
 pub(crate) fn peeks(history: &[Event], task: &str) -> Vec<usize> {
     let name = scoped(Some(task), EX_PEEKED);
     positions(history, |e| e.is_hit(&name))

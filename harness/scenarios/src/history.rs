@@ -61,7 +61,8 @@ pub struct Records {
 /// One causal order: fault hits in log order (the engine's and every
 /// executor's, appended to one file), each exec placed after the hits
 /// logged before it was judged, then the harness's after-the-fact records,
-/// then the engine's own task events (used only for liveness).
+/// then the engine's own task events (for liveness, and for each started
+/// attempt's one end).
 pub fn merge(
     hits: &[Hit],
     execs: &[(ExecRecord, u64)],

@@ -11,7 +11,7 @@ use store::{MemoryStore, RedbStore, Store, Table};
 use crate::alloc::{ClientStatus, DesiredStatus};
 use crate::job::Job;
 use crate::restart::RestartWindow;
-use crate::task_state::{TaskEvent, TaskState};
+use crate::task_state::{EventKind, TaskEvent, TaskState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -130,6 +130,16 @@ impl TaskRecord {
     pub fn keep_recent_events(&mut self) {
         let excess = self.events.len().saturating_sub(MAX_TASK_EVENTS);
         self.events.drain(..excess);
+    }
+
+    /// Whether the record already reports `attempt`'s end (its Terminated
+    /// or Killed event): a runner that comes after the one that reported it
+    /// (a restored agent's, a panicked runner's cleanup) does not end it
+    /// again.
+    pub fn end_reported(&self, attempt: u32) -> bool {
+        (self.events.iter()).any(|e| {
+            e.attempt == attempt && matches!(e.kind, EventKind::Killed | EventKind::Terminated)
+        })
     }
 
     pub fn new(task: &str) -> Self {

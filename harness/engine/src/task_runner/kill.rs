@@ -33,6 +33,9 @@ impl TaskRunner {
         let destroyed = self.destroy_remains().await;
         self.emit(EventKind::Lost, attempt, why);
         match destroyed {
+            // A dead agent's runner may have ended it already (its restore
+            // finds the same executor gone).
+            Ok(_) if self.record.end_reported(attempt) => {}
             Ok(remains) if remains.is_empty() => self.emit(
                 EventKind::Killed,
                 attempt,
@@ -89,6 +92,11 @@ impl TaskRunner {
         }
         let attempt = self.current_attempt();
         if by == EndedBy::Restart {
+            // The peek dooms the task, so that an agent restored after this
+            // runner died takes what ends it from here for the restart's,
+            // as this runner does; an exit it finds is judged below, as
+            // before.
+            let _ = running.own_end().await;
             fault_point!(self.deps.faults, points::TR_RESTART_SIGNALED, self.name());
             self.emit(
                 EventKind::RestartSignaled,

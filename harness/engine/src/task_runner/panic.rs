@@ -42,10 +42,8 @@ impl PanicCleanup {
         let attempt = record.committed.unwrap_or(0);
         // A running task the cleanup kills is recorded killed, as the kill
         // path would have: every Started is followed by one end.
-        let ended = (record.events.iter()).any(|e| {
-            e.attempt == attempt && matches!(e.kind, EventKind::Killed | EventKind::Terminated)
-        });
-        let unended = matches!(record.state, TaskState::Running { .. }) && !ended;
+        let unended =
+            matches!(record.state, TaskState::Running { .. }) && !record.end_reported(attempt);
         if record.committed.is_some() {
             let info = record
                 .handle

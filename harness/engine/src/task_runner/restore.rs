@@ -43,7 +43,10 @@ impl TaskRunner {
             EndedBy::Exit => {}
         }
         let result = ended.result;
-        self.emit(EventKind::Terminated, attempt, describe_exit(&result));
+        // The dead agent may have reported it before it died.
+        if !self.record.end_reported(attempt) {
+            self.emit(EventKind::Terminated, attempt, describe_exit(&result));
+        }
         let success = result.successful();
         let failed = tracker.stopping_fails(success);
         self.restart_or_stop(tracker, Ask::Exit { success }, attempt, |_| {
