@@ -182,21 +182,7 @@ fn an_undecodable_record_skips_only_its_alloc() {
 /// agent died; the restored agent finishes it, and never runs it again.
 #[test]
 fn a_restored_attempt_that_had_ended_is_finished_not_run_again() {
-    let (first, second) = (runtime(), runtime());
-    let home = Home::new();
-    let alloc_id = agent_died_while_web_ran(&home, &first, 0);
-    first.shutdown_timeout(idle());
-    edit_web_record(&home, &alloc_id, |web| {
-        web.ended = Some(AttemptEnded {
-            attempt: 1,
-            result: ExitResult::with_code(0),
-            by: EndedBy::Exit,
-        });
-    });
-    let engine = home.engine();
-    let alloc = restore_one(&engine, &second);
-    // No stop: the restored attempt is over, so the alloc is.
-    let summary = wait(&second, alloc);
+    let (home, summary) = web_restored_after_its_end(&[]);
     assert_eq!(home.driver.starts("web"), 1, "{:?}", home.driver.calls());
     assert_eq!(summary.status.client, ClientStatus::Complete);
     assert!(home.driver.live().is_empty(), "its executor was shut down");
@@ -207,6 +193,17 @@ fn a_restored_attempt_that_had_ended_is_finished_not_run_again() {
 /// a second time.
 #[test]
 fn an_end_the_dead_agent_reported_is_not_reported_again() {
+    let reported = TaskEvent::new("web", EventKind::Terminated, 1, "Exit Code: 0");
+    let (_home, summary) = web_restored_after_its_end(&[reported]);
+    let ends = (summary.tasks[0].events.iter())
+        .filter(|e| e.kind == EventKind::Terminated)
+        .count();
+    assert_eq!(ends, 1, "{:?}", summary.tasks[0].events);
+}
+
+/// Web's attempt 1 exited 0 and its end was persisted, with `events`,
+/// before the agent died; a restored agent finishes the alloc (no stop).
+fn web_restored_after_its_end(events: &[TaskEvent]) -> (Home, AllocSummary) {
     let (first, second) = (runtime(), runtime());
     let home = Home::new();
     let alloc_id = agent_died_while_web_ran(&home, &first, 0);
@@ -217,19 +214,11 @@ fn an_end_the_dead_agent_reported_is_not_reported_again() {
             result: ExitResult::with_code(0),
             by: EndedBy::Exit,
         });
-        web.events.push(TaskEvent::new(
-            "web",
-            EventKind::Terminated,
-            1,
-            "Exit Code: 0",
-        ));
+        web.events.extend_from_slice(events);
     });
     let engine = home.engine();
     let summary = wait(&second, restore_one(&engine, &second));
-    let ends = (summary.tasks[0].events.iter())
-        .filter(|e| e.kind == EventKind::Terminated)
-        .count();
-    assert_eq!(ends, 1, "{:?}", summary.tasks[0].events);
+    (home, summary)
 }
 
 /// Restore rule: reattach fails (here, the socket answers for another
