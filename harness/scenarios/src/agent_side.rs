@@ -109,6 +109,11 @@ impl AgentSide {
                 finished(&alloc_id, &status);
             }
         }
+        // An action that ran on while the alloc ended records its pass
+        // late: this agent exits only once it has (the harness's check of
+        // configured faults says if one never did).
+        let faults = self.faults.clone();
+        let _ = tokio::task::spawn_blocking(move || faults.settle()).await;
         Ok(())
     }
 

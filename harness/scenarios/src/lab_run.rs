@@ -225,8 +225,13 @@ impl<'a> LabRunner<'a> {
         let runtime =
             taskgate_engine::engine_runtime().map_err(io("starting a runtime for", data_dir))?;
         let driven = drive(&engine, faults, run.scenario, case, data_dir, &runtime);
+        // An action that ran on while the run ended records its pass late.
+        let settled = faults.settle();
         runtime.shutdown_background();
         let (summary, mut problems) = driven?;
+        if !settled {
+            problems.push("a fault's action was still under way long after the run ended".into());
+        }
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
         problems.extend(unfired(case.faults(), &hits));
         if let InProcess::Race { schedule, .. } = case {

@@ -30,11 +30,45 @@ struct State {
     log: Option<(std::fs::File, std::path::PathBuf)>,
     /// What [`Action::Intervene`] does in this run.
     intervention: Option<Arc<InterventionHandler>>,
+    /// Actions under way that record their pass once done (an
+    /// intervention, an await, a delay): a run's history is complete only
+    /// once there are none (see [`Faults::settle`]).
+    acting: usize,
 }
 
 /// Acts on a task's processes (or sends an update to its alloc), and says
 /// whether it found anything to act on.
 type InterventionHandler = dyn Fn(Option<&str>, Intervention) -> bool + Send + Sync;
+
+/// Counts an action that records its pass once done as under way, until
+/// dropped (see [`Faults::settle`]).
+struct Acting<'a> {
+    faults: Option<&'a Faults>,
+}
+
+impl<'a> Acting<'a> {
+    fn new(faults: &'a Faults, action: &Action) -> Acting<'a> {
+        let counted = matches!(
+            action,
+            Action::Intervene(_) | Action::AwaitHit { .. } | Action::Delay(_)
+        );
+        if counted {
+            faults.lock().acting += 1;
+        }
+        Acting {
+            faults: counted.then_some(faults),
+        }
+    }
+}
+
+impl Drop for Acting<'_> {
+    fn drop(&mut self) {
+        if let Some(faults) = self.faults {
+            faults.lock().acting -= 1;
+            faults.notify();
+        }
+    }
+}
 
 #[derive(Default)]
 struct Registry {
@@ -104,9 +138,29 @@ impl Faults {
         }
         let mut injected = None;
         for action in actions {
+            let _acting = Acting::new(self, &action);
             injected = injected.or(self.apply(&at, &name, action));
         }
         injected
+    }
+
+    /// Waits until no action is under way, so that a run's history is read
+    /// only once each of its hits is recorded (an intervention records its
+    /// pass after it acted, and the run may end meanwhile). False if one
+    /// was still under way after the harness's idle window: it hung.
+    pub fn settle(&self) -> bool {
+        let deadline = Instant::now() + crate::patience::step();
+        let mut st = self.lock();
+        while st.acting > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = (self.registry.changed.wait_timeout(st, left))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
     }
 
     /// Applies one action at the point `name`, recording it in the history.
@@ -431,9 +485,12 @@ impl Faults {
         let mut st = self.lock();
         let generation = st.generation + 1;
         let log = st.log.take();
+        // An action still under way ends (and is counted) as before.
+        let acting = st.acting;
         *st = State {
             generation,
             log,
+            acting,
             ..State::default()
         };
         self.notify();

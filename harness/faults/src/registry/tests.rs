@@ -378,3 +378,34 @@ fn writers_appending_at_once_lose_no_hit() {
     }
     assert_eq!(read_log(&log).unwrap().len(), 8000);
 }
+
+/// An intervention records its pass after it acted, and the run it is part
+/// of may end meanwhile (a second thread finishing the alloc): it counts as
+/// under way until then, and `settle` waits for it, so the run's history is
+/// read only once it holds the pass (seen lost under load in frozen-executor).
+#[test]
+fn an_intervention_is_under_way_until_its_pass_is_recorded() {
+    let faults = Faults::new();
+    let seen = Arc::new(StdMutex::new(None));
+    let (inside, under_way) = (faults.clone(), seen.clone());
+    faults.set_intervention_handler(move |_, _| {
+        *under_way.lock().unwrap() = Some(inside.lock().acting);
+        true
+    });
+    faults.configure(
+        Some("web"),
+        "p",
+        Action::Intervene(Intervention::KillExecutor),
+    );
+    faults.configure(Some("web"), "q", Action::Park);
+    let parked = reach_on_a_thread(&faults, Some("web"), "q");
+    faults
+        .wait_any(&[Await::Parked("web:q".into())], T)
+        .unwrap();
+    faults.reach(Some("web"), "p");
+    assert_eq!(*seen.lock().unwrap(), Some(1), "acting while it acts");
+    assert!(faults.settle(), "a park is not an action under way");
+    assert!(faults.history().iter().any(|h| h.name() == "web:p"));
+    faults.release(Some("web"), "q");
+    parked.join().unwrap();
+}
