@@ -123,11 +123,12 @@ fn remove(path: &Path, op: fn(&Path) -> std::io::Result<()>) -> Result<(), Execu
 enum Life {
     #[default]
     Running,
-    /// A runner told to die found it running: it is killed, and whatever
-    /// ends it from here is the kill's end.
+    /// A runner told to die or to restart found it running, or a kill
+    /// signal went out: it is killed, and whatever ends it from here is
+    /// the kill's end.
     Doomed,
-    /// Reaped (its exit recorded); `own` if no runner had found it running
-    /// when told to die before then: its exit is the task's own end.
+    /// Reaped (its exit recorded); `own` if it was not doomed before then:
+    /// its exit is the task's own end.
     Reaped { own: bool },
 }
 
