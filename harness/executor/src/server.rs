@@ -468,8 +468,12 @@ impl Supervisor {
 
     /// Kills what is left, lets pending wait replies go out, removes every file and the cgroup.
     fn teardown(&self) -> Result<(), ExecutorError> {
-        if self.lock().exit.is_none() {
-            self.lock().doom();
+        let unfinished = {
+            let mut st = self.lock();
+            st.doom();
+            st.exit.is_none()
+        };
+        if unfinished {
             self.kill_all()?;
             self.wait_exit();
         }

@@ -71,13 +71,18 @@ impl TaskRunner {
             Ok(Err(err)) => return AttemptEnd::Lost(err.to_string()),
             Err(by) => by,
         };
-        // An exit its executor recorded before any runner was told to die
-        // (this one, or a dead agent's) is the task's own end, which its
-        // policy judges (a stop then ends it between attempts, or it
-        // failed), and so is an executor already gone (a lost attempt):
-        // taken for the kill's, a failure just before a stop was hidden.
+        // The peek dooms the task, so that an agent restored after this
+        // runner died takes what ends it from here for the kill's (or the
+        // restart's), as this runner does. For a kill, an exit its executor
+        // recorded before any runner was told to die (this one, or a dead
+        // agent's) is the task's own end, which its policy judges (a stop
+        // then ends it between attempts, or it failed), and so is an
+        // executor already gone (a lost attempt): taken for the kill's, a
+        // failure just before a stop was hidden. For a restart, an exit it
+        // finds is judged below, as before.
+        let peek = running.own_end().await;
         if by == EndedBy::Kill {
-            match running.own_end().await {
+            match peek {
                 Ok(ExitPeek::OwnEnd(result)) => {
                     self.record_end(&result, EndedBy::Exit);
                     return AttemptEnd::Exited(result);
@@ -92,11 +97,6 @@ impl TaskRunner {
         }
         let attempt = self.current_attempt();
         if by == EndedBy::Restart {
-            // The peek dooms the task, so that an agent restored after this
-            // runner died takes what ends it from here for the restart's,
-            // as this runner does; an exit it finds is judged below, as
-            // before.
-            let _ = running.own_end().await;
             fault_point!(self.deps.faults, points::TR_RESTART_SIGNALED, self.name());
             self.emit(
                 EventKind::RestartSignaled,

@@ -39,11 +39,6 @@ impl PanicCleanup {
         }
         fault_point!(self.faults, points::TR_MAIN_EXITED, self.task.as_str());
         let mut record = self.as_left();
-        let attempt = record.committed.unwrap_or(0);
-        // A running task the cleanup kills is recorded killed, as the kill
-        // path would have: every Started is followed by one end.
-        let unended =
-            matches!(record.state, TaskState::Running { .. }) && !record.end_reported(attempt);
         if record.committed.is_some() {
             let info = record
                 .handle
@@ -71,7 +66,7 @@ impl PanicCleanup {
         }
         // Failed even if it was dead: the panic came as it was revived (a
         // restart of all tasks), which it now never is.
-        self.fail(&mut record, attempt, reason, unended);
+        self.fail(&mut record, reason);
         if let Err(err) = self.state.put_task(&self.alloc_id, &record) {
             tracing::error!(task = %self.task, error = %err, "persisting task state failed");
         }
@@ -81,8 +76,12 @@ impl PanicCleanup {
     }
 
     /// Records the task failed by its runner's panic, and first its running
-    /// attempt killed if nothing ended it yet.
-    fn fail(&self, record: &mut TaskRecord, attempt: u32, reason: String, unended: bool) {
+    /// attempt killed if nothing ended it yet, as the kill path would have:
+    /// every Started is followed by one end.
+    fn fail(&self, record: &mut TaskRecord, reason: String) {
+        let attempt = record.committed.unwrap_or(0);
+        let unended =
+            matches!(record.state, TaskState::Running { .. }) && !record.end_reported(attempt);
         if unended {
             record.events.push(TaskEvent::new(
                 &self.task,
