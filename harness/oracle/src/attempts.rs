@@ -15,9 +15,9 @@
 //! reaches once the executor was exec'd.
 
 use crate::history::{Event, TaskExit};
-use crate::timeline::positions;
-use taskgate_faults::points::{AR_STARTED, EX_SPAWNED, TR_RESTART_SIGNALED, TR_START_COMMITTED};
-use taskgate_faults::{scoped, Action};
+use crate::timeline::{exits, launches, positions, restarts, task_hits};
+use taskgate_faults::points::{AR_STARTED, EX_SPAWNED, TR_START_COMMITTED};
+use taskgate_faults::Action;
 
 /// How an attempt began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,12 +49,11 @@ pub(crate) struct Attempt {
 /// The attempts of `task`, in order.
 pub(crate) fn attempts(history: &[Event], task: &str) -> Vec<Attempt> {
     let mut starts: Vec<(usize, Began)> = Vec::new();
-    let launches = positions(history, |e| e.executor_exec_of(task).is_some());
+    let launches = launches(history, task);
     starts.extend(launches.iter().map(|&at| (at, Began::Launch)));
-    let restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
-    let committed = scoped(Some(task), TR_START_COMMITTED);
-    for commit in positions(history, |e| e.is_hit(&committed)) {
-        let Some(&death) = restarts.iter().find(|&&r| r > commit) else {
+    let agent_restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
+    for commit in task_hits(history, task, TR_START_COMMITTED) {
+        let Some(&death) = agent_restarts.iter().find(|&&r| r > commit) else {
             continue;
         };
         if !launches.iter().any(|&l| l > commit && l < death) {
@@ -72,16 +71,8 @@ pub(crate) fn attempts(history: &[Event], task: &str) -> Vec<Attempt> {
             .map(|at| (at, Began::SetupFailed)),
     );
     starts.sort_by_key(|&(at, _)| at);
-    let signaled = scoped(Some(task), TR_RESTART_SIGNALED);
-    let user_restarts = positions(history, |e| e.is_hit(&signaled));
-    let exits: Vec<(usize, TaskExit)> = history
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| match e {
-            Event::TaskExited { task: t, exit } if t == task => Some((i, *exit)),
-            _ => None,
-        })
-        .collect();
+    let user_restarts = restarts(history, task);
+    let exits = exits(history, task);
     let mut out: Vec<Attempt> = Vec::new();
     for (n, &(at, began)) in starts.iter().enumerate() {
         let next = starts.get(n + 1).map_or(history.len(), |s| s.0);

@@ -40,8 +40,7 @@ pub(crate) fn exits(history: &[Event], task: &str) -> Vec<(usize, TaskExit)> {
 
 /// Where `task`'s runner was told to die.
 pub(crate) fn kills(history: &[Event], task: &str) -> Vec<usize> {
-    let name = scoped(Some(task), TR_KILLING);
-    positions(history, |e| e.is_hit(&name))
+    task_hits(history, task, TR_KILLING)
 }
 
 /// Where `task`'s executor answered a runner told to die or to restart
@@ -50,16 +49,14 @@ pub(crate) fn kills(history: &[Event], task: &str) -> Vec<usize> {
 /// before the first is the task's own; one after it, the kill's or the
 /// restart's).
 pub(crate) fn peeks(history: &[Event], task: &str) -> Vec<usize> {
-    let name = scoped(Some(task), EX_PEEKED);
-    positions(history, |e| e.is_hit(&name))
+    task_hits(history, task, EX_PEEKED)
 }
 
 /// Where the task's runner took a user restart: its live attempt is told
 /// to die (or, dead, the task is brought back), and the next attempt is
 /// the restart's, outside the restart policy.
 pub(crate) fn restarts(history: &[Event], task: &str) -> Vec<usize> {
-    let name = scoped(Some(task), TR_RESTART_SIGNALED);
-    positions(history, |e| e.is_hit(&name))
+    task_hits(history, task, TR_RESTART_SIGNALED)
 }
 
 /// Where the harness SIGKILLed the task's executor behind the engine's back.
@@ -81,6 +78,12 @@ pub(crate) fn end_unrecorded(history: &[Event], task: &str, at: usize) -> bool {
     executor_kills(history, task)
         .into_iter()
         .any(|k| k > launch && k < at)
+}
+
+/// Where `task`'s point `point` was hit.
+pub(crate) fn task_hits(history: &[Event], task: &str, point: &str) -> Vec<usize> {
+    let name = scoped(Some(task), point);
+    positions(history, |e| e.is_hit(&name))
 }
 
 /// Where the events `f` picks are.
