@@ -151,6 +151,31 @@ scenario "restart-meets-exit" {
   }
 }
 
+scenario "failure-before-restart" {
+  about = "web's tree is SIGKILLed as a user restart is asked of it (it failed), and its runner sees the restart and the exit at once: the failure came before the restart reached it, so its policy (no restart left) judges it, and the alloc fails"
+  job   = "jobs/web.hcl"
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:tr.restart_asked"]
+      action = "kill-task-tree"
+      # The restart is asked while web's runner is in its poststart hooks,
+      # which it leaves only once the executor recorded the exit: both are
+      # ready when it next looks.
+      with   = ["web:hook.poststart.before.persist_handle=restart-alloc",
+                "web:hook.poststart.after.persist_handle=await(web:ex.task_exited@1)",
+                "ar.restart_targets_down=stop-alloc"]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "a failure just before a user restart reaches its runner is taken for the restart's end when the runner sees both at once: the alloc reports complete, hiding the failure"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
 scenario "restart-shutdown-delay-executor-death" {
   about = "a restart reaches the leader, and its executor dies during its shutdown delay: the lost attempt is the restart's end, not a failure the policy (no restart left) fails the task for"
   job   = "jobs/shutdown-delay.hcl"
