@@ -281,6 +281,7 @@ mod tests {
 
     use super::*;
     use crate::history::{TaskExit, TaskRole};
+    use taskgate_faults::points::EX_PEEKED;
     use crate::timed_history::T;
     use rstest::rstest;
     use taskgate_faults::points::{
@@ -412,6 +413,30 @@ mod tests {
         let h = h.at(100 + relaunch_ms).start("web");
         let v = check_restart_windows(&h.events, &[task]);
         assert_eq!(v.len(), expected, "{v:#?}");
+    }
+
+    /// A restart asked as the task failed, whose runner found the exit
+    /// already recorded (it peeked after it): the exit was the task's own,
+    /// and the restart, still asked, cuts the policy's delay short.
+    #[test]
+    #[should_panic(
+        expected = "known oracle bug: a restart asked before an own exit is not seen cutting the delay short"
+    )]
+    fn a_restart_asked_just_before_an_own_exit_cuts_its_delay_short() {
+        let h = T::run()
+            .start("web")
+            .at(50)
+            .task_hit("web", TR_RESTART_ASKED)
+            .at(100)
+            .exit("web", FAILED)
+            .task_hit("web", EX_PEEKED)
+            .at(600)
+            .start("web");
+        let v = check_restart_windows(&h.events, &[waiting(1000)]);
+        assert!(
+            v.is_empty(),
+            "known oracle bug: a restart asked before an own exit is not seen cutting the delay short: {v:#?}"
+        );
     }
 
     /// Restarts 0 to 3 wait 1 s plus 0, 0.1, 0.2 and 0.3 s of jitter.
