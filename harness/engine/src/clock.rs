@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -51,19 +51,25 @@ impl Clock for SystemClock {
 }
 
 /// Virtual time for tests: it stands still except while a task sleeps, and
-/// a sleep moves it forward by exactly its duration and returns at once.
-/// Sleeps of concurrent tasks add up, so it suits one timeline at a time
-/// (one restarting task), which is what interval tests need.
+/// a sleep moves it forward by exactly its duration once first awaited,
+/// and returns at once. A sleep never awaited (a `select!` that something
+/// else ended first) does not move it. Sleeps of concurrent tasks add up,
+/// so it suits one timeline at a time (one restarting task), which is what
+/// interval tests need.
 #[derive(Debug, Default)]
 pub struct VirtualClock {
-    now: Mutex<Duration>,
+    now: Arc<Mutex<Duration>>,
 }
 
 impl VirtualClock {
     /// Moves time forward by `duration` without anybody sleeping.
     pub fn advance(&self, duration: Duration) {
-        *self.now.lock().unwrap_or_else(|p| p.into_inner()) += duration;
+        advance(&self.now, duration);
     }
+}
+
+fn advance(now: &Mutex<Duration>, duration: Duration) {
+    *now.lock().unwrap_or_else(|p| p.into_inner()) += duration;
 }
 
 impl Clock for VirtualClock {
@@ -72,8 +78,11 @@ impl Clock for VirtualClock {
     }
 
     fn sleep(&self, duration: Duration) -> Sleep {
-        self.advance(duration);
-        Box::pin(tokio::task::yield_now())
+        let now = Arc::clone(&self.now);
+        Box::pin(async move {
+            advance(&now, duration);
+            tokio::task::yield_now().await;
+        })
     }
 }
 
@@ -89,6 +98,18 @@ mod tests {
         assert_eq!(clock.now(), Duration::from_secs(90));
         clock.advance(Duration::from_millis(5));
         assert_eq!(clock.now(), Duration::from_millis(90_005));
+    }
+
+    /// A restart delay cut short before it began waiting takes no time.
+    #[tokio::test]
+    async fn a_sleep_never_awaited_takes_no_virtual_time() {
+        let clock = VirtualClock::default();
+        tokio::select! {
+            biased;
+            () = std::future::ready(()) => {}
+            () = clock.sleep(Duration::from_secs(90)) => unreachable!("the ready branch is polled first"),
+        }
+        assert_eq!(clock.now(), Duration::ZERO);
     }
 
     #[tokio::test]

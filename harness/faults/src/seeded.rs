@@ -90,10 +90,9 @@ seeded_bugs! {
     /// the next one at once, with no restart decision: uncounted, even
     /// with no restart left.
     LostAttemptUncounted = "lost-attempt-uncounted",
-    /// Issue 22, bug 2: a user restart that meets a task's exit 0 (its
-    /// stop answers "already exited") takes it for an ordinary end, even
-    /// for a task restarted on success: the restart waits out the
-    /// policy's delay.
+    /// Issue 22, bug 2: a user restart that meets a task's exit 0 leaves
+    /// it to the policy as an ordinary end and is forgotten: the restart
+    /// waits out the policy's delay.
     RestartMeetsExitHangs = "restart-meets-exit-hangs",
     /// Issue 22, bug 3: a restored tracker forgets its window and counts
     /// every restart of the task's life in one beginning at the restore.

@@ -100,7 +100,7 @@ scenario "restart-task-tree-death" {
 }
 
 scenario "restart-meets-exit" {
-  about = "a restart reaches a service task just as it exits 0 with restarts left (its executor answers the stop: already exited): that end is the restart's, not a policy restart, and the restart neither waits out the 3 s delay nor holds up the stop behind it"
+  about = "a restart reaches a service task just as it exits 0 with restarts left (its runner sees both at once): the exit is the task's own, and the restart, still asked, cuts short the 3 s delay its policy gives, holding up neither the restart nor the stop behind it"
   job "restart-exit" {
     type = "service"
     group "g" {
@@ -137,12 +137,12 @@ scenario "restart-meets-exit" {
     each {
       points = ["web:tr.after_driver_start"]
       action = "restart-alloc"
-      # web starts once other runs (so the restart is accepted), takes the
-      # restart before it sees its own exit, and is stopped only after it
-      # exited: the executor answers "already exited".
+      # web starts once other runs (so the restart is accepted), and its
+      # runner looks again only once the restart was asked and the exit
+      # recorded.
       with = ["web:tr.before_driver_start=await(other:hook.poststart.after.persist_handle@1)",
               "web:tr.after_driver_start=await(web:tr.restart_asked@1)",
-              "web:hook.prekill.before.shutdown_delay=await(web:ex.task_exited@1)",
+              "web:hook.poststart.after.persist_handle=await(web:ex.task_exited@1)",
               "ar.restart_targets_down=stop-alloc"]
     }
   }
@@ -169,10 +169,41 @@ scenario "failure-before-restart" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "a failure just before a user restart reaches its runner is taken for the restart's end when the runner sees both at once: the alloc reports complete, hiding the failure"
-      invariant = "status-matches-exits"
+  }
+}
+
+scenario "failure-before-restart-retried" {
+  about = "as failure-before-restart, with a restart left after a 3 s delay: the policy restarts web, and the user's restart, still asked, cuts the delay short: attempt 2 runs at once"
+  job "retried" {
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 1
+          interval = "60s"
+          delay    = "3s"
+          mode     = "fail"
+        }
+      }
     }
+  }
+  faults {
+    then = "run-to-end"
+    each {
+      points = ["web:tr.restart_asked"]
+      action = "kill-task-tree"
+      with   = ["web:hook.poststart.before.persist_handle=restart-alloc",
+                "web:hook.poststart.after.persist_handle=await(web:ex.task_exited@1)",
+                "web:tr.after_driver_start@2=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
   }
 }
 

@@ -73,27 +73,26 @@ impl TaskRunner {
         };
         // The peek dooms the task, so that an agent restored after this
         // runner died takes what ends it from here for the kill's (or the
-        // restart's), as this runner does. For a kill, an exit its executor
-        // recorded before any runner was told to die (this one, or a dead
-        // agent's) is the task's own end, which its policy judges (a stop
-        // then ends it between attempts, or it failed), and so is an
-        // executor already gone (a lost attempt): taken for the kill's, a
-        // failure just before a stop was hidden. For a restart, an exit it
-        // finds is judged below, as before.
-        let peek = running.own_end().await;
-        if by == EndedBy::Kill {
-            match peek {
-                Ok(ExitPeek::OwnEnd(result)) => {
-                    self.record_end(&result, EndedBy::Exit);
-                    return AttemptEnd::Exited(result);
-                }
-                Ok(ExitPeek::ExecutorGone) => {
-                    return AttemptEnd::Lost("nothing answers on its socket".into())
-                }
-                // Doomed now, or not answering (it may be alive): killed,
-                // its signal and grace first.
-                Ok(ExitPeek::ToKill) | Err(_) => {}
+        // restart's), as this runner does. An exit its executor recorded
+        // before any runner was told to die or to restart (this one, or a
+        // dead agent's) is the task's own end, which its policy judges (a
+        // stop then ends it between attempts, or it failed), and so is an
+        // executor already gone (a lost attempt): taken for the kill's or
+        // the restart's, a failure just before either was hidden, and
+        // which one hid it followed the scheduling.
+        match running.own_end().await {
+            Ok(ExitPeek::OwnEnd(result)) => {
+                self.record_end(&result, EndedBy::Exit);
+                self.keep_restart_asked(by);
+                return AttemptEnd::Exited(result);
             }
+            Ok(ExitPeek::ExecutorGone) => {
+                self.keep_restart_asked(by);
+                return AttemptEnd::Lost("nothing answers on its socket".into());
+            }
+            // Doomed now, or not answering (it may be alive): killed, its
+            // signal and grace first.
+            Ok(ExitPeek::ToKill) | Err(_) => {}
         }
         let attempt = self.current_attempt();
         if by == EndedBy::Restart {
@@ -168,12 +167,19 @@ impl TaskRunner {
         self.kill_done(attempt, result, by)
     }
 
+    /// A restart that found the attempt already over is still asked: it
+    /// cuts short the delay the policy then gives (or, the task dead, is
+    /// answered as a dead task's is).
+    fn keep_restart_asked(&mut self, by: EndedBy) {
+        if by == EndedBy::Restart && !SeededBug::RestartMeetsExitHangs.active() {
+            self.restart_rx.mark_changed();
+        }
+    }
+
     /// Whether `result` completes the task (a successful exit of a task not
     /// restarted on success).
     pub(super) fn completes(&self, result: &ExitResult) -> bool {
-        result.successful()
-            && (!self.deps.job_type.restarts_on_success(&self.task)
-                || SeededBug::RestartMeetsExitHangs.active())
+        result.successful() && !self.deps.job_type.restarts_on_success(&self.task)
     }
 
     /// The attempt ended by the kill path (or during it), `by` a stop's
