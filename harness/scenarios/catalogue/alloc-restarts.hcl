@@ -287,3 +287,44 @@ scenario "restart-after-stop-restored" {
     status = "complete"
   }
 }
+
+scenario "restart-carried-across-restore" {
+  about = "a user restart dooms web (its runner found it running), and the agent dies before it signals; the restored agent finds the task dead of a SIGKILL since: the dead runner's restart carries that end, not web's policy (no restart left), and web's second run completes"
+  job "runs-twice" {
+    type = "batch"
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.restart_signaled"]
+      action = "kill"
+      # The restored agent (only it reaches tr.restoring) finds the tree
+      # killed before it looks for the executor.
+      with = ["web:hook.poststart.after.persist_handle=restart-alloc",
+              "web:tr.restoring=kill-task-tree"]
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "a restored runner takes an end its task met after a dead agent's runner doomed it for a user restart for the task's own: its policy fails it, and the restart never comes"
+      invariant = "status-matches-exits"
+    }
+  }
+}
