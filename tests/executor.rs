@@ -10,7 +10,9 @@ use serial_test::serial;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use taskgate_executor::{Executor, ExecutorError, ExitResult, ReattachInfo, TaskSpec};
+use taskgate_executor::{
+    Doom, Executor, ExecutorError, ExitPeek, ExitResult, ReattachInfo, TaskSpec,
+};
 
 /// Nomad's default exec-driver capabilities as a /proc/<pid>/status mask:
 /// CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5, SETGID 6, SETUID 7,
@@ -447,6 +449,37 @@ fn reattach_gets_the_exit_result() {
     assert_eq!(late.wait().unwrap(), result);
     late.shutdown().expect("shutdown");
     assert!(Executor::reattach(&info).is_err(), "the executor is gone");
+    sb.assert_no_leftovers();
+}
+
+/// A peek dooms a running task for its reason, the first reason stands,
+/// and the executor keeps it past the task's end for whatever handle asks
+/// next (a restored agent's); a task that ended before any peek is its own.
+#[test]
+#[serial]
+fn a_peek_dooms_the_task_for_its_reason_and_any_handle_reads_it() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("job", "read x < /local/go; exit 7");
+    let go = sb.fifo("job", "go");
+    let exec = sb.launch(&spec).expect("launch");
+    assert_eq!(exec.doomed().unwrap(), None);
+    assert_eq!(exec.own_end(Doom::Restart).unwrap(), ExitPeek::ToKill);
+    assert_eq!(exec.own_end(Doom::Kill).unwrap(), ExitPeek::ToKill);
+    common::write_fifo(&go, "go\n");
+    assert_eq!(exec.wait().unwrap().exit_code, Some(7));
+    let restored = Executor::reattach(&exec.reattach_info()).expect("reattach");
+    assert_eq!(restored.doomed().unwrap(), Some(Doom::Restart));
+    assert_eq!(restored.own_end(Doom::Kill).unwrap(), ExitPeek::ToKill);
+    restored.shutdown().expect("shutdown");
+
+    let own = sb.launch(&sb.spec("own", "exit 3")).expect("launch");
+    let result = own.wait().unwrap();
+    assert_eq!(
+        own.own_end(Doom::Restart).unwrap(),
+        ExitPeek::OwnEnd(result)
+    );
+    assert_eq!(own.doomed().unwrap(), None);
+    own.shutdown().expect("shutdown");
     sb.assert_no_leftovers();
 }
 

@@ -11,12 +11,14 @@
 //! - `reattach` finds a running task from its [`ReattachInfo`], or fails;
 //!   it never starts anything.
 //! - `wait` resolves with the exit, at once if the task already exited.
-//! - `own_end`, asked by a runner told to die, resolves at once: with the
-//!   exit if the task ended on its own (recorded before any runner told to
-//!   die asked, and before any kill signal); else that the kill ends it,
-//!   which dooms it (any later end is the kill's, whichever agent asks); or
-//!   that its executor is gone (nothing answers). An error leaves the
-//!   executor possibly alive.
+//! - `own_end`, asked by a runner told to die or to restart, resolves at
+//!   once: with the exit if the task ended on its own (recorded before any
+//!   runner so told asked, and before any kill signal); else that the kill
+//!   ends it, which dooms it (any later end is the kill's or the restart's,
+//!   whichever agent asks); or that its executor is gone (nothing answers).
+//!   An error leaves the executor possibly alive.
+//! - `doomed` says whether, and why, a runner doomed the task (for a
+//!   restored runner: what a dead agent's runner began), dooming nothing.
 //! - `stop` sends the signal, waits up to the grace, then kills; it resolves
 //!   once the task has exited.
 //! - `shutdown` (blocking, for hooks) removes whatever reaches the task; a
@@ -31,7 +33,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_executor::{
-    Executor, ExecutorConfig, ExecutorError, ExitPeek, ExitResult, KillSignal, ReattachInfo,
+    Doom, Executor, ExecutorConfig, ExecutorError, ExitPeek, ExitResult, KillSignal, ReattachInfo,
     Remains, StopOutcome, TaskSpec,
 };
 
@@ -49,7 +51,8 @@ pub trait Driver: Send + Sync {
 pub trait TaskHandle: Send + Sync {
     fn reattach_info(&self) -> ReattachInfo;
     fn wait(&self) -> DriverFuture<'_, ExitResult>;
-    fn own_end(&self) -> DriverFuture<'_, ExitPeek>;
+    fn own_end(&self, by: Doom) -> DriverFuture<'_, ExitPeek>;
+    fn doomed(&self) -> DriverFuture<'_, Option<Doom>>;
     fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome>;
     fn shutdown(&self) -> Result<(), ExecutorError>;
 }
@@ -114,9 +117,14 @@ impl TaskHandle for ExecTask {
         Box::pin(blocking(move || ex.wait()))
     }
 
-    fn own_end(&self) -> DriverFuture<'_, ExitPeek> {
+    fn own_end(&self, by: Doom) -> DriverFuture<'_, ExitPeek> {
         let ex = self.executor.clone();
-        Box::pin(blocking(move || ex.own_end()))
+        Box::pin(blocking(move || ex.own_end(by)))
+    }
+
+    fn doomed(&self) -> DriverFuture<'_, Option<Doom>> {
+        let ex = self.executor.clone();
+        Box::pin(blocking(move || ex.doomed()))
     }
 
     fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome> {

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use taskgate_executor::{
-    ExecutorError, ExitPeek, ExitResult, KillSignal, ReattachInfo, Remains, StopOutcome, TaskSpec,
+    Doom, ExecutorError, ExitPeek, ExitResult, KillSignal, ReattachInfo, Remains, StopOutcome,
+    TaskSpec,
 };
 use taskgate_faults::Faults;
 use tokio::sync::watch;
@@ -81,11 +82,15 @@ pub struct FakeDriver {
 /// Where a fake task's attempt stands, as its executor would tell.
 #[derive(Debug, Clone)]
 enum Life {
-    /// `doomed` once a runner told to die found it running (or a kill
-    /// signal was sent): whatever ends it from then on is the kill's.
-    Running { doomed: bool },
-    /// `own`: it ended on its own, not doomed.
-    Exited { exit: ExitResult, own: bool },
+    /// `doomed` once a runner told to die or to restart found it running
+    /// (or a kill signal was sent): whatever ends it from then on is the
+    /// kill's or the restart's.
+    Running { doomed: Option<Doom> },
+    /// `doomed` as it was when it ended: none, its own end.
+    Exited {
+        exit: ExitResult,
+        doomed: Option<Doom>,
+    },
     /// Its executor died and nothing answers for it; its task, the
     /// attempt's remains, may run on until they are destroyed.
     ExecutorGone,
@@ -166,7 +171,15 @@ impl FakeDriver {
     /// Ends `task`'s running process with `code`, as if it exited on its
     /// own now (its "executor" lives on, as a real one does).
     pub fn exit(&self, task: &str, code: i32) {
-        self.live_task(task).finish(Some(code), None, false);
+        self.live_task(task).finish(Some(code), None, None);
+    }
+
+    /// A runner told to die or to restart (`by`) found `task` running and
+    /// doomed it, then died with its agent before going on.
+    pub fn doom(&self, task: &str, by: Doom) {
+        // The peek's answer is made, and the task doomed, before the
+        // future that carries it is polled.
+        drop(self.live_task(task).own_end(by));
     }
 
     /// `task`'s executor dies, its task still running: the attempt is lost,
@@ -256,9 +269,9 @@ impl Driver for FakeDriver {
             let (tx, _) = watch::channel(match exit {
                 Exit::Code(code) => Life::Exited {
                     exit: result(Some(code), None),
-                    own: true,
+                    doomed: None,
                 },
-                Exit::UntilStopped => Life::Running { doomed: false },
+                Exit::UntilStopped => Life::Running { doomed: None },
             });
             let task = Arc::new(FakeTask {
                 task: spec.task_name.clone(),
@@ -333,25 +346,26 @@ impl FakeTask {
     /// Ends a running task by `signal`; an ended one stays as it ended.
     /// One whose executor is gone ends unrecorded, as no executor reaps it.
     fn end(&self, signal: i32) -> StopOutcome {
-        if self.finish(None, Some(signal), true) {
+        if self.finish(None, Some(signal), Some(Doom::Kill)) {
             StopOutcome::Signaled
         } else {
             StopOutcome::AlreadyExited
         }
     }
 
-    /// Ends the running task with this exit (`killed`: by a kill signal),
+    /// Ends the running task with this exit (`killed`: by a kill signal,
+    /// which dooms it unless a runner already had),
     /// recorded as its executor records it, in one step a peek cannot come
     /// between (as the real executor's lock makes it); false if it was not
     /// running.
-    fn finish(&self, code: Option<i32>, signal: Option<i32>, killed: bool) -> bool {
+    fn finish(&self, code: Option<i32>, signal: Option<i32>, killed: Option<Doom>) -> bool {
         self.life.send_if_modified(|life| {
             let Life::Running { doomed } = *life else {
                 return false;
             };
             *life = Life::Exited {
                 exit: result(code, signal),
-                own: !doomed && !killed,
+                doomed: doomed.or(killed),
             };
             self.record_exit(code, signal);
             true
@@ -389,17 +403,19 @@ impl TaskHandle for FakeTask {
         })
     }
 
-    fn own_end(&self) -> DriverFuture<'_, ExitPeek> {
+    fn own_end(&self, by: Doom) -> DriverFuture<'_, ExitPeek> {
         let mut peek = ExitPeek::ExecutorGone;
         // Dooming a running task wakes no waiter: it still runs.
         self.life.send_if_modified(|life| {
             peek = match life {
                 Life::Running { doomed } => {
-                    *doomed = true;
+                    doomed.get_or_insert(by);
                     ExitPeek::ToKill
                 }
-                Life::Exited { exit, own: true } => ExitPeek::OwnEnd(exit.clone()),
-                Life::Exited { own: false, .. } => ExitPeek::ToKill,
+                Life::Exited { exit, doomed: None } => ExitPeek::OwnEnd(exit.clone()),
+                Life::Exited {
+                    doomed: Some(_), ..
+                } => ExitPeek::ToKill,
                 Life::ExecutorGone => return false,
             };
             // Only a live executor answers, and records that it did.
@@ -411,6 +427,14 @@ impl TaskHandle for FakeTask {
             false
         });
         Box::pin(async move { Ok(peek) })
+    }
+
+    fn doomed(&self) -> DriverFuture<'_, Option<Doom>> {
+        let doomed = match &*self.life.borrow() {
+            Life::Running { doomed } | Life::Exited { doomed, .. } => Ok(*doomed),
+            Life::ExecutorGone => Err(gone()),
+        };
+        Box::pin(async move { doomed })
     }
 
     fn stop(&self, signal: KillSignal, _grace: Duration) -> DriverFuture<'_, StopOutcome> {

@@ -9,7 +9,7 @@ use taskgate_engine::fake_driver::{Call, Exit};
 use taskgate_engine::state::{AttemptEnded, EndedBy};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use taskgate_engine::{AllocSummary, ClientStatus};
-use taskgate_executor::ExitResult;
+use taskgate_executor::{Doom, ExitResult};
 use taskgate_faults::{points, Await};
 
 /// An agent that dies while attempt 2 runs: the restored agent reattaches
@@ -421,4 +421,32 @@ fn a_failure_while_the_agent_was_down_is_not_the_restored_stops() {
     let summary = wait(&second, alloc);
     assert_eq!(summary.status.client, ClientStatus::Failed);
     assert!(home.driver.stops().is_empty(), "an exited task was stopped");
+}
+
+/// A user restart whose runner doomed `web` (its peek found it running),
+/// then died with its agent before signalling it; `web` failed since. The
+/// restored runner carries the dead runner's restart through: `web` runs
+/// again, outside its policy (none left). (It took the failure for the
+/// task's own, and the policy failed the alloc.)
+#[test]
+fn a_restart_a_dead_agent_began_is_carried_through() {
+    let first = runtime();
+    let second = runtime();
+    let home = Home::new();
+    agent_died_while_web_ran(&home, &first, 0);
+    first.shutdown_timeout(idle());
+    home.driver.doom("web", Doom::Restart);
+    home.driver.exit("web", 1);
+    let engine = home.engine();
+    let alloc = restore_one(&engine, &second);
+    let control = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    let started = started_events(&second, &mut events, 1);
+    assert_eq!(started[0].attempt, 2);
+    control.stop();
+    let summary = second
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert_eq!(home.driver.starts("web"), 2);
 }

@@ -3,7 +3,7 @@
 use crate::error::ExecutorError;
 use crate::isolation::cgroup::parent::CgroupParent;
 use crate::isolation::cgroup::TaskCgroup;
-use crate::protocol::{self, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
+use crate::protocol::{self, Doom, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
 use crate::spawn::spawn;
 use crate::spec::{ExitResult, ReattachInfo, StopOutcome, TaskSpec};
 use crate::sys::{kill_and_wait, pidfd_open, wait_exited};
@@ -349,11 +349,11 @@ impl Executor {
         }
     }
 
-    /// For a runner told to die: whether the task ended on its own (see
-    /// [`ExitPeek`]), without waiting for it; or that nothing answers on
-    /// the executor's socket any more. Any other failure is an error: the
-    /// executor may still be alive.
-    pub fn own_end(&self) -> Result<ExitPeek, ExecutorError> {
+    /// For a runner told to die or to restart (`by`): whether the task
+    /// ended on its own (see [`ExitPeek`]), without waiting for it; or that
+    /// nothing answers on the executor's socket any more. Any other failure
+    /// is an error: the executor may still be alive.
+    pub fn own_end(&self, by: Doom) -> Result<ExitPeek, ExecutorError> {
         let stream = match UnixStream::connect(&self.info.socket_path) {
             Ok(stream) => stream,
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
@@ -361,9 +361,18 @@ impl Executor {
             }
             Err(e) => return Err(ExecutorError::io("connect to the executor")(e)),
         };
-        match self.exchange(stream, Request::Peek)? {
+        match self.exchange(stream, Request::Peek { by })? {
             Response::Peeked(Some(exit)) => Ok(ExitPeek::OwnEnd(exit)),
             Response::Peeked(None) => Ok(ExitPeek::ToKill),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Whether a runner (a dead agent's, as far as a restored one knows)
+    /// doomed the task, and by what: its kill or restart is under way.
+    pub fn doomed(&self) -> Result<Option<Doom>, ExecutorError> {
+        match self.request(Request::Doomed)? {
+            Response::Doomed(by) => Ok(by),
             other => Err(unexpected(other)),
         }
     }

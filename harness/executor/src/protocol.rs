@@ -31,15 +31,29 @@ pub(crate) enum Ready {
     Failed(ExecutorError),
 }
 
+/// Why a task is doomed: a runner was told to die (or the executor shuts
+/// down, or a kill signal went out), or to restart it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Doom {
+    Kill,
+    Restart,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Request {
     Info,
     Wait,
-    /// Asked by a runner told to die: the task's exit, if it was its own
-    /// end (reaped before a runner told to die found it running, and
-    /// before any kill signal); the answer never waits for one. An answer
-    /// of none dooms the task: whatever ends it from then on is the kill's.
-    Peek,
+    /// Asked by a runner told to die or to restart (`by`): the task's
+    /// exit, if it was its own end (reaped before a runner so told found
+    /// it running, and before any kill signal); the answer never waits for
+    /// one. An answer of none dooms the task, for `by` unless it already
+    /// was: whatever ends it from then on is the kill's or the restart's.
+    Peek {
+        by: Doom,
+    },
+    /// Whether the task is doomed, and by what: a restored runner takes
+    /// up what a dead agent's runner began.
+    Doomed,
     Stop {
         signal: crate::KillSignal,
         grace_ms: u64,
@@ -52,6 +66,7 @@ pub(crate) enum Response {
     Info(ReattachInfo),
     Exited(ExitResult),
     Peeked(Option<ExitResult>),
+    Doomed(Option<Doom>),
     Stopped(StopOutcome),
     Done,
     Failed(ExecutorError),

@@ -7,7 +7,7 @@ use crate::isolation::cgroup::parent::{self, CgroupParent};
 use crate::isolation::cgroup::TaskCgroup;
 use crate::isolation::{spawn_task, TaskLaunch};
 use crate::logs::{LogStream, RotatingWriter, LOGS_DIR};
-use crate::protocol::{self, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
+use crate::protocol::{self, Doom, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
 use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
 use crate::sys::{now_ms, pidfd_send_signal};
 use crate::validate::{check_task_dir, validate, Credentials, EXECUTOR_LOG};
@@ -125,11 +125,22 @@ enum Life {
     Running,
     /// A runner told to die or to restart found it running, or a kill
     /// signal went out: it is killed, and whatever ends it from here is
-    /// the kill's end.
-    Doomed,
-    /// Reaped (its exit recorded); `own` if it was not doomed before then:
+    /// the kill's end (or the restart's). Reaped, it keeps the reason for
+    /// a restored runner.
+    Doomed(Doom),
+    /// Reaped (its exit recorded); `doomed` if it was before then, else
     /// its exit is the task's own end.
-    Reaped { own: bool },
+    Reaped { doomed: Option<Doom> },
+}
+
+impl Life {
+    fn doomed(self) -> Option<Doom> {
+        match self {
+            Life::Running => None,
+            Life::Doomed(by) => Some(by),
+            Life::Reaped { doomed } => doomed,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -142,10 +153,11 @@ struct State {
 }
 
 impl State {
-    /// A kill is on its way: whatever ends a task still running is the kill's.
-    fn doom(&mut self) {
+    /// A kill is on its way: whatever ends a task still running is the
+    /// kill's (or the restart's, `by`).
+    fn doom(&mut self, by: Doom) {
         if self.life == Life::Running {
-            self.life = Life::Doomed;
+            self.life = Life::Doomed(by);
         }
     }
 }
@@ -318,7 +330,7 @@ impl Supervisor {
                 }
             );
             st.life = Life::Reaped {
-                own: st.life == Life::Running,
+                doomed: st.life.doomed(),
             };
         }
         // The task's PID namespace is gone, so every writer of the pipes has exited.
@@ -371,7 +383,8 @@ impl Supervisor {
             // found it running, or any kill signal was sent. Its result
             // follows once the log pumps drained, which takes no longer
             // than they need.
-            Request::Peek => {
+            Request::Doomed => Response::Doomed(self.lock().life.doomed()),
+            Request::Peek { by } => {
                 let own_end = {
                     // Under the lock an exit is recorded under: the peek's
                     // record orders it against the exit's.
@@ -381,8 +394,8 @@ impl Supervisor {
                         points::EX_PEEKED,
                         self.task_name.as_str()
                     );
-                    st.doom();
-                    st.life == Life::Reaped { own: true }
+                    st.doom(by);
+                    st.life == Life::Reaped { doomed: None }
                 };
                 Response::Peeked(own_end.then(|| self.wait_exit()))
             }
@@ -444,7 +457,7 @@ impl Supervisor {
             if matches!(st.life, Life::Reaped { .. }) {
                 return Ok(crate::StopOutcome::AlreadyExited);
             }
-            st.doom();
+            st.doom(Doom::Kill);
             if !SeededBug::KillSignalSkipped.active() {
                 pidfd_send_signal(self.pidfd.as_fd(), signal.signal())?;
             }
@@ -470,7 +483,7 @@ impl Supervisor {
     fn teardown(&self) -> Result<(), ExecutorError> {
         let unfinished = {
             let mut st = self.lock();
-            st.doom();
+            st.doom(Doom::Kill);
             st.exit.is_none()
         };
         if unfinished {

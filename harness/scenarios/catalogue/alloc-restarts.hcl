@@ -322,9 +322,5 @@ scenario "restart-carried-across-restore" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "a restored runner takes an end its task met after a dead agent's runner doomed it for a user restart for the task's own: its policy fails it, and the restart never comes"
-      invariant = "status-matches-exits"
-    }
   }
 }

@@ -63,13 +63,42 @@ impl TaskRunner {
             _ = asked(&mut self.restart_rx) => Err(EndedBy::Restart),
             res = running.wait() => Ok(res),
         };
-        let by = match exited {
+        match exited {
             Ok(Ok(result)) => {
                 self.record_end(&result, EndedBy::Exit);
-                return AttemptEnd::Exited(result);
+                AttemptEnd::Exited(result)
             }
-            Ok(Err(err)) => return AttemptEnd::Lost(err.to_string()),
-            Err(by) => by,
+            Ok(Err(err)) => AttemptEnd::Lost(err.to_string()),
+            Err(by) => self.end_as_told(running, by).await,
+        }
+    }
+
+    /// A restored attempt: a kill or a restart a dead agent's runner began
+    /// (it doomed the task, and then died) is carried through, a kill of
+    /// this agent's first; else it is supervised as any. (Taken for its own
+    /// end, what the dead runner's kill or restart caused was judged by the
+    /// policy, and a restart never came.)
+    pub(super) async fn supervise_restored(&mut self, running: &RunningTask) -> AttemptEnd {
+        match running.doomed().await {
+            Ok(Some(doom)) if !self.killed() => {
+                let by = match doom {
+                    Doom::Kill => EndedBy::Kill,
+                    Doom::Restart => EndedBy::Restart,
+                };
+                self.end_as_told(running, by).await
+            }
+            // Not doomed, told to die here, or not answering (its wait
+            // finds out).
+            _ => self.supervise(running).await,
+        }
+    }
+
+    /// Ends the attempt as told: `by` a stop's kill or a user restart.
+    async fn end_as_told(&mut self, running: &RunningTask, by: EndedBy) -> AttemptEnd {
+        let doom = if by == EndedBy::Restart {
+            Doom::Restart
+        } else {
+            Doom::Kill
         };
         // The peek dooms the task, so that an agent restored after this
         // runner died takes what ends it from here for the kill's (or the
@@ -80,7 +109,7 @@ impl TaskRunner {
         // executor already gone (a lost attempt): taken for the kill's or
         // the restart's, a failure just before either was hidden, and
         // which one hid it followed the scheduling.
-        match running.own_end().await {
+        match running.own_end(doom).await {
             Ok(ExitPeek::OwnEnd(result)) => {
                 self.record_end(&result, EndedBy::Exit);
                 self.keep_restart_asked(by);

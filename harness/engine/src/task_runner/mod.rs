@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_executor::{
-    ExecutorError, ExitPeek, ExitResult, Remains, Resources, Rlimits, StopOutcome, TaskSpec,
+    Doom, ExecutorError, ExitPeek, ExitResult, Remains, Resources, Rlimits, StopOutcome, TaskSpec,
 };
 use taskgate_faults::points::{self, Edge};
 use taskgate_faults::seeded::SeededBug;
@@ -321,7 +321,7 @@ impl TaskRunner {
         } else if self.restoring {
             match self.restore(attempt).await {
                 Ok(running) => {
-                    let end = self.supervise(&running).await;
+                    let end = self.supervise_restored(&running).await;
                     if let Some(outcome) = self
                         .after_attempt(&running, end, attempt, &mut tracker)
                         .await
@@ -409,7 +409,7 @@ impl TaskRunner {
             self.emit(EventKind::Started, attempt, "Task started by client");
             self.run_poststart_hooks(&running, attempt);
             self.publish();
-            let end = self.supervise(&running).await;
+            let end = self.supervise_restored(&running).await;
             if let Some(outcome) = self
                 .after_attempt(&running, end, attempt, &mut tracker)
                 .await
