@@ -324,3 +324,41 @@ scenario "restart-carried-across-restore" {
     status = "complete"
   }
 }
+
+scenario "restart-exit-0-across-restore" {
+  about = "a user restart's SIGINT ends a batch task (its trap exits 0), and the agent dies before the runner goes on: the exit 0 is the restart's end, not a completion, so the restored agent carries the restart through and web runs again (and completes)"
+  job "runs-twice" {
+    type = "batch"
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:hook.exited.before.executor_shutdown"]
+      action = "kill"
+      with   = ["web:hook.poststart.after.persist_handle=restart-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "the oracle takes an exit 0 the restart's signal caused, before an agent restart, for a completion the restored agent must not start again"
+      invariant = "no-restart-after-completion"
+    }
+  }
+}
