@@ -356,9 +356,5 @@ scenario "restart-exit-0-across-restore" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "the oracle takes an exit 0 the restart's signal caused, before an agent restart, for a completion the restored agent must not start again"
-      invariant = "no-restart-after-completion"
-    }
   }
 }

@@ -20,12 +20,16 @@ use taskgate_faults::{scoped, Action};
 /// A task whose executor saw it exit successfully before the agent was
 /// restarted has completed; the restored agent must not start it again
 /// (Nomad #5883: a completed batch alloc re-run after an agent restart).
-/// A task restarted on success (a service's, a sidecar) never completes.
+/// A task restarted on success (a service's, a sidecar) never completes,
+/// nor does an attempt that exited once its runner was told to die or to
+/// restart (after its executor's peek): that exit 0 is the kill's or the
+/// restart's (a trap's answer to its signal), and a restart goes on.
 pub fn check_no_restart_after_completion(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     let restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
     let mut out = Vec::new();
     for task in tasks.iter().filter(|t| !t.restarts_on_success) {
         let launched = launches(history, &task.name);
+        let peeked = peeks(history, &task.name);
         for &restart in &restarts {
             let Some(&(exited, exit)) = exits(history, &task.name)
                 .iter()
@@ -35,7 +39,11 @@ pub fn check_no_restart_after_completion(history: &[Event], tasks: &[TaskShape])
                 continue;
             };
             let relaunched_before = launched.iter().any(|&l| l > exited && l < restart);
-            if !exit.successful() || relaunched_before {
+            let launch = launched.iter().copied().rfind(|&l| l < exited);
+            let told = peeked
+                .iter()
+                .any(|&p| p < exited && launch.is_none_or(|l| p > l));
+            if !exit.successful() || relaunched_before || told {
                 continue;
             }
             if let Some(again) = launched.iter().find(|&&l| l > restart) {

@@ -156,6 +156,9 @@ const FAILED: TaskExit = TaskExit::Code(1);
 #[case::completed_not_rerun(H::default().start("web").exit("web", OK).restart(false), 0)]
 #[case::failed_then_retried(H::default().start("web").exit("web", FAILED).restart(false).start("web"), 0)]
 #[case::retried_before_the_crash(H::default().start("web").exit("web", OK).start("web").restart(false).start("web"), 0)]
+#[case::exit_0_a_restart_caused(H::default().start("web").hit("web:ex.peeked".into()).exit("web", OK).restart(false).start("web"), 0)]
+#[case::completed_before_a_restart_peeked(H::default().start("web").exit("web", OK).hit("web:ex.peeked".into()).restart(false).start("web"), 1)]
+#[case::peeked_on_an_earlier_attempt(H::default().start("web").hit("web:ex.peeked".into()).exit("web", FAILED).start("web").exit("web", OK).restart(false).start("web"), 1)]
 fn no_restart_after_completion(#[case] h: H, #[case] expected: usize) {
     let v = check_no_restart_after_completion(&h.0, &[main_task("web")]);
     assert_eq!(v.len(), expected, "{v:#?}");
