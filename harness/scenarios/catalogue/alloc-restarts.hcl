@@ -358,3 +358,42 @@ scenario "restart-exit-0-across-restore" {
     status = "complete"
   }
 }
+
+scenario "restart-lost-across-restore" {
+  about = "as restart-carried-across-restore, but the executor dies while the agent is down: the restored agent finds the attempt lost, and the dead runner's restart, not web's policy (no restart left), carries that end: web's second run completes"
+  job "runs-twice" {
+    type = "batch"
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.restart_signaled"]
+      action = "kill"
+      with = ["web:hook.poststart.after.persist_handle=restart-alloc",
+              "web:tr.restoring=kill-executor"]
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "a restored runner that finds an attempt lost after a dead agent's runner had doomed it for a user restart lets the policy judge the loss: the alloc fails, and the restart never comes"
+      invariant = "status-matches-exits"
+    }
+  }
+}
