@@ -231,6 +231,47 @@ mod tests {
         );
     }
 
+    /// A process that holds a task's spec at fd 3 only by inheritance (a
+    /// sibling launch's child between its clone and its exec, which the
+    /// launcher's own copy of the spec reached) is no executor of the task.
+    /// Two children of one parent holding a spec at fd 3: neither is the
+    /// other's peer. (Seen once under `--jobs 2`: `restart-all-races#1`
+    /// failed `one-live-tree` on another worker's spawning child.)
+    #[test]
+    #[should_panic(expected = "known oracle bug: an inherited spec fd made a peer")]
+    fn a_process_that_only_inherited_the_spec_is_no_peer_executor() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join(format!("a1.web{SPEC_SUFFIX}"));
+        std::fs::write(&spec, "{}").unwrap();
+        let mut parent = std::process::Command::new("sh")
+            .args(["-c", r#"exec 3<"$0"; sleep 600 & echo $!; sleep 600 & echo $!; wait"#])
+            .arg(&spec)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(parent.stdout.take().unwrap());
+        let mut child = || {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+            line.trim().parse::<i32>().unwrap()
+        };
+        let (first, second) = (child(), child());
+        let executor = ExecIdentity::Executor {
+            alloc_id: "a1".into(),
+            task: "web".into(),
+        };
+        let peers = executor_peers(first, &executor);
+        for pid in [first, second, parent.id() as i32] {
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+        }
+        let _ = parent.wait();
+        assert!(
+            !peers.contains(&second),
+            "known oracle bug: an inherited spec fd made a peer: {peers:?}"
+        );
+    }
+
     fn pair(a: &str, t: &str) -> Option<(String, String)> {
         Some((a.to_string(), t.to_string()))
     }
