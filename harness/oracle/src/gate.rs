@@ -238,9 +238,10 @@ impl Worker {
             ),
             _ => (Vec::new(), None),
         };
-        let executor_peers = match &pending.identity {
-            executor @ ExecIdentity::Executor { .. } => {
-                crate::identity::executor_peers(pending.pid, executor)
+        let program = crate::identity::FileId::of_fd(fd.as_fd());
+        let executor_peers = match (&pending.identity, program) {
+            (executor @ ExecIdentity::Executor { .. }, Some(program)) => {
+                crate::identity::executor_peers(pending.pid, executor, program)
             }
             _ => Vec::new(),
         };

@@ -98,10 +98,43 @@ pub fn parse_cgroup(contents: &str) -> Option<(String, String)> {
     })
 }
 
+/// A file's identity on the host: its device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    /// The file `path` names, following links (`/proc`'s magic ones too).
+    fn of_path(path: &str) -> Option<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    /// The file open on `fd` in this process.
+    pub fn of_fd(fd: std::os::fd::BorrowedFd<'_>) -> Option<FileId> {
+        use std::os::fd::AsRawFd;
+        FileId::of_path(&format!("/proc/self/fd/{}", fd.as_raw_fd()))
+    }
+
+    /// The program `pid` runs, if it can be read.
+    fn program_of(pid: i32) -> Option<FileId> {
+        FileId::of_path(&format!("/proc/{pid}/exe"))
+    }
+}
+
 /// The other live processes with the identity `executor` (the same task's
 /// executors), read from `/proc` at this instant; none for an identity that
-/// is no executor's.
-pub fn executor_peers(pid: i32, executor: &ExecIdentity) -> Vec<i32> {
+/// is no executor's. An executor runs `program` (the binary being exec'd):
+/// a process that holds the spec at fd 3 but runs anything else only came
+/// by it (the launcher's own copy, or a child of any launch between its
+/// clone and its exec, which inherited the launcher's fds).
+pub fn executor_peers(pid: i32, executor: &ExecIdentity, program: FileId) -> Vec<i32> {
     let ExecIdentity::Executor { alloc_id, task } = executor else {
         return Vec::new();
     };
@@ -117,27 +150,16 @@ pub fn executor_peers(pid: i32, executor: &ExecIdentity) -> Vec<i32> {
             .and_then(|target| parse_spec_fd_target(&target))
             .is_some_and(|(a, t)| a == *alloc_id && t == *task)
     };
-    // Its launcher may hold its own copy of the spec at fd 3 too: it is the
-    // new executor's parent, never an executor beside it.
-    let launcher = parent_of(pid);
     procs
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&other| {
             other != pid
-                && Some(other) != launcher
                 && holds_the_spec(other)
+                && FileId::program_of(other) == Some(program)
                 && ExecIdentity::of_pid(other) == *executor
         })
         .collect()
-}
-
-/// `pid`'s parent, from `/proc/<pid>/stat` (the field after the state,
-/// which follows the command's closing parenthesis).
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(") ")?;
-    rest.split(' ').nth(1)?.parse().ok()
 }
 
 /// The other processes in the task cgroup `pid` sits in, read from the
@@ -219,7 +241,8 @@ mod tests {
             alloc_id: "a1".into(),
             task: "web".into(),
         };
-        let peers = executor_peers(child, &executor);
+        let sleep = running("sleep", &[child]);
+        let peers = executor_peers(child, &executor, sleep);
         for pid in [child, parent.id() as i32] {
             let _ =
                 nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
@@ -238,10 +261,9 @@ mod tests {
     /// other's peer. (Seen once under `--jobs 2`: `restart-all-races#1`
     /// failed `one-live-tree` on another worker's spawning child.)
     #[test]
-    #[should_panic(expected = "known oracle bug: an inherited spec fd made a peer")]
     fn a_process_that_only_inherited_the_spec_is_no_peer_executor() {
         let dir = tempfile::tempdir().unwrap();
-        let spec = dir.path().join(format!("a1.web{SPEC_SUFFIX}"));
+        let spec = dir.path().join(format!("a2.web{SPEC_SUFFIX}"));
         std::fs::write(&spec, "{}").unwrap();
         let mut parent = std::process::Command::new("sh")
             .args(["-c", r#"exec 3<"$0"; sleep 600 & echo $!; sleep 600 & echo $!; wait"#])
@@ -257,19 +279,39 @@ mod tests {
         };
         let (first, second) = (child(), child());
         let executor = ExecIdentity::Executor {
-            alloc_id: "a1".into(),
+            alloc_id: "a2".into(),
             task: "web".into(),
         };
-        let peers = executor_peers(first, &executor);
+        let sleep = running("sleep", &[first, second]);
+        let sh = running("sh", &[parent.id() as i32]);
+        let as_if_exec_ing_sh = executor_peers(first, &executor, sh);
+        // The same two children, as peers of an exec of the program they run.
+        let running_it = executor_peers(first, &executor, sleep);
         for pid in [first, second, parent.id() as i32] {
             let _ =
                 nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
         }
         let _ = parent.wait();
         assert!(
-            !peers.contains(&second),
-            "known oracle bug: an inherited spec fd made a peer: {peers:?}"
+            !as_if_exec_ing_sh.contains(&second),
+            "an inherited spec fd made a peer: {as_if_exec_ing_sh:?}"
         );
+        assert_eq!(running_it, [second], "the one that runs the program is");
+    }
+
+    /// The program `name` (found on PATH), once every one of `pids` runs
+    /// it (a shell's child has forked, but may not have exec'd yet).
+    fn running(name: &str, pids: &[i32]) -> FileId {
+        let path = std::env::var("PATH").unwrap_or_default();
+        let program = (path.split(':'))
+            .find_map(|dir| FileId::of_path(&format!("{dir}/{name}")))
+            .unwrap_or_else(|| panic!("no {name} on PATH"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while pids.iter().any(|&p| FileId::program_of(p) != Some(program)) {
+            assert!(std::time::Instant::now() < deadline, "{pids:?} never ran {name}");
+            std::thread::yield_now();
+        }
+        program
     }
 
     fn pair(a: &str, t: &str) -> Option<(String, String)> {
