@@ -282,7 +282,7 @@ fn stop_sends_the_signal_then_kills_after_the_grace(
         taskgate_faults::patience::scaled(Duration::from_secs(60))
     };
     let t0 = Instant::now();
-    exec.stop(taskgate_executor::KillSignal::SIGTERM, grace)
+    exec.stop(taskgate_executor::KillSignal::SIGTERM, grace, Doom::Kill)
         .expect("stop");
     let took = t0.elapsed();
     let result = exec.wait().expect("wait");

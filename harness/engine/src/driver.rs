@@ -17,10 +17,12 @@
 //!   ends it, which dooms it (any later end is the kill's or the restart's,
 //!   whichever agent asks); or that its executor is gone (nothing answers).
 //!   An error leaves the executor possibly alive.
-//! - `doomed` says whether, and why, a runner doomed the task (for a
-//!   restored runner: what a dead agent's runner began), dooming nothing.
+//! - `doomed` says whether the task is doomed, and for what: by a runner's
+//!   peek or stop (for a restored runner, what a dead agent's runner
+//!   began), or for a kill by the executor's teardown. It dooms nothing.
 //! - `stop` sends the signal, waits up to the grace, then kills; it resolves
-//!   once the task has exited.
+//!   once the task has exited. It dooms the task for its kill or restart
+//!   (`by`) unless a peek already had.
 //! - `shutdown` (blocking, for hooks) removes whatever reaches the task; a
 //!   later `reattach` fails.
 //! - `destroy_remains` kills whatever is left of a task's earlier attempts:
@@ -53,7 +55,7 @@ pub trait TaskHandle: Send + Sync {
     fn wait(&self) -> DriverFuture<'_, ExitResult>;
     fn own_end(&self, by: Doom) -> DriverFuture<'_, ExitPeek>;
     fn doomed(&self) -> DriverFuture<'_, Option<Doom>>;
-    fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome>;
+    fn stop(&self, signal: KillSignal, grace: Duration, by: Doom) -> DriverFuture<'_, StopOutcome>;
     fn shutdown(&self) -> Result<(), ExecutorError>;
 }
 
@@ -127,9 +129,9 @@ impl TaskHandle for ExecTask {
         Box::pin(blocking(move || ex.doomed()))
     }
 
-    fn stop(&self, signal: KillSignal, grace: Duration) -> DriverFuture<'_, StopOutcome> {
+    fn stop(&self, signal: KillSignal, grace: Duration, by: Doom) -> DriverFuture<'_, StopOutcome> {
         let ex = self.executor.clone();
-        Box::pin(blocking(move || ex.stop(signal, grace)))
+        Box::pin(blocking(move || ex.stop(signal, grace, by)))
     }
 
     fn shutdown(&self) -> Result<(), ExecutorError> {

@@ -328,7 +328,7 @@ impl Driver for FakeDriver {
             drop(w);
             let mut remains = Remains::default();
             if let Some(left) = found {
-                left.end(libc::SIGKILL);
+                left.end(libc::SIGKILL, Doom::Kill);
                 remains.executors.push(left.info.executor_pid);
                 remains.task_processes.push(left.info.task_pid);
             }
@@ -345,8 +345,8 @@ impl FakeTask {
 
     /// Ends a running task by `signal`; an ended one stays as it ended.
     /// One whose executor is gone ends unrecorded, as no executor reaps it.
-    fn end(&self, signal: i32) -> StopOutcome {
-        if self.finish(None, Some(signal), Some(Doom::Kill)) {
+    fn end(&self, signal: i32, by: Doom) -> StopOutcome {
+        if self.finish(None, Some(signal), Some(by)) {
             StopOutcome::Signaled
         } else {
             StopOutcome::AlreadyExited
@@ -437,7 +437,12 @@ impl TaskHandle for FakeTask {
         Box::pin(async move { doomed })
     }
 
-    fn stop(&self, signal: KillSignal, _grace: Duration) -> DriverFuture<'_, StopOutcome> {
+    fn stop(
+        &self,
+        signal: KillSignal,
+        _grace: Duration,
+        by: Doom,
+    ) -> DriverFuture<'_, StopOutcome> {
         Box::pin(async move {
             lock(&self.world).calls.push(Call::Stop {
                 task: self.task.clone(),
@@ -446,7 +451,7 @@ impl TaskHandle for FakeTask {
             if self.is_lost() {
                 return Err(gone());
             }
-            Ok(self.end(signal.signal() as i32))
+            Ok(self.end(signal.signal() as i32, by))
         })
     }
 
@@ -455,7 +460,7 @@ impl TaskHandle for FakeTask {
             return Err(gone());
         }
         // Like the executor's teardown: kill what is left, then go away.
-        self.end(libc::SIGKILL);
+        self.end(libc::SIGKILL, Doom::Kill);
         let mut w = lock(&self.world);
         w.live.remove(&self.info.socket_path);
         w.calls.push(Call::Shutdown {

@@ -378,10 +378,19 @@ impl Executor {
     }
 
     /// Sends `signal`, waits up to `grace` for the task to exit, then kills its whole cgroup.
-    /// Returns once the task has exited.
-    pub fn stop(&self, signal: KillSignal, grace: Duration) -> Result<StopOutcome, ExecutorError> {
+    /// Returns once the task has exited. Dooms it for `by` unless it already was.
+    pub fn stop(
+        &self,
+        signal: KillSignal,
+        grace: Duration,
+        by: Doom,
+    ) -> Result<StopOutcome, ExecutorError> {
         let grace_ms = grace.as_millis().try_into().unwrap_or(u64::MAX);
-        match self.request(Request::Stop { signal, grace_ms })? {
+        match self.request(Request::Stop {
+            signal,
+            grace_ms,
+            by,
+        })? {
             Response::Stopped(outcome) => Ok(outcome),
             other => Err(unexpected(other)),
         }
@@ -422,13 +431,14 @@ impl Executor {
     }
 }
 
-/// What a runner told to die found when it asked whose end its task's is.
+/// What a runner told to die or to restart found when it asked whose end
+/// its task's is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExitPeek {
-    /// The task ended on its own, before any runner told to die asked
-    /// (and before any kill signal): this exit.
+    /// The task ended on its own, before any runner so told asked (and
+    /// before any kill signal): this exit.
     OwnEnd(ExitResult),
-    /// Running, or ended only once doomed: the kill ends it.
+    /// Running, or ended only once doomed: the kill (or the restart) ends it.
     ToKill,
     /// Nothing answers on the executor's socket: it is dead.
     ExecutorGone,

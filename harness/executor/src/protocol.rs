@@ -54,9 +54,12 @@ pub(crate) enum Request {
     /// Whether the task is doomed, and by what: a restored runner takes
     /// up what a dead agent's runner began.
     Doomed,
+    /// Signals the task, then kills its cgroup after the grace; dooms it
+    /// for `by` unless it already was.
     Stop {
         signal: crate::KillSignal,
         grace_ms: u64,
+        by: Doom,
     },
     Shutdown,
 }

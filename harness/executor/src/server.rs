@@ -379,11 +379,11 @@ impl Supervisor {
                 self.changed.notify_all();
                 return sent;
             }
-            // The task's own end: reaped before any runner told to die
-            // found it running, or any kill signal was sent. Its result
-            // follows once the log pumps drained, which takes no longer
-            // than they need.
             Request::Doomed => Response::Doomed(self.lock().life.doomed()),
+            // The task's own end: reaped before any runner told to die or
+            // to restart found it running, or any kill signal was sent. Its
+            // result follows once the log pumps drained, which takes no
+            // longer than they need.
             Request::Peek { by } => {
                 let own_end = {
                     // Under the lock an exit is recorded under: the peek's
@@ -399,12 +399,14 @@ impl Supervisor {
                 };
                 Response::Peeked(own_end.then(|| self.wait_exit()))
             }
-            Request::Stop { signal, grace_ms } => {
-                match self.stop(signal, Duration::from_millis(grace_ms)) {
-                    Ok(outcome) => Response::Stopped(outcome),
-                    Err(e) => Response::Failed(e),
-                }
-            }
+            Request::Stop {
+                signal,
+                grace_ms,
+                by,
+            } => match self.stop(signal, Duration::from_millis(grace_ms), by) {
+                Ok(outcome) => Response::Stopped(outcome),
+                Err(e) => Response::Failed(e),
+            },
             Request::Shutdown => match self.teardown() {
                 Ok(()) => {
                     protocol::send(&mut out, &Response::Done)?;
@@ -449,6 +451,7 @@ impl Supervisor {
         &self,
         signal: crate::KillSignal,
         grace: Duration,
+        by: Doom,
     ) -> Result<crate::StopOutcome, ExecutorError> {
         {
             // Under the lock the exit is recorded with (see `reap`): an
@@ -457,7 +460,7 @@ impl Supervisor {
             if matches!(st.life, Life::Reaped { .. }) {
                 return Ok(crate::StopOutcome::AlreadyExited);
             }
-            st.doom(Doom::Kill);
+            st.doom(by);
             if !SeededBug::KillSignalSkipped.active() {
                 pidfd_send_signal(self.pidfd.as_fd(), signal.signal())?;
             }

@@ -266,7 +266,10 @@ mod tests {
         let spec = dir.path().join(format!("a2.web{SPEC_SUFFIX}"));
         std::fs::write(&spec, "{}").unwrap();
         let mut parent = std::process::Command::new("sh")
-            .args(["-c", r#"exec 3<"$0"; sleep 600 & echo $!; sleep 600 & echo $!; wait"#])
+            .args([
+                "-c",
+                r#"exec 3<"$0"; sleep 600 & echo $!; sleep 600 & echo $!; wait"#,
+            ])
             .arg(&spec)
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -308,7 +311,10 @@ mod tests {
             .unwrap_or_else(|| panic!("no {name} on PATH"));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while pids.iter().any(|&p| FileId::program_of(p) != Some(program)) {
-            assert!(std::time::Instant::now() < deadline, "{pids:?} never ran {name}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{pids:?} never ran {name}"
+            );
             std::thread::yield_now();
         }
         program

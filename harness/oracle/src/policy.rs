@@ -15,10 +15,11 @@
 use crate::attempts::{attempts, windows_begin, Attempt, Began};
 use crate::history::{Event, TaskShape};
 use crate::invariant::{Invariant, Violation};
+use crate::timeline::task_hits;
 use std::time::Duration;
 use taskgate_faults::points::{
     TR_KILLING, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DECIDED,
-    TR_RESTART_SIGNALED,
+    TR_RESTART_SIGNALED, TR_START_CONDITION_MET,
 };
 use taskgate_faults::rng::SplitMix64;
 use taskgate_faults::{scoped, Detail};
@@ -52,6 +53,23 @@ fn policy_restarts(attempts: &[Attempt]) -> impl Iterator<Item = (usize, usize)>
     (1..attempts.len())
         .filter(|&n| !attempts[n].by_user)
         .enumerate()
+}
+
+/// Whether a user restart or a kill asked of `task` cut short the policy's
+/// wait between `previous` and `next`. An ask from `previous`'s start
+/// condition on counts: one its runner took while `previous` ran found the
+/// exit already recorded (else `next` would be the user's restart, not the
+/// policy's), and stays asked; one before was answered while the task
+/// waited to start.
+fn cut_short(history: &[Event], task: &str, previous: &Attempt, next: &Attempt) -> bool {
+    let asked = [
+        scoped(Some(task), TR_RESTART_ASKED),
+        scoped(Some(task), TR_KILL_ASKED),
+    ];
+    let from = (task_hits(history, task, TR_START_CONDITION_MET).into_iter())
+        .rfind(|&i| i < previous.at)
+        .unwrap_or(previous.at);
+    (from..next.at).any(|i| asked.iter().any(|a| history[i].is_hit(a)))
 }
 
 /// The first restart window the policy's `r`th restart (from 1) can fall
@@ -88,7 +106,7 @@ pub fn check_launches_accounted(history: &[Event], tasks: &[TaskShape]) -> Vec<V
                 (Some(Some(opens)), Some(latest)) => latest < opens,
                 (Some(Some(_)), None) => false,
             };
-            if too_early {
+            if too_early && !cut_short(history, &task.name, &all[n - 1], attempt) {
                 out.push(Invariant::LaunchesAccounted.violation(
                     Some(&task.name),
                     format!(
@@ -195,10 +213,6 @@ fn waits_stated(history: &[Event], task: &TaskShape) -> Vec<Violation> {
 
 fn delays_kept(history: &[Event], task: &TaskShape, all: &[Attempt]) -> Vec<Violation> {
     let mut out = Vec::new();
-    let asked = [
-        scoped(Some(&task.name), TR_RESTART_ASKED),
-        scoped(Some(&task.name), TR_KILL_ASKED),
-    ];
     for (k, n) in policy_restarts(all) {
         let (previous, next) = (&all[n - 1], &all[n]);
         let (Some((exited, exit_us, _)), Some(latest), Some(&wait)) =
@@ -207,11 +221,10 @@ fn delays_kept(history: &[Event], task: &TaskShape, all: &[Attempt]) -> Vec<Viol
             continue;
         };
         let exhausted = task.restarts_forever && k >= task.restart_attempts as usize;
-        // An ask from the attempt's start on: one its runner took while
-        // the attempt ran found the exit already recorded (else the next
-        // attempt would be the user's, not the policy's), and stays asked.
-        let cut_short = (previous.at..next.at).any(|i| asked.iter().any(|a| history[i].is_hit(a)));
-        if exhausted || cut_short || latest >= exit_us.saturating_add(us(wait)) {
+        if exhausted
+            || cut_short(history, &task.name, previous, next)
+            || latest >= exit_us.saturating_add(us(wait))
+        {
             continue;
         }
         out.push(Invariant::RestartWindows.violation(
@@ -328,6 +341,11 @@ mod tests {
     #[case::delay_mode_waits_for_the_next_window(delay_mode(1, 1000), failing_at(&[0, 10, 1010]), 0)]
     #[case::delay_mode_restarted_early(delay_mode(1, 1000), failing_at(&[0, 10, 20]), 1)]
     #[case::delay_mode_without_attempts(delay_mode(0, 1000), failing_at(&[0, 500]), 1)]
+    #[case::delay_mode_wait_cut_short_by_a_restart(
+        delay_mode(1, 1000),
+        failing_at(&[0, 10]).task_hit("web", TR_RESTART_ASKED).at(20).start("web"),
+        0
+    )]
     fn launches_are_accounted_interval_by_interval(
         #[case] task: TaskShape,
         #[case] h: T,
@@ -434,6 +452,36 @@ mod tests {
             .start("web");
         let v = check_restart_windows(&h.events, &[waiting(1000)]);
         assert_eq!(v, [], "{v:#?}");
+    }
+
+    /// A restart asked as the task was let start, before its launch: its
+    /// runner takes it at its first look, finds the exit already recorded,
+    /// and the ask cuts the policy's delay short.
+    #[test]
+    fn a_restart_asked_before_the_launch_cuts_the_delay_short() {
+        let h = T::run()
+            .task_hit("web", TR_START_CONDITION_MET)
+            .task_hit("web", TR_RESTART_ASKED)
+            .at(50)
+            .start("web")
+            .at(100)
+            .exit("web", FAILED)
+            .task_hit("web", EX_PEEKED)
+            .at(600)
+            .start("web");
+        let v = check_restart_windows(&h.events, &[waiting(1000)]);
+        assert_eq!(v, [], "{v:#?}");
+        let asked_before_its_start_condition = T::run()
+            .task_hit("web", TR_RESTART_ASKED)
+            .task_hit("web", TR_START_CONDITION_MET)
+            .at(50)
+            .start("web")
+            .at(100)
+            .exit("web", FAILED)
+            .at(600)
+            .start("web");
+        let v = check_restart_windows(&asked_before_its_start_condition.events, &[waiting(1000)]);
+        assert_eq!(names(&v), [Invariant::RestartWindows], "{v:#?}");
     }
 
     /// Restarts 0 to 3 wait 1 s plus 0, 0.1, 0.2 and 0.3 s of jitter.

@@ -391,9 +391,5 @@ scenario "restart-lost-across-restore" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "a restored runner that finds an attempt lost after a dead agent's runner had doomed it for a user restart lets the policy judge the loss: the alloc fails, and the restart never comes"
-      invariant = "status-matches-exits"
-    }
   }
 }

@@ -379,7 +379,11 @@ impl Bench {
             .map(|e| Memory::of(e.reattach_info().executor_pid))
             .collect::<anyhow::Result<Vec<_>>>()?;
         for exec in &execs {
-            exec.stop(taskgate_executor::KillSignal::SIGKILL, Duration::ZERO)?;
+            exec.stop(
+                taskgate_executor::KillSignal::SIGKILL,
+                Duration::ZERO,
+                taskgate_executor::Doom::Kill,
+            )?;
             scratch.shutdown(exec)?;
         }
         Ok(memory)

@@ -15,7 +15,7 @@ use crate::task_state::{EventKind, TaskEvent, TaskState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use taskgate_executor::{ExitResult, ReattachInfo};
+use taskgate_executor::{Doom, ExitResult, ReattachInfo};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -88,6 +88,14 @@ pub enum EndedBy {
     Restart,
 }
 
+/// An attempt its runner set out to end, told to die or to restart, once
+/// its executor doomed it (or did not answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoomedAttempt {
+    pub attempt: u32,
+    pub by: Doom,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecord {
     pub task: String,
@@ -109,6 +117,11 @@ pub struct TaskRecord {
     /// attempt for a running one (and never starts a completed task again).
     #[serde(default)]
     pub ended: Option<AttemptEnded>,
+    /// The last attempt its runner set out to end: a restored agent that
+    /// finds it lost (its executor dead, and with it the executor's own
+    /// record of the doom) takes the loss for that kill's or restart's end.
+    #[serde(default)]
+    pub doomed: Option<DoomedAttempt>,
     pub restarts: u32,
     /// The restart window the task's policy is in (see
     /// [`crate::restart::RestartWindow`]).
@@ -142,6 +155,11 @@ impl TaskRecord {
         })
     }
 
+    /// Why `attempt` was doomed, if its runner set out to end it.
+    pub fn doomed_by(&self, attempt: u32) -> Option<Doom> {
+        (self.doomed).filter(|d| d.attempt == attempt).map(|d| d.by)
+    }
+
     pub fn new(task: &str) -> Self {
         TaskRecord {
             task: task.to_string(),
@@ -151,6 +169,7 @@ impl TaskRecord {
             launched: None,
             handle: None,
             ended: None,
+            doomed: None,
             restarts: 0,
             restart_window: None,
             restart_due: None,

@@ -74,23 +74,36 @@ impl TaskRunner {
     }
 
     /// A restored attempt: a kill or a restart a dead agent's runner began
-    /// (it doomed the task, and then died) is carried through, a kill of
-    /// this agent's first; else it is supervised as any. (Taken for its own
-    /// end, what the dead runner's kill or restart caused was judged by the
-    /// policy, and a restart never came.)
+    /// (it doomed the task, and then died) is carried through; else it is
+    /// supervised as any. (Taken for its own end, what the dead runner's
+    /// kill or restart caused was judged by the policy, and a restart never
+    /// came.) In an alloc that is stopping, or told to die here, a doomed
+    /// task waits for its own kill, its turn in the stop's kill order, and
+    /// any end it meets meanwhile is that kill's.
     pub(super) async fn supervise_restored(&mut self, running: &RunningTask) -> AttemptEnd {
-        match running.doomed().await {
-            Ok(Some(doom)) if !self.killed() => {
-                let by = match doom {
-                    Doom::Kill => EndedBy::Kill,
-                    Doom::Restart => EndedBy::Restart,
-                };
-                self.end_as_told(running, by).await
-            }
-            // Not doomed, told to die here, or not answering (its wait
-            // finds out).
-            _ => self.supervise(running).await,
+        // Not doomed, or not answering: its wait finds out.
+        let Ok(Some(doom)) = running.doomed().await else {
+            return self.supervise(running).await;
+        };
+        if self.should_shutdown() || self.killed() {
+            let exited = tokio::select! {
+                biased;
+                _ = told(&mut self.kill_rx) => None,
+                res = running.wait() => Some(res),
+            };
+            return match exited {
+                None => self.end_as_told(running, EndedBy::Kill).await,
+                Some(Ok(result)) => {
+                    self.kill_done(self.current_attempt(), Some(result), EndedBy::Kill)
+                }
+                Some(Err(err)) => AttemptEnd::Lost(err.to_string()),
+            };
         }
+        let by = match doom {
+            Doom::Kill => EndedBy::Kill,
+            Doom::Restart => EndedBy::Restart,
+        };
+        self.end_as_told(running, by).await
     }
 
     /// Ends the attempt as told: `by` a stop's kill or a user restart.
@@ -124,6 +137,8 @@ impl TaskRunner {
             Ok(ExitPeek::ToKill) | Err(_) => {}
         }
         let attempt = self.current_attempt();
+        self.record.doomed = Some(DoomedAttempt { attempt, by: doom });
+        self.publish();
         if by == EndedBy::Restart {
             fault_point!(self.deps.faults, points::TR_RESTART_SIGNALED, self.name());
             self.emit(
@@ -138,6 +153,7 @@ impl TaskRunner {
         if !delay.is_zero() {
             self.publish();
             let exited = tokio::select! {
+                biased;
                 res = running.wait() => Some(res),
                 _ = self.deps.clock.sleep(delay) => None,
             };
@@ -163,8 +179,7 @@ impl TaskRunner {
             ),
         );
         self.publish();
-        let stopped = running.stop(self.task.kill_signal, grace).await;
-        if let Err(err) = &stopped {
+        if let Err(err) = running.stop(self.task.kill_signal, grace, doom).await {
             tracing::warn!(task = self.name(), error = %err, "stopping task failed");
         }
         let result = match running.wait().await {
@@ -178,21 +193,11 @@ impl TaskRunner {
                 None
             }
         };
-        match (stopped, &result, by) {
-            // It completed before the restart reached it: a completion,
-            // which its restart policy decides on. Any other end the
-            // restart had asked for is the restart's, an exit 0 of a task
-            // restarted on success too (bug 2 of issue 22: taken for an
-            // ordinary end, it waited out the policy's delay, holding the
-            // restart and every stop behind it).
-            (Ok(StopOutcome::AlreadyExited), Some(result), EndedBy::Restart)
-                if result.successful() && self.completes(result) =>
-            {
-                self.record_end(result, EndedBy::Exit);
-                return AttemptEnd::Exited(result.clone());
-            }
-            _ => {}
-        }
+        // Any end once the task was doomed is the kill's or the restart's,
+        // an exit 0 (a trap's answer, or a batch task done just then) too:
+        // taken for an ordinary end, a restart waited out the policy's
+        // delay (bug 2 of issue 22) or a completion stood against the
+        // restart a restored agent carries through.
         self.kill_done(attempt, result, by)
     }
 
@@ -203,12 +208,6 @@ impl TaskRunner {
         if by == EndedBy::Restart && !SeededBug::RestartMeetsExitHangs.active() {
             self.restart_rx.mark_changed();
         }
-    }
-
-    /// Whether `result` completes the task (a successful exit of a task not
-    /// restarted on success).
-    pub(super) fn completes(&self, result: &ExitResult) -> bool {
-        result.successful() && !self.deps.job_type.restarts_on_success(&self.task)
     }
 
     /// The attempt ended by the kill path (or during it), `by` a stop's

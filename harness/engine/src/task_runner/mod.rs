@@ -18,14 +18,14 @@ use crate::hooks::{
 use crate::job::{JobType, Task};
 use crate::restart::{Jitter, RestartDecision, RestartTracker};
 use crate::start_gate::{PrestartReceipt, StartGate, StartRefused};
-use crate::state::{AttemptEnded, EndedBy, StateDb, TaskRecord};
+use crate::state::{AttemptEnded, DoomedAttempt, EndedBy, StateDb, TaskRecord};
 use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use taskgate_executor::{
-    Doom, ExecutorError, ExitPeek, ExitResult, Remains, Resources, Rlimits, StopOutcome, TaskSpec,
+    Doom, ExecutorError, ExitPeek, ExitResult, Remains, Resources, Rlimits, TaskSpec,
 };
 use taskgate_faults::points::{self, Edge};
 use taskgate_faults::seeded::SeededBug;
@@ -332,6 +332,15 @@ impl TaskRunner {
                 // The alloc is stopping: the lost attempt is the stop's,
                 // and the task ends below (as Nomad's does, #1795).
                 Err(_) if self.should_shutdown() || self.killed() => {}
+                // A dead agent's runner had set out to end it: the loss is
+                // that kill's or restart's end, not the policy's to judge.
+                Err(_) if self.record.doomed_by(attempt) == Some(Doom::Kill) => {
+                    return Outcome::Killed { result: None };
+                }
+                Err(_) if self.record.doomed_by(attempt) == Some(Doom::Restart) => {
+                    self.take_update(attempt, &mut tracker);
+                    self.restart_now(attempt);
+                }
                 // Bug 1 of issue 22: a lost attempt is a failed start, which
                 // the restart policy decides on; it used to start the next
                 // attempt at once, uncounted, even with no restart left.
@@ -409,7 +418,7 @@ impl TaskRunner {
             self.emit(EventKind::Started, attempt, "Task started by client");
             self.run_poststart_hooks(&running, attempt);
             self.publish();
-            let end = self.supervise_restored(&running).await;
+            let end = self.supervise(&running).await;
             if let Some(outcome) = self
                 .after_attempt(&running, end, attempt, &mut tracker)
                 .await

@@ -50,6 +50,7 @@ impl PanicCleanup {
                         .stop(
                             taskgate_executor::KillSignal::SIGKILL,
                             std::time::Duration::ZERO,
+                            taskgate_executor::Doom::Kill,
                         )
                         .await;
                     let _ = running.wait().await;
