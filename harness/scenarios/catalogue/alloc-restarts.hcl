@@ -290,23 +290,7 @@ scenario "restart-after-stop-restored" {
 
 scenario "restart-carried-across-restore" {
   about = "a user restart dooms web (its runner found it running), and the agent dies before it signals; the restored agent finds the task dead of a SIGKILL since: the dead runner's restart carries that end, not web's policy (no restart left), and web's second run completes"
-  job "runs-twice" {
-    type = "batch"
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        restart {
-          attempts = 0
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/runs-twice.hcl"
   faults {
     host    = "agent"
     restore = "run"
@@ -327,23 +311,7 @@ scenario "restart-carried-across-restore" {
 
 scenario "restart-exit-0-across-restore" {
   about = "a user restart's SIGINT ends a batch task (its trap exits 0), and the agent dies before the runner goes on: the exit 0 is the restart's end, not a completion, so the restored agent carries the restart through and web runs again (and completes)"
-  job "runs-twice" {
-    type = "batch"
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        restart {
-          attempts = 0
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/runs-twice.hcl"
   faults {
     host    = "agent"
     restore = "run"
@@ -361,23 +329,7 @@ scenario "restart-exit-0-across-restore" {
 
 scenario "restart-lost-across-restore" {
   about = "as restart-carried-across-restore, but the executor dies while the agent is down: the restored agent finds the attempt lost, and the dead runner's restart, not web's policy (no restart left), carries that end: web's second run completes"
-  job "runs-twice" {
-    type = "batch"
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        restart {
-          attempts = 0
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/runs-twice.hcl"
   faults {
     host    = "agent"
     restore = "run"

@@ -88,6 +88,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../catalogue/jobs/exits-batch.hcl"),
     ),
     (
+        "jobs/runs-twice.hcl",
+        include_str!("../catalogue/jobs/runs-twice.hcl"),
+    ),
+    (
         "jobs/stubborn.hcl",
         include_str!("../catalogue/jobs/stubborn.hcl"),
     ),
