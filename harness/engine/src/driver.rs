@@ -22,7 +22,7 @@
 //!   began), or for a kill by the executor's teardown. It dooms nothing.
 //! - `stop` sends the signal, waits up to the grace, then kills; it resolves
 //!   once the task has exited. It dooms the task for its kill or restart
-//!   (`by`) unless a peek already had.
+//!   (`by`) unless a peek already had or the task had already exited.
 //! - `shutdown` (blocking, for hooks) removes whatever reaches the task; a
 //!   later `reattach` fails.
 //! - `destroy_remains` kills whatever is left of a task's earlier attempts:

@@ -363,6 +363,15 @@ impl FakeTask {
             let Life::Running { doomed } = *life else {
                 return false;
             };
+            // A kill signal that dooms it is recorded as the executor's
+            // stop records it: as a peek.
+            if doomed.is_none() && killed.is_some() {
+                taskgate_faults::record_point!(
+                    self.faults,
+                    taskgate_faults::points::EX_PEEKED,
+                    self.task.as_str()
+                );
+            }
             *life = Life::Exited {
                 exit: result(code, signal),
                 doomed: doomed.or(killed),

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 use support::*;
 use taskgate_engine::fake_driver::{Call, Exit};
-use taskgate_engine::state::{AttemptEnded, EndedBy};
+use taskgate_engine::state::{AttemptEnded, DoomedAttempt, EndedBy};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use taskgate_engine::{AllocSummary, ClientStatus};
 use taskgate_executor::{Doom, ExitResult};
@@ -449,4 +449,34 @@ fn a_restart_a_dead_agent_began_is_carried_through() {
         .expect("alloc hung");
     assert_eq!(summary.status.client, ClientStatus::Complete);
     assert_eq!(home.driver.starts("web"), 2);
+}
+
+/// A dead agent's runner doomed `web` (for a user restart, or a kill) and
+/// persisted it, then `web`'s executor died while no agent ran: the
+/// restored runner finds the attempt lost, and the loss is that restart's
+/// (`web` runs again, outside its policy, none left) or that kill's (`web`
+/// is done, not failed). (The policy judged it, and failed the alloc.)
+#[rstest::rstest]
+#[case::for_a_restart(Doom::Restart, 2)]
+#[case::for_a_kill(Doom::Kill, 1)]
+fn a_lost_attempt_a_dead_agent_doomed_ends_as_it_was_told(#[case] by: Doom, #[case] starts: usize) {
+    let second = runtime();
+    let home = Home::new();
+    let alloc_id = web_lost_while_agent_down(&home, runtime(), &second, 0);
+    edit_web_record(&home, &alloc_id, |web| {
+        web.doomed = Some(DoomedAttempt { attempt: 1, by });
+    });
+    let engine = home.engine();
+    let alloc = restore_one(&engine, &second);
+    let control = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    if by == Doom::Restart {
+        assert_eq!(started_events(&second, &mut events, 1)[0].attempt, 2);
+        control.stop();
+    }
+    let summary = second
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert_eq!(home.driver.starts("web"), starts);
 }

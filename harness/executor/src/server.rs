@@ -419,6 +419,16 @@ impl Supervisor {
         protocol::send(&mut out, &resp)
     }
 
+    /// Dooms a task still running without a peek first (a stop's signal,
+    /// the teardown): the decision a peek would have recorded, recorded as
+    /// one, so the history orders the task's end after it.
+    fn doom(&self, st: &mut State, by: Doom) {
+        if st.life == Life::Running {
+            taskgate_faults::record_point!(self.faults, points::EX_PEEKED, self.task_name.as_str());
+        }
+        st.doom(by);
+    }
+
     fn wait_exit(&self) -> ExitResult {
         let mut st = self.lock();
         loop {
@@ -460,7 +470,7 @@ impl Supervisor {
             if matches!(st.life, Life::Reaped { .. }) {
                 return Ok(crate::StopOutcome::AlreadyExited);
             }
-            st.doom(by);
+            self.doom(&mut st, by);
             if !SeededBug::KillSignalSkipped.active() {
                 pidfd_send_signal(self.pidfd.as_fd(), signal.signal())?;
             }
@@ -486,7 +496,7 @@ impl Supervisor {
     fn teardown(&self) -> Result<(), ExecutorError> {
         let unfinished = {
             let mut st = self.lock();
-            st.doom(Doom::Kill);
+            self.doom(&mut st, Doom::Kill);
             st.exit.is_none()
         };
         if unfinished {

@@ -241,7 +241,13 @@ impl Worker {
         let program = crate::identity::FileId::of_fd(fd.as_fd());
         let executor_peers = match (&pending.identity, program) {
             (executor @ ExecIdentity::Executor { .. }, Some(program)) => {
-                crate::identity::executor_peers(pending.pid, executor, program)
+                // Executors of the task this gate let through: one may not
+                // have left its old program yet (its exe still shows it).
+                let allowed: Vec<i32> = (lock(&self.shared).records.iter())
+                    .filter(|r| r.identity == *executor && r.verdict == Answer::Allow)
+                    .map(|r| r.pid)
+                    .collect();
+                crate::identity::executor_peers(pending.pid, executor, program, &allowed)
             }
             _ => Vec::new(),
         };

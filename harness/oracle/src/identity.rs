@@ -130,11 +130,18 @@ impl FileId {
 
 /// The other live processes with the identity `executor` (the same task's
 /// executors), read from `/proc` at this instant; none for an identity that
-/// is no executor's. An executor runs `program` (the binary being exec'd):
-/// a process that holds the spec at fd 3 but runs anything else only came
-/// by it (the launcher's own copy, or a child of any launch between its
-/// clone and its exec, which inherited the launcher's fds).
-pub fn executor_peers(pid: i32, executor: &ExecIdentity, program: FileId) -> Vec<i32> {
+/// is no executor's. An executor runs `program` (the binary being exec'd),
+/// or is one of `allowed`, the task's executor execs already let through
+/// (whose `/proc` exe may still show the program they leave): a process
+/// that holds the spec at fd 3 but is neither only came by it (the
+/// launcher's own copy, or a child of any launch between its clone and its
+/// exec, which inherited the launcher's fds).
+pub fn executor_peers(
+    pid: i32,
+    executor: &ExecIdentity,
+    program: FileId,
+    allowed: &[i32],
+) -> Vec<i32> {
     let ExecIdentity::Executor { alloc_id, task } = executor else {
         return Vec::new();
     };
@@ -156,7 +163,7 @@ pub fn executor_peers(pid: i32, executor: &ExecIdentity, program: FileId) -> Vec
         .filter(|&other| {
             other != pid
                 && holds_the_spec(other)
-                && FileId::program_of(other) == Some(program)
+                && (allowed.contains(&other) || FileId::program_of(other) == Some(program))
                 && ExecIdentity::of_pid(other) == *executor
         })
         .collect()
@@ -242,7 +249,7 @@ mod tests {
             task: "web".into(),
         };
         let sleep = running("sleep", &[child]);
-        let peers = executor_peers(child, &executor, sleep);
+        let peers = executor_peers(child, &executor, sleep, &[]);
         for pid in [child, parent.id() as i32] {
             let _ =
                 nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
@@ -286,20 +293,24 @@ mod tests {
             task: "web".into(),
         };
         let sleep = running("sleep", &[first, second]);
-        let sh = running("sh", &[parent.id() as i32]);
-        let as_if_exec_ing_sh = executor_peers(first, &executor, sh);
+        // As peers of an exec of a program none of them runs.
+        let other = running("true", &[]);
+        let as_if_exec_ing_other = executor_peers(first, &executor, other, &[]);
+        // An exec the gate let through counts, whatever it runs yet.
+        let let_through = executor_peers(first, &executor, other, &[second]);
         // The same two children, as peers of an exec of the program they run.
-        let running_it = executor_peers(first, &executor, sleep);
+        let running_it = executor_peers(first, &executor, sleep, &[]);
         for pid in [first, second, parent.id() as i32] {
             let _ =
                 nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
         }
         let _ = parent.wait();
-        assert!(
-            !as_if_exec_ing_sh.contains(&second),
-            "an inherited spec fd made a peer: {as_if_exec_ing_sh:?}"
+        assert_eq!(
+            as_if_exec_ing_other, [0; 0],
+            "an inherited spec fd made a peer"
         );
         assert_eq!(running_it, [second], "the one that runs the program is");
+        assert_eq!(let_through, [second], "an exec let through is");
     }
 
     /// The program `name` (found on PATH), once every one of `pids` runs

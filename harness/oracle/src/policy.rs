@@ -106,7 +106,11 @@ pub fn check_launches_accounted(history: &[Event], tasks: &[TaskShape]) -> Vec<V
                 (Some(Some(opens)), Some(latest)) => latest < opens,
                 (Some(Some(_)), None) => false,
             };
-            if too_early && !cut_short(history, &task.name, &all[n - 1], attempt) {
+            // A user's ask shortens a delay mode's wait for its next window;
+            // it never grants a restart the policy refuses.
+            let shortened =
+                task.restarts_forever && cut_short(history, &task.name, &all[n - 1], attempt);
+            if too_early && !shortened {
                 out.push(Invariant::LaunchesAccounted.violation(
                     Some(&task.name),
                     format!(
@@ -341,6 +345,11 @@ mod tests {
     #[case::delay_mode_waits_for_the_next_window(delay_mode(1, 1000), failing_at(&[0, 10, 1010]), 0)]
     #[case::delay_mode_restarted_early(delay_mode(1, 1000), failing_at(&[0, 10, 20]), 1)]
     #[case::delay_mode_without_attempts(delay_mode(0, 1000), failing_at(&[0, 500]), 1)]
+    #[case::no_restart_granted_by_an_ask(
+        web(0, None),
+        failing_at(&[0]).task_hit("web", TR_RESTART_ASKED).at(10).start("web"),
+        1
+    )]
     #[case::delay_mode_wait_cut_short_by_a_restart(
         delay_mode(1, 1000),
         failing_at(&[0, 10]).task_hit("web", TR_RESTART_ASKED).at(20).start("web"),

@@ -69,7 +69,7 @@ impl TaskRunner {
                 AttemptEnd::Exited(result)
             }
             Ok(Err(err)) => AttemptEnd::Lost(err.to_string()),
-            Err(by) => self.end_as_told(running, by).await,
+            Err(by) => self.end_as_told(running, by, false).await,
         }
     }
 
@@ -81,8 +81,14 @@ impl TaskRunner {
     /// task waits for its own kill, its turn in the stop's kill order, and
     /// any end it meets meanwhile is that kill's.
     pub(super) async fn supervise_restored(&mut self, running: &RunningTask) -> AttemptEnd {
-        // Not doomed, or not answering: its wait finds out.
-        let Ok(Some(doom)) = running.doomed().await else {
+        let attempt = self.current_attempt();
+        // The executor's record, or the dead runner's (its peek may not
+        // have reached the executor). Not doomed, or not answering: its
+        // wait finds out.
+        let Some(doom) = (match running.doomed().await {
+            Ok(doom) => doom.or(self.record.doomed_by(attempt)),
+            Err(_) => None,
+        }) else {
             return self.supervise(running).await;
         };
         if self.should_shutdown() || self.killed() {
@@ -92,22 +98,31 @@ impl TaskRunner {
                 res = running.wait() => Some(res),
             };
             return match exited {
-                None => self.end_as_told(running, EndedBy::Kill).await,
-                Some(Ok(result)) => {
-                    self.kill_done(self.current_attempt(), Some(result), EndedBy::Kill)
+                None => self.end_as_told(running, EndedBy::Kill, true).await,
+                Some(Ok(result)) => self.kill_done(attempt, Some(result), EndedBy::Kill),
+                Some(Err(err)) => {
+                    let why = format!("executor lost while its kill waited: {err}");
+                    self.lose_attempt(attempt, why).await;
+                    self.kill_done(attempt, None, EndedBy::Kill)
                 }
-                Some(Err(err)) => AttemptEnd::Lost(err.to_string()),
             };
         }
         let by = match doom {
             Doom::Kill => EndedBy::Kill,
             Doom::Restart => EndedBy::Restart,
         };
-        self.end_as_told(running, by).await
+        self.end_as_told(running, by, true).await
     }
 
     /// Ends the attempt as told: `by` a stop's kill or a user restart.
-    async fn end_as_told(&mut self, running: &RunningTask, by: EndedBy) -> AttemptEnd {
+    /// `doomed`: a runner already doomed the task (a dead agent's), so an
+    /// executor gone since is that kill's or restart's end, not the task's.
+    async fn end_as_told(
+        &mut self,
+        running: &RunningTask,
+        by: EndedBy,
+        doomed: bool,
+    ) -> AttemptEnd {
         let doom = if by == EndedBy::Restart {
             Doom::Restart
         } else {
@@ -127,6 +142,12 @@ impl TaskRunner {
                 self.record_end(&result, EndedBy::Exit);
                 self.keep_restart_asked(by);
                 return AttemptEnd::Exited(result);
+            }
+            Ok(ExitPeek::ExecutorGone) if doomed => {
+                let attempt = self.current_attempt();
+                let why = "executor lost after it was doomed: nothing answers on its socket";
+                self.lose_attempt(attempt, why.into()).await;
+                return self.kill_done(attempt, None, by);
             }
             Ok(ExitPeek::ExecutorGone) => {
                 self.keep_restart_asked(by);
