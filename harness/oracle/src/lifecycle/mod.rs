@@ -126,16 +126,26 @@ pub fn check_one_live_tree(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
 /// once every task that ran has exited.
 pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
     let mut out = Vec::new();
-    let restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
+    let agent_restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
     let mut bounds = vec![0];
-    bounds.extend(&restarts);
+    bounds.extend(&agent_restarts);
     bounds.push(history.len());
     let within = |v: Vec<usize>, lo: usize, hi: usize| -> Vec<usize> {
         v.into_iter().filter(|&i| i >= lo && i < hi).collect()
     };
     for window in bounds.windows(2) {
         let (lo, hi) = (window[0], window[1]);
-        let first_kill = |t: &TaskShape| within(kills(history, &t.name), lo, hi).first().copied();
+        // A restored agent that is stopping takes no restart: a restart its
+        // runner carries through (a dead agent's runner's) ends the task as
+        // a kill does, and keeps the kill order too.
+        let stopping = matches!(history.get(lo), Some(Event::AgentRestarted { stop: true }));
+        let first_kill = |t: &TaskShape| {
+            let mut told = within(kills(history, &t.name), lo, hi);
+            if stopping {
+                told.extend(within(restarts(history, &t.name), lo, hi));
+            }
+            told.into_iter().min()
+        };
         out.extend(told_in_kill_order(
             history,
             tasks,
