@@ -177,9 +177,7 @@ impl FakeDriver {
     /// A runner told to die or to restart (`by`) found `task` running and
     /// doomed it, then died with its agent before going on.
     pub fn doom(&self, task: &str, by: Doom) {
-        // The peek's answer is made, and the task doomed, before the
-        // future that carries it is polled.
-        drop(self.live_task(task).own_end(by));
+        self.live_task(task).peek(by);
     }
 
     /// `task`'s executor dies, its task still running: the attempt is lost,
@@ -354,10 +352,9 @@ impl FakeTask {
     }
 
     /// Ends the running task with this exit (`killed`: by a kill signal,
-    /// which dooms it unless a runner already had),
-    /// recorded as its executor records it, in one step a peek cannot come
-    /// between (as the real executor's lock makes it); false if it was not
-    /// running.
+    /// which dooms it unless a runner already had), recorded as its
+    /// executor records it, in one step a peek cannot come between (as the
+    /// real executor's lock makes it); false if it was not running.
     fn finish(&self, code: Option<i32>, signal: Option<i32>, killed: Option<Doom>) -> bool {
         self.life.send_if_modified(|life| {
             let Life::Running { doomed } = *life else {
@@ -379,6 +376,34 @@ impl FakeTask {
             self.record_exit(code, signal);
             true
         })
+    }
+
+    /// A runner's peek, for a kill or a restart (`by`): whether the task
+    /// ended on its own; a running one is doomed.
+    fn peek(&self, by: Doom) -> ExitPeek {
+        let mut peek = ExitPeek::ExecutorGone;
+        // Dooming a running task wakes no waiter: it still runs.
+        self.life.send_if_modified(|life| {
+            peek = match life {
+                Life::Running { doomed } => {
+                    doomed.get_or_insert(by);
+                    ExitPeek::ToKill
+                }
+                Life::Exited { exit, doomed: None } => ExitPeek::OwnEnd(exit.clone()),
+                Life::Exited {
+                    doomed: Some(_), ..
+                } => ExitPeek::ToKill,
+                Life::ExecutorGone => return false,
+            };
+            // Only a live executor answers, and records that it did.
+            taskgate_faults::record_point!(
+                self.faults,
+                taskgate_faults::points::EX_PEEKED,
+                self.task.as_str()
+            );
+            false
+        });
+        peek
     }
 
     /// What a real executor records when it reaps its task.
@@ -413,28 +438,7 @@ impl TaskHandle for FakeTask {
     }
 
     fn own_end(&self, by: Doom) -> DriverFuture<'_, ExitPeek> {
-        let mut peek = ExitPeek::ExecutorGone;
-        // Dooming a running task wakes no waiter: it still runs.
-        self.life.send_if_modified(|life| {
-            peek = match life {
-                Life::Running { doomed } => {
-                    doomed.get_or_insert(by);
-                    ExitPeek::ToKill
-                }
-                Life::Exited { exit, doomed: None } => ExitPeek::OwnEnd(exit.clone()),
-                Life::Exited {
-                    doomed: Some(_), ..
-                } => ExitPeek::ToKill,
-                Life::ExecutorGone => return false,
-            };
-            // Only a live executor answers, and records that it did.
-            taskgate_faults::record_point!(
-                self.faults,
-                taskgate_faults::points::EX_PEEKED,
-                self.task.as_str()
-            );
-            false
-        });
+        let peek = self.peek(by);
         Box::pin(async move { Ok(peek) })
     }
 

@@ -88,6 +88,15 @@ pub enum EndedBy {
     Restart,
 }
 
+impl From<Doom> for EndedBy {
+    fn from(doom: Doom) -> Self {
+        match doom {
+            Doom::Kill => EndedBy::Kill,
+            Doom::Restart => EndedBy::Restart,
+        }
+    }
+}
+
 /// An attempt its runner set out to end, told to die or to restart, once
 /// its executor doomed it (or did not answer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

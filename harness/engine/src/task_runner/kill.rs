@@ -59,8 +59,8 @@ impl TaskRunner {
     pub(super) async fn supervise(&mut self, running: &RunningTask) -> AttemptEnd {
         let exited = tokio::select! {
             biased;
-            _ = told(&mut self.kill_rx) => Err(EndedBy::Kill),
-            _ = asked(&mut self.restart_rx) => Err(EndedBy::Restart),
+            _ = told(&mut self.kill_rx) => Err(Doom::Kill),
+            _ = asked(&mut self.restart_rx) => Err(Doom::Restart),
             res = running.wait() => Ok(res),
         };
         match exited {
@@ -69,7 +69,7 @@ impl TaskRunner {
                 AttemptEnd::Exited(result)
             }
             Ok(Err(err)) => AttemptEnd::Lost(err.to_string()),
-            Err(by) => self.end_as_told(running, by, false).await,
+            Err(doom) => self.end_as_told(running, doom, false).await,
         }
     }
 
@@ -98,36 +98,23 @@ impl TaskRunner {
                 res = running.wait() => Some(res),
             };
             return match exited {
-                None => self.end_as_told(running, EndedBy::Kill, true).await,
+                None => self.end_as_told(running, Doom::Kill, true).await,
                 Some(Ok(result)) => self.kill_done(attempt, Some(result), EndedBy::Kill),
                 Some(Err(err)) => {
                     let why = format!("executor lost while its kill waited: {err}");
-                    self.lose_attempt(attempt, why).await;
-                    self.kill_done(attempt, None, EndedBy::Kill)
+                    self.lost_to(attempt, why, EndedBy::Kill).await
                 }
             };
         }
-        let by = match doom {
-            Doom::Kill => EndedBy::Kill,
-            Doom::Restart => EndedBy::Restart,
-        };
-        self.end_as_told(running, by, true).await
+        self.end_as_told(running, doom, true).await
     }
 
-    /// Ends the attempt as told: `by` a stop's kill or a user restart.
+    /// Ends the attempt as told: `doom` a stop's kill or a user restart.
     /// `doomed`: a runner already doomed the task (a dead agent's), so an
     /// executor gone since is that kill's or restart's end, not the task's.
-    async fn end_as_told(
-        &mut self,
-        running: &RunningTask,
-        by: EndedBy,
-        doomed: bool,
-    ) -> AttemptEnd {
-        let doom = if by == EndedBy::Restart {
-            Doom::Restart
-        } else {
-            Doom::Kill
-        };
+    async fn end_as_told(&mut self, running: &RunningTask, doom: Doom, doomed: bool) -> AttemptEnd {
+        let by = EndedBy::from(doom);
+        let attempt = self.current_attempt();
         // The peek dooms the task, so that an agent restored after this
         // runner died takes what ends it from here for the kill's (or the
         // restart's), as this runner does. An exit its executor recorded
@@ -144,10 +131,8 @@ impl TaskRunner {
                 return AttemptEnd::Exited(result);
             }
             Ok(ExitPeek::ExecutorGone) if doomed => {
-                let attempt = self.current_attempt();
                 let why = "executor lost after it was doomed: nothing answers on its socket";
-                self.lose_attempt(attempt, why.into()).await;
-                return self.kill_done(attempt, None, by);
+                return self.lost_to(attempt, why.into(), by).await;
             }
             Ok(ExitPeek::ExecutorGone) => {
                 self.keep_restart_asked(by);
@@ -157,7 +142,6 @@ impl TaskRunner {
             // signal and grace first.
             Ok(ExitPeek::ToKill) | Err(_) => {}
         }
-        let attempt = self.current_attempt();
         self.record.doomed = Some(DoomedAttempt { attempt, by: doom });
         self.publish();
         if by == EndedBy::Restart {
@@ -184,8 +168,7 @@ impl TaskRunner {
                 Some(Ok(result)) => return self.kill_done(attempt, Some(result), by),
                 Some(Err(err)) => {
                     let why = format!("executor lost during the shutdown delay: {err}");
-                    self.lose_attempt(attempt, why).await;
-                    return self.kill_done(attempt, None, by);
+                    return self.lost_to(attempt, why, by).await;
                 }
                 None => {}
             }
@@ -204,14 +187,13 @@ impl TaskRunner {
             tracing::warn!(task = self.name(), error = %err, "stopping task failed");
         }
         let result = match running.wait().await {
-            Ok(result) => Some(result),
+            Ok(result) => result,
             Err(err) => {
                 // Its executor is gone (killed, crashed) and may have left
                 // the task's tree running: destroyed here, so nothing of
                 // the attempt outlives its kill.
                 let why = format!("executor lost while stopping the task: {err}");
-                self.lose_attempt(attempt, why).await;
-                None
+                return self.lost_to(attempt, why, by).await;
             }
         };
         // Any end once the task was doomed is the kill's or the restart's,
@@ -219,7 +201,14 @@ impl TaskRunner {
         // taken for an ordinary end, a restart waited out the policy's
         // delay (bug 2 of issue 22) or a completion stood against the
         // restart a restored agent carries through.
-        self.kill_done(attempt, result, by)
+        self.kill_done(attempt, Some(result), by)
+    }
+
+    /// An attempt whose executor was lost once its kill or restart (`by`)
+    /// was under way: its remains are destroyed, and the loss is that end.
+    async fn lost_to(&mut self, attempt: u32, why: String, by: EndedBy) -> AttemptEnd {
+        self.lose_attempt(attempt, why).await;
+        self.kill_done(attempt, None, by)
     }
 
     /// A restart that found the attempt already over is still asked: it
