@@ -289,19 +289,25 @@ scenario "restart-after-stop-restored" {
 }
 
 scenario "restart-carried-across-restore" {
-  about = "a user restart dooms web (its runner found it running), and the agent dies before it signals; the restored agent finds the task dead of a SIGKILL since: the dead runner's restart carries that end, not web's policy (no restart left), and web's second run completes"
+  about = "a user restart dooms web (its runner found it running), and the agent dies before it signals; while no agent runs, web's tree dies of a SIGKILL, or its executor dies: the restored agent carries the dead runner's restart through, not web's policy (no restart left), and web's second run completes"
   job   = "jobs/runs-twice.hcl"
   faults {
     host    = "agent"
     restore = "run"
     then    = "run-to-end"
+    # The restored agent (only it reaches tr.restoring) finds the tree
+    # killed, or the executor gone, before it looks for the executor.
     each {
       points = ["web:tr.restart_signaled"]
       action = "kill"
-      # The restored agent (only it reaches tr.restoring) finds the tree
-      # killed before it looks for the executor.
-      with = ["web:hook.poststart.after.persist_handle=restart-alloc",
-              "web:tr.restoring=kill-task-tree"]
+      with   = ["web:hook.poststart.after.persist_handle=restart-alloc",
+                "web:tr.restoring=kill-task-tree"]
+    }
+    each {
+      points = ["web:tr.restart_signaled"]
+      action = "kill"
+      with   = ["web:hook.poststart.after.persist_handle=restart-alloc",
+                "web:tr.restoring=kill-executor"]
     }
   }
   expect {
@@ -320,25 +326,6 @@ scenario "restart-exit-0-across-restore" {
       points = ["web:hook.exited.before.executor_shutdown"]
       action = "kill"
       with   = ["web:hook.poststart.after.persist_handle=restart-alloc"]
-    }
-  }
-  expect {
-    status = "complete"
-  }
-}
-
-scenario "restart-lost-across-restore" {
-  about = "as restart-carried-across-restore, but the executor dies while the agent is down: the restored agent finds the attempt lost, and the dead runner's restart, not web's policy (no restart left), carries that end: web's second run completes"
-  job   = "jobs/runs-twice.hcl"
-  faults {
-    host    = "agent"
-    restore = "run"
-    then    = "run-to-end"
-    each {
-      points = ["web:tr.restart_signaled"]
-      action = "kill"
-      with = ["web:hook.poststart.after.persist_handle=restart-alloc",
-              "web:tr.restoring=kill-executor"]
     }
   }
   expect {
