@@ -11,6 +11,8 @@ use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+mod follow;
+
 #[derive(Default)]
 struct State {
     /// Bumped by `reset`, so threads parked under an old configuration wake up.
@@ -303,23 +305,24 @@ impl Faults {
         let Some(path) = self.lock().log.as_ref().map(|(_, p)| p.clone()) else {
             panic!("await({name}) configured, but this run logs no hits to wait on");
         };
+        let broken = |e: std::io::Error| -> ! {
+            panic!(
+                "await({name}): following the fault log {}: {e}",
+                path.display()
+            )
+        };
+        let mut log = follow::LogFollower::open(&path).unwrap_or_else(|e| broken(e));
         let idle = crate::patience::step();
-        let mut size = 0;
-        let mut last_growth = Instant::now();
+        let mut seen = 0;
         loop {
-            let hits = read_log(&path).unwrap_or_default();
-            if hits.iter().filter(|h| h.point.is_named(name)).count() >= nth as usize {
+            let hits = log.new_hits().unwrap_or_else(|e| broken(e));
+            seen += hits.iter().filter(|h| h.point.is_named(name)).count();
+            if seen >= nth as usize {
                 return true;
             }
-            let now = std::fs::metadata(&path).map_or(0, |m| m.len());
-            if now != size {
-                size = now;
-                last_growth = Instant::now();
-            } else if last_growth.elapsed() > idle {
+            if !log.wait(idle).unwrap_or_else(|e| broken(e)) {
                 return false;
             }
-            // A poll of a file another process appends to: nothing to wake on.
-            std::thread::sleep(Duration::from_millis(2));
         }
     }
 

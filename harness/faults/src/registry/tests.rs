@@ -409,3 +409,42 @@ fn an_intervention_is_under_way_until_its_pass_is_recorded() {
     faults.release(Some("web"), "q");
     parked.join().unwrap();
 }
+
+/// An await's view of the log: each look returns only what was appended
+/// since the last, a line is taken once it is whole, and a wait ends on
+/// the append (or, with nothing appended, once its idle window passes).
+#[test]
+fn a_followed_log_hands_on_each_whole_line_once_and_wakes_on_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("faults.jsonl");
+    let hit = |seq| Hit {
+        seq,
+        point: PointName::new(Some("web"), "a"),
+        action: None,
+        detail: None,
+        at_us: seq,
+    };
+    let line = |seq| format!("{}\n", serde_json::to_string(&hit(seq)).unwrap());
+    let mut writer = open_log(&path).unwrap();
+    writer.write_all(line(1).as_bytes()).unwrap();
+    let mut log = follow::LogFollower::open(&path).unwrap();
+    assert_eq!(log.new_hits().unwrap(), [hit(1)]);
+    assert!(log.new_hits().unwrap().is_empty(), "nothing new");
+
+    let second = line(2);
+    let (head, tail) = second.split_at(9);
+    writer.write_all(head.as_bytes()).unwrap();
+    assert!(log.wait(T).unwrap(), "a partial line is an append");
+    assert!(log.new_hits().unwrap().is_empty(), "not whole yet");
+    let appender = std::thread::spawn({
+        let tail = tail.to_string() + &line(3);
+        move || writer.write_all(tail.as_bytes()).unwrap()
+    });
+    assert!(log.wait(T).unwrap());
+    appender.join().unwrap();
+    assert_eq!(log.new_hits().unwrap(), [hit(2), hit(3)]);
+    assert!(
+        !log.wait(Duration::from_millis(20)).unwrap(),
+        "no append: the idle window passes"
+    );
+}
