@@ -72,6 +72,10 @@ pub const TR_KILLING: &str = "tr.killing";
 /// The task runner took a user restart that ends its live attempt (before
 /// it signals its task) or brings it back from the dead.
 pub const TR_RESTART_SIGNALED: &str = "tr.restart_signaled";
+/// The task runner took a user restart that found its attempt already over
+/// (its own exit came first, or its executor is gone): the restart stays
+/// owed, and cuts short the delay the policy gives next.
+pub const TR_RESTART_KEPT: &str = "tr.restart_kept";
 
 /// The task runner decided to restart its task by the restart policy
 /// and persisted it (the "Restarting" event, the count, when the delay
@@ -141,7 +145,7 @@ pub const EX_PEEKED: &str = "ex.peeked";
 /// (which the engine's hook set names), for scenario files to name and
 /// check against. (`ex.task_exited`, `tr.restart_delay_elapsed` and
 /// `tr.restart_decided` only record.)
-pub const TASK_POINTS: [&str; 19] = [
+pub const TASK_POINTS: [&str; 20] = [
     TR_RESTORING,
     TR_START_CONDITION_MET,
     TR_BEFORE_PRESTART,
@@ -156,6 +160,7 @@ pub const TASK_POINTS: [&str; 19] = [
     TR_AFTER_DRIVER_START,
     TR_KILLING,
     TR_RESTART_SIGNALED,
+    TR_RESTART_KEPT,
     TR_RESTART_DELAY,
     TR_RESTART_ASKED,
     TR_KILL_ASKED,

@@ -23,7 +23,7 @@ use crate::invariant::{Invariant, Violation};
 use taskgate_faults::points::{
     AR_ALLOC_TERMINAL, AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, AR_UPDATE_APPLIED,
     HARNESS_UPDATE_DELIVERED, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DECIDED,
-    TR_RESTART_DELAY, TR_RESTART_DELAY_ELAPSED,
+    TR_RESTART_DELAY, TR_RESTART_DELAY_ELAPSED, TR_RESTART_KEPT, TR_START_COMMITTED,
 };
 use taskgate_faults::scoped;
 
@@ -58,6 +58,9 @@ pub fn check_commands_take_effect(history: &[Event], tasks: &[TaskShape]) -> Vec
         if last && !finished {
             out.extend(updates_applied(history, from, to));
         }
+    }
+    for task in tasks {
+        out.extend(kept_restarts_cut_delays(history, &task.name));
     }
     let terminal = history.iter().any(|e| e.is_hit(AR_ALLOC_TERMINAL));
     let kept = history.iter().rev().find_map(|e| match e {
@@ -117,6 +120,36 @@ fn kills_and_restarts_heard(
             out.push(Invariant::CommandsTakeEffect.violation(
                 Some(task),
                 format!("its restart delay ran out in full at #{i}, though {why}"),
+            ));
+        }
+    }
+    out
+}
+
+/// A restart kept asked (`tr.restart_kept`: it found its attempt already
+/// over) is owed until the task's next start commits: the restart delay
+/// the policy gives meanwhile does not run out in full, in whichever
+/// agent waits it (a restored one too, which only the record can tell).
+fn kept_restarts_cut_delays(history: &[Event], task: &str) -> Vec<Violation> {
+    let (kept, elapsed, committed) = (
+        scoped(Some(task), TR_RESTART_KEPT),
+        scoped(Some(task), TR_RESTART_DELAY_ELAPSED),
+        scoped(Some(task), TR_START_COMMITTED),
+    );
+    let mut owed = None;
+    let mut out = Vec::new();
+    for (i, event) in history.iter().enumerate() {
+        if event.is_hit(&kept) {
+            owed = Some(i);
+        } else if event.is_hit(&committed) {
+            owed = None;
+        } else if let (true, Some(at)) = (event.is_hit(&elapsed), owed) {
+            out.push(Invariant::CommandsTakeEffect.violation(
+                Some(task),
+                format!(
+                    "its restart delay ran out in full at #{i}, though a restart that found \
+                     its attempt over at #{at} was still owed"
+                ),
             ));
         }
     }
@@ -267,6 +300,23 @@ mod tests {
         delay_begun().task_hit("web", TR_KILL_ASKED).agent_restart(false)
             .task_hit("web", TR_RESTART_DELAY_ELAPSED), 0)]
     fn no_restart_delay_runs_out_on_a_kill_or_restart(#[case] h: T, #[case] expected: usize) {
+        let v = check(&h);
+        assert_eq!(v.len(), expected, "{v:#?}");
+        assert!(v.iter().all(|v| v.task.as_deref() == Some("web")), "{v:#?}");
+    }
+
+    #[rstest]
+    #[case::cut_short(
+        delay_begun().task_hit("web", TR_RESTART_KEPT).task_hit("web", TR_RESTART_SIGNALED)
+            .task_hit("web", TR_START_COMMITTED).task_hit("web", TR_RESTART_DELAY_ELAPSED), 0)]
+    #[case::ran_out(
+        delay_begun().task_hit("web", TR_RESTART_KEPT).task_hit("web", TR_RESTART_DELAY_ELAPSED), 1)]
+    #[case::ran_out_in_the_restored_agent(
+        T::run().start("web").task_hit("web", TR_RESTART_KEPT).agent_restart(false)
+            .task_hit("web", TR_RESTART_DELAY).task_hit("web", TR_RESTART_DELAY_ELAPSED), 1)]
+    #[case::another_tasks(
+        delay_begun().task_hit("proxy", TR_RESTART_KEPT).task_hit("web", TR_RESTART_DELAY_ELAPSED), 0)]
+    fn a_kept_restart_cuts_the_next_delay_short(#[case] h: T, #[case] expected: usize) {
         let v = check(&h);
         assert_eq!(v.len(), expected, "{v:#?}");
         assert!(v.iter().all(|v| v.task.as_deref() == Some("web")), "{v:#?}");

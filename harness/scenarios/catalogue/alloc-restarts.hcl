@@ -332,3 +332,45 @@ scenario "restart-exit-0-across-restore" {
     status = "complete"
   }
 }
+
+scenario "restart-kept-across-restore" {
+  about = "as failure-before-restart-retried: a user restart finds web already failed, and stays owed (the policy's 3 s delay is to be cut short); the agent dies as the runner keeps the restart, or as the delay begins: the restored agent still cuts the delay short, and web's second run completes"
+  job "runs-twice-retried" {
+    type = "batch"
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 1
+          interval = "60s"
+          delay    = "3s"
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.restart_kept", "web:tr.restart_delay"]
+      action = "kill"
+      with   = ["web:hook.poststart.before.persist_handle=restart-alloc",
+                "web:hook.poststart.after.persist_handle=await(web:ex.task_exited@1)",
+                "web:tr.restart_asked=kill-task-tree"]
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "a restart that found its attempt already over stays owed only in the runner's memory: a restored agent waits the policy's whole restart delay out"
+      invariant = "commands-take-effect"
+    }
+  }
+}

@@ -215,7 +215,11 @@ impl TaskRunner {
     /// cuts short the delay the policy then gives (or, the task dead, is
     /// answered as a dead task's is).
     fn keep_restart_asked(&mut self, by: EndedBy) {
-        if by == EndedBy::Restart && !SeededBug::RestartMeetsExitHangs.active() {
+        if by != EndedBy::Restart {
+            return;
+        }
+        fault_point!(self.deps.faults, points::TR_RESTART_KEPT, self.name());
+        if !SeededBug::RestartMeetsExitHangs.active() {
             self.restart_rx.mark_changed();
         }
     }
