@@ -348,3 +348,35 @@ fn a_restart_delay_an_agent_kill_cut_short_is_waited_out() {
     assert_eq!(kind, EventKind::Killed, "{message}");
     assert_eq!(summary.tasks[0].restart_due, None);
 }
+
+/// As above, but the dead agent's runner had kept a user restart the
+/// attempt outlived (its peek found the failure first): the restart is
+/// still owed, so the restored agent cuts the hour-long delay short and
+/// `web` runs again at once. (It waited the delay out.)
+#[test]
+fn a_restart_owed_across_a_restore_cuts_the_delay_short() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1)]);
+    let job = job(vec![web_with(policy(1, 60 * MINUTE, 60 * MINUTE))]);
+    let engine = home.engine_on(Arc::new(SystemClock::default()));
+    let alloc = submit(&first, &engine, &job);
+    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_DELAY)));
+    let alloc_id = alloc.alloc_id.clone();
+    drop(alloc);
+    drop(engine);
+    first.shutdown_timeout(idle());
+    edit_web_record(&home, &alloc_id, |web| web.restart_owed = Some(1));
+    let engine = home.engine_on(Arc::new(SystemClock::default()));
+    let alloc = restore_one(&engine, &second);
+    let control = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    assert_eq!(started_events(&second, &mut events, 1)[0].attempt, 2);
+    control.stop();
+    let summary = second
+        .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+    assert_eq!(home.driver.starts("web"), 2);
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    assert_eq!(summary.tasks[0].restart_owed, None, "paid");
+}

@@ -368,9 +368,5 @@ scenario "restart-kept-across-restore" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "a restart that found its attempt already over stays owed only in the runner's memory: a restored agent waits the policy's whole restart delay out"
-      invariant = "commands-take-effect"
-    }
   }
 }

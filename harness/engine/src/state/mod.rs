@@ -131,6 +131,12 @@ pub struct TaskRecord {
     /// record of the doom) takes the loss for that kill's or restart's end.
     #[serde(default)]
     pub doomed: Option<DoomedAttempt>,
+    /// The last attempt a user restart found already over (its own exit
+    /// came first, or its executor was gone): the restart is still owed,
+    /// and cuts short the restart delay that follows, in a restored agent
+    /// too.
+    #[serde(default)]
+    pub restart_owed: Option<u32>,
     pub restarts: u32,
     /// The restart window the task's policy is in (see
     /// [`crate::restart::RestartWindow`]).
@@ -179,6 +185,7 @@ impl TaskRecord {
             handle: None,
             ended: None,
             doomed: None,
+            restart_owed: None,
             restarts: 0,
             restart_window: None,
             restart_due: None,

@@ -213,11 +213,14 @@ impl TaskRunner {
 
     /// A restart that found the attempt already over is still asked: it
     /// cuts short the delay the policy then gives (or, the task dead, is
-    /// answered as a dead task's is).
+    /// answered as a dead task's is). Recorded first, so that an agent
+    /// restored after this runner died owes it too.
     fn keep_restart_asked(&mut self, by: EndedBy) {
         if by != EndedBy::Restart {
             return;
         }
+        self.record.restart_owed = Some(self.current_attempt());
+        self.publish();
         fault_point!(self.deps.faults, points::TR_RESTART_KEPT, self.name());
         if !SeededBug::RestartMeetsExitHangs.active() {
             self.restart_rx.mark_changed();

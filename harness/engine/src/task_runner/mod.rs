@@ -276,6 +276,7 @@ impl TaskRunner {
         // afresh, in the restart window the task was in.
         self.restoring = false;
         self.record.restart_due = None;
+        self.record.restart_owed = None;
         let attempt = self.current_attempt();
         self.emit(
             EventKind::RestartSignaled,
@@ -312,6 +313,12 @@ impl TaskRunner {
         .resumed(self.record.restarts, self.record.restart_window);
         self.record.restart_window = Some(tracker.window());
         let mut attempt = self.record.committed.unwrap_or(0);
+        if self.record.restart_owed == Some(attempt) {
+            // A dead agent's runner kept a user restart this attempt had
+            // outlived: still owed, it cuts the policy's delay short here
+            // (the rest of one begun, or the one decided below).
+            self.restart_rx.mark_changed();
+        }
         let ended = (self.record.ended.clone())
             .filter(|e| e.attempt == attempt && !SeededBug::RerunCompletedTask.active());
         if let (true, Some(ended)) = (self.restoring, ended) {

@@ -144,8 +144,9 @@ impl TaskRunner {
     }
 
     /// The rest of a restart delay the previous agent began, and died in,
-    /// waited out as its policy asked: a restored agent never shortens a
-    /// restart delay (Nomad's skips the rest). `Some` ends the MAIN loop.
+    /// waited out as its policy asked: a restored agent shortens a restart
+    /// delay only for a user restart still owed (Nomad's skips the rest).
+    /// `Some` ends the MAIN loop.
     pub(super) async fn rest_of_restart_delay(&mut self, attempt: u32) -> Option<Outcome> {
         let due = self.record.restart_due?;
         if self.should_shutdown() {
@@ -161,6 +162,7 @@ impl TaskRunner {
     /// ends the MAIN loop (killed while waiting).
     pub(super) fn restart_delay_over(&mut self, end: DelayEnd, attempt: u32) -> Option<Outcome> {
         self.record.restart_due = None;
+        self.record.restart_owed = None;
         match end {
             DelayEnd::Elapsed => None,
             DelayEnd::Restart => {
