@@ -6,7 +6,7 @@
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use taskgate_engine::DataDir;
@@ -38,8 +38,14 @@ fn alloc_ids(data_dir: &Path) -> BTreeSet<String> {
 
 /// Every live process of `task` in the allocations under `data_dir`.
 pub fn task_processes(data_dir: &Path, task: &str) -> TaskProcesses {
+    processes_by_task(data_dir).remove(task).unwrap_or_default()
+}
+
+/// Every live process of each task in the allocations under `data_dir`,
+/// by task name: one pass over `/proc`, however many tasks there are.
+fn processes_by_task(data_dir: &Path) -> BTreeMap<String, TaskProcesses> {
     let allocs = alloc_ids(data_dir);
-    let mut found = TaskProcesses::default();
+    let mut found: BTreeMap<String, TaskProcesses> = BTreeMap::new();
     let pids = std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -47,13 +53,11 @@ pub fn task_processes(data_dir: &Path, task: &str) -> TaskProcesses {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok());
     for pid in pids {
         match ExecIdentity::of_pid(pid) {
-            ExecIdentity::Executor { alloc_id, task: t }
-                if t == task && allocs.contains(&alloc_id) =>
-            {
-                found.executors.push(pid)
+            ExecIdentity::Executor { alloc_id, task } if allocs.contains(&alloc_id) => {
+                found.entry(task).or_default().executors.push(pid)
             }
-            ExecIdentity::Task { alloc_id, task: t } if t == task && allocs.contains(&alloc_id) => {
-                found.tree.push(pid)
+            ExecIdentity::Task { alloc_id, task } if allocs.contains(&alloc_id) => {
+                found.entry(task).or_default().tree.push(pid)
             }
             _ => {}
         }
@@ -129,10 +133,11 @@ fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
 /// After a run: SIGKILL whatever of `tasks` is still alive (and let it go),
 /// returning what was found, so one run's leak never poisons the next.
 pub fn sweep(data_dir: &Path, tasks: &[String]) -> Vec<(String, Vec<i32>)> {
+    let mut alive = processes_by_task(data_dir);
     tasks
         .iter()
         .map(|task| {
-            let procs = task_processes(data_dir, task);
+            let procs = alive.remove(task).unwrap_or_default();
             // Stopped executors would not die of SIGKILL any later than now,
             // but a continued one could still clean up after itself.
             signal_all(&procs.executors, Signal::SIGCONT);
