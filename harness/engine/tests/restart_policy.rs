@@ -312,34 +312,18 @@ fn a_revived_task_keeps_its_restart_window() {
 /// and a stop meanwhile ends the wait, with no further attempt.
 #[test]
 fn a_restart_delay_an_agent_kill_cut_short_is_waited_out() {
-    let (first, second) = (runtime(), runtime());
+    let second = runtime();
     let home = Home::new();
-    home.driver.script("web", [Exit::Code(1)]);
-    let job = job(vec![web_with(policy(1, 60 * MINUTE, 60 * MINUTE))]);
-    let engine = home.engine_on(Arc::new(SystemClock::default()));
-    let alloc = submit(&first, &engine, &job);
-    let delay = scoped(Some("web"), points::TR_RESTART_DELAY);
-    home.wait_for(Await::Passed(delay.clone()));
-    drop(alloc);
-    drop(engine);
-    first.shutdown_timeout(idle());
+    let alloc_id = agent_died_in_an_hour_long_restart_delay(&home);
     // The restored engine's hits alone from here.
     home.faults.reset();
-    let persisted = StateDb::open(&home.data_dir().state_db())
-        .unwrap()
-        .allocs()
-        .unwrap();
     let engine = home.engine_on(Arc::new(SystemClock::default()));
     let alloc = restore_one(&engine, &second);
-    let web = engine
-        .state()
-        .tasks(&persisted[0].alloc_id)
-        .unwrap()
-        .remove(0);
+    let web = engine.state().tasks(&alloc_id).unwrap().remove(0);
     let due = web.restart_due.expect("the delay's end was persisted");
     assert!(due > SystemClock::default().now() + 50 * MINUTE, "{due:?}");
     // The restored runner waits again, at the same point.
-    home.wait_for(Await::Passed(delay));
+    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_DELAY)));
     alloc.stop();
     let summary = wait(&second, alloc);
     assert_eq!(home.driver.starts("web"), 1);
@@ -355,17 +339,9 @@ fn a_restart_delay_an_agent_kill_cut_short_is_waited_out() {
 /// `web` runs again at once. (It waited the delay out.)
 #[test]
 fn a_restart_owed_across_a_restore_cuts_the_delay_short() {
-    let (first, second) = (runtime(), runtime());
+    let second = runtime();
     let home = Home::new();
-    home.driver.script("web", [Exit::Code(1)]);
-    let job = job(vec![web_with(policy(1, 60 * MINUTE, 60 * MINUTE))]);
-    let engine = home.engine_on(Arc::new(SystemClock::default()));
-    let alloc = submit(&first, &engine, &job);
-    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_DELAY)));
-    let alloc_id = alloc.alloc_id.clone();
-    drop(alloc);
-    drop(engine);
-    first.shutdown_timeout(idle());
+    let alloc_id = agent_died_in_an_hour_long_restart_delay(&home);
     edit_web_record(&home, &alloc_id, |web| web.restart_owed = Some(1));
     let engine = home.engine_on(Arc::new(SystemClock::default()));
     let alloc = restore_one(&engine, &second);
@@ -379,4 +355,20 @@ fn a_restart_owed_across_a_restore_cuts_the_delay_short() {
     assert_eq!(home.driver.starts("web"), 2);
     assert_eq!(summary.status.client, ClientStatus::Complete);
     assert_eq!(summary.tasks[0].restart_owed, None, "paid");
+}
+
+/// Fails `web` (one restart left, an hour's delay) in a first engine, and
+/// lets that engine die as its runner begins the delay; returns the alloc id.
+fn agent_died_in_an_hour_long_restart_delay(home: &Home) -> String {
+    let first = runtime();
+    home.driver.script("web", [Exit::Code(1)]);
+    let job = job(vec![web_with(policy(1, 60 * MINUTE, 60 * MINUTE))]);
+    let engine = home.engine_on(Arc::new(SystemClock::default()));
+    let alloc = submit(&first, &engine, &job);
+    home.wait_for(Await::Passed(scoped(Some("web"), points::TR_RESTART_DELAY)));
+    let alloc_id = alloc.alloc_id.clone();
+    drop(alloc);
+    drop(engine);
+    first.shutdown_timeout(idle());
+    alloc_id
 }
