@@ -162,11 +162,14 @@ impl Agent {
             while let Ok(event) = stream.try_recv() {
                 let _ = events.send(event);
             }
-            done.send_replace(Some(summary.status));
+            // No longer live before a follower hears of its end: a stop or
+            // restart sent on that news is told the alloc finished (the
+            // record is terminal by now), never taken as if it still ran.
             if let Some(agent) = agent.upgrade() {
                 agent.lock().remove(&id);
                 agent.count.send_modify(|n| *n -= 1);
             }
+            done.send_replace(Some(summary.status));
         });
         Following {
             alloc_id,
