@@ -334,8 +334,8 @@ scenario "restart-exit-0-across-restore" {
 }
 
 scenario "restart-kept-across-restore" {
-  about = "as failure-before-restart-retried: a user restart finds web already failed, and stays owed (the policy's 3 s delay is to be cut short); the agent dies as the runner keeps the restart, or as the delay begins: the restored agent still cuts the delay short, and web's second run completes"
-  job "runs-twice-retried" {
+  about = "as failure-before-restart-retried, with the agent killed: a user restart finds web's first run already failed (exit 1), and stays owed (the policy's 3 s delay is to be cut short); the agent dies as the runner keeps the restart, or as the delay begins: the restored agent still cuts the delay short, and web's second run completes"
+  job "fails-then-completes" {
     type = "batch"
     group "g" {
       task "web" {
@@ -343,7 +343,7 @@ scenario "restart-kept-across-restore" {
         kill_timeout = "250ms"
         config {
           command = "/bin/sh"
-          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; echo web failed; exit 1"]
         }
         restart {
           attempts = 1
@@ -358,12 +358,14 @@ scenario "restart-kept-across-restore" {
     host    = "agent"
     restore = "run"
     then    = "run-to-end"
+    # The runner supervises web only once web has failed and the restart
+    # was asked: the restart wins, and its peek finds the failure.
     each {
       points = ["web:tr.restart_kept", "web:tr.restart_delay"]
       action = "kill"
       with   = ["web:hook.poststart.before.persist_handle=restart-alloc",
                 "web:hook.poststart.after.persist_handle=await(web:ex.task_exited@1)",
-                "web:tr.restart_asked=kill-task-tree"]
+                "web:hook.poststart.after.persist_handle=await(web:tr.restart_asked@1)"]
     }
   }
   expect {
