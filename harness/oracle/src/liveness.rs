@@ -23,7 +23,7 @@ use crate::invariant::{Invariant, Violation};
 use taskgate_faults::points::{
     AR_ALLOC_TERMINAL, AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, AR_UPDATE_APPLIED,
     HARNESS_UPDATE_DELIVERED, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DECIDED,
-    TR_RESTART_DELAY, TR_RESTART_DELAY_ELAPSED, TR_RESTART_KEPT, TR_START_COMMITTED,
+    TR_RESTART_DELAY, TR_RESTART_DELAY_ELAPSED, TR_RESTART_KEPT, TR_START_CONDITION_MET,
 };
 use taskgate_faults::scoped;
 
@@ -127,21 +127,23 @@ fn kills_and_restarts_heard(
 }
 
 /// A restart kept asked (`tr.restart_kept`: it found its attempt already
-/// over) is owed until the task's next start commits: the restart delay
-/// the policy gives meanwhile does not run out in full, in whichever
-/// agent waits it (a restored one too, which only the record can tell).
+/// over) is owed until the task's next start condition is met (the first
+/// thing a runner does once the delay is over): the restart delay the
+/// policy gives meanwhile does not run out in full, in whichever agent
+/// waits it (a restored one too, which only the record can tell). A later
+/// delay, of a start that then fails, owes it nothing.
 fn kept_restarts_cut_delays(history: &[Event], task: &str) -> Vec<Violation> {
-    let (kept, elapsed, committed) = (
+    let (kept, elapsed, next_start) = (
         scoped(Some(task), TR_RESTART_KEPT),
         scoped(Some(task), TR_RESTART_DELAY_ELAPSED),
-        scoped(Some(task), TR_START_COMMITTED),
+        scoped(Some(task), TR_START_CONDITION_MET),
     );
     let mut owed = None;
     let mut out = Vec::new();
     for (i, event) in history.iter().enumerate() {
         if event.is_hit(&kept) {
             owed = Some(i);
-        } else if event.is_hit(&committed) {
+        } else if event.is_hit(&next_start) {
             owed = None;
         } else if let (true, Some(at)) = (event.is_hit(&elapsed), owed) {
             out.push(Invariant::CommandsTakeEffect.violation(
@@ -306,9 +308,10 @@ mod tests {
     }
 
     #[rstest]
-    #[case::cut_short(
+    #[case::cut_short_then_a_failed_start_waits(
         delay_begun().task_hit("web", TR_RESTART_KEPT).task_hit("web", TR_RESTART_SIGNALED)
-            .task_hit("web", TR_START_COMMITTED).task_hit("web", TR_RESTART_DELAY_ELAPSED), 0)]
+            .task_hit("web", TR_START_CONDITION_MET).task_hit("web", TR_RESTART_DELAY)
+            .task_hit("web", TR_RESTART_DELAY_ELAPSED), 0)]
     #[case::ran_out(
         delay_begun().task_hit("web", TR_RESTART_KEPT).task_hit("web", TR_RESTART_DELAY_ELAPSED), 1)]
     #[case::ran_out_in_the_restored_agent(

@@ -165,11 +165,16 @@ impl Agent {
             // No longer live before a follower hears of its end: a stop or
             // restart sent on that news is told the alloc finished (the
             // record is terminal by now), never taken as if it still ran.
-            if let Some(agent) = agent.upgrade() {
+            // Counted out last, so an agent that exits once none runs (a
+            // drain) has told every follower first.
+            let agent = agent.upgrade();
+            if let Some(agent) = &agent {
                 agent.lock().remove(&id);
-                agent.count.send_modify(|n| *n -= 1);
             }
             done.send_replace(Some(summary.status));
+            if let Some(agent) = agent {
+                agent.count.send_modify(|n| *n -= 1);
+            }
         });
         Following {
             alloc_id,
