@@ -363,11 +363,7 @@ impl FakeTask {
             // A kill signal that dooms it is recorded as the executor's
             // stop records it: as a peek.
             if doomed.is_none() && killed.is_some() {
-                taskgate_faults::record_point!(
-                    self.faults,
-                    taskgate_faults::points::EX_PEEKED,
-                    self.task.as_str()
-                );
+                self.record_peeked();
             }
             *life = Life::Exited {
                 exit: result(code, signal),
@@ -396,14 +392,20 @@ impl FakeTask {
                 Life::ExecutorGone => return false,
             };
             // Only a live executor answers, and records that it did.
-            taskgate_faults::record_point!(
-                self.faults,
-                taskgate_faults::points::EX_PEEKED,
-                self.task.as_str()
-            );
+            self.record_peeked();
             false
         });
         peek
+    }
+
+    /// What a real executor records when it dooms its task (or answers a
+    /// peek).
+    fn record_peeked(&self) {
+        taskgate_faults::record_point!(
+            self.faults,
+            taskgate_faults::points::EX_PEEKED,
+            self.task.as_str()
+        );
     }
 
     /// What a real executor records when it reaps its task.
