@@ -277,6 +277,34 @@ impl StateDb {
     }
 }
 
+/// Every task record written to a [`StateDb::recording`], in order.
+#[cfg(test)]
+pub(crate) struct TaskWrites(store::Writes);
+
+#[cfg(test)]
+impl TaskWrites {
+    pub(crate) fn records(&self) -> Vec<TaskRecord> {
+        (self.0.lock().unwrap().iter())
+            .filter(|(table, _, _)| *table == Table::Tasks)
+            .map(|(_, key, bytes)| decode(key, bytes).expect("a task record"))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+impl StateDb {
+    /// State in memory that also keeps each write: a test reads what an
+    /// agent killed between any two of them would have left.
+    pub(crate) fn recording() -> (Self, TaskWrites) {
+        let store = store::RecordingStore::default();
+        let writes = TaskWrites(store.writes.clone());
+        let state = StateDb {
+            store: Box::new(store),
+        };
+        (state, writes)
+    }
+}
+
 fn task_key(alloc_id: &str, task: &str) -> String {
     format!("{alloc_id}/{task}")
 }

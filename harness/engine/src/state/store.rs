@@ -110,6 +110,35 @@ impl Store for MemoryStore {
     }
 }
 
+/// Each write a [`RecordingStore`] took, in the order made.
+#[cfg(test)]
+pub(super) type Writes = std::sync::Arc<Mutex<Vec<(Table, String, Vec<u8>)>>>;
+
+/// Records in memory, each write also kept: what an agent killed right
+/// after any one of them would restore.
+#[cfg(test)]
+#[derive(Default)]
+pub(super) struct RecordingStore {
+    records: MemoryStore,
+    pub(super) writes: Writes,
+}
+
+#[cfg(test)]
+impl Store for RecordingStore {
+    fn insert(&self, table: Table, key: &str, bytes: &[u8]) -> Result<(), StateError> {
+        (self.writes.lock().unwrap()).push((table, key.to_string(), bytes.to_vec()));
+        self.records.insert(table, key, bytes)
+    }
+
+    fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        self.records.get(table, key)
+    }
+
+    fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StateError> {
+        self.records.scan(table, prefix)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
