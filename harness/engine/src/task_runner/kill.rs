@@ -126,8 +126,7 @@ impl TaskRunner {
         // which one hid it followed the scheduling.
         match running.own_end(doom).await {
             Ok(ExitPeek::OwnEnd(result)) => {
-                self.record_end(&result, EndedBy::Exit);
-                self.keep_restart_asked(by);
+                self.ended_before(by, Some(&result));
                 return AttemptEnd::Exited(result);
             }
             Ok(ExitPeek::ExecutorGone) if doomed => {
@@ -135,7 +134,7 @@ impl TaskRunner {
                 return self.lost_to(attempt, why.into(), by).await;
             }
             Ok(ExitPeek::ExecutorGone) => {
-                self.keep_restart_asked(by);
+                self.ended_before(by, None);
                 return AttemptEnd::Lost("nothing answers on its socket".into());
             }
             // Doomed now, or not answering (it may be alive): killed, its
@@ -211,16 +210,25 @@ impl TaskRunner {
         self.kill_done(attempt, None, by)
     }
 
-    /// A restart that found the attempt already over is still asked: it
-    /// cuts short the delay the policy then gives (or, the task dead, is
-    /// answered as a dead task's is). Recorded first, so that an agent
-    /// restored after this runner died owes it too.
-    fn keep_restart_asked(&mut self, by: EndedBy) {
-        if by != EndedBy::Restart {
+    /// The attempt was over before the kill or the restart (`by`) reached
+    /// it: its own exit (`own_end`), or its executor gone. A restart that
+    /// found it so is still asked: it cuts short the delay the policy then
+    /// gives (or, the task dead, is answered as a dead task's is). The end
+    /// and the restart it owes are one write, so an agent restored after
+    /// this runner died anywhere here owes the restart too.
+    fn ended_before(&mut self, by: EndedBy, own_end: Option<&ExitResult>) {
+        let kept = by == EndedBy::Restart;
+        if kept {
+            self.record.restart_owed = Some(self.current_attempt());
+        }
+        match own_end {
+            Some(result) => self.record_end(result, EndedBy::Exit),
+            None if kept => self.publish(),
+            None => {}
+        }
+        if !kept {
             return;
         }
-        self.record.restart_owed = Some(self.current_attempt());
-        self.publish();
         fault_point!(self.deps.faults, points::TR_RESTART_KEPT, self.name());
         if !SeededBug::RestartMeetsExitHangs.active() {
             self.restart_rx.mark_changed();
