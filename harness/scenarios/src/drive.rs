@@ -207,6 +207,79 @@ fn ran_away(progress: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Case;
+    use taskgate_engine::task_state::EventKind;
+    use taskgate_engine::{DataDir, EngineConfig};
+
+    /// The summary a run is judged by holds every event the task runners
+    /// emitted, not only the last ten a task's record keeps. Two restarts
+    /// of the alloc, each as web starts, and a stop as its third attempt
+    /// starts, give web 16 events; the check that no attempt ends twice
+    /// saw only the last ten, from the middle of its second attempt on.
+    #[test]
+    #[should_panic(expected = "known bug task-events-trimmed")]
+    fn a_runs_summary_holds_each_tasks_every_event() {
+        let text = r#"
+            scenario "restarted-twice" {
+              about = "two restarts of the alloc, then its stop"
+              job "one-service" {
+                group "g" {
+                  task "web" {
+                    driver = "exec"
+                    config {
+                      command = "/bin/sleep"
+                      args    = ["600"]
+                    }
+                  }
+                }
+              }
+              faults {
+                then = "run-to-end"
+                each {
+                  points = ["web:tr.after_driver_start"]
+                  action = "restart-alloc"
+                  with   = ["web:tr.after_driver_start@2=restart-alloc",
+                            "web:tr.after_driver_start@3=stop-alloc"]
+                }
+              }
+              expect {
+                status = "complete"
+              }
+            }
+        "#;
+        let no_files = |_: &str| Err("no job files here".to_string());
+        let scenario = &crate::file::parse(text, "test", &no_files).unwrap()[0];
+        let runs = scenario.runs(0, 0);
+        let Case::InProcess(case) = &runs[0].case else {
+            panic!("an in-process case")
+        };
+        let runtime = taskgate_engine::engine_runtime().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let faults = Faults::new();
+        let config = EngineConfig {
+            faults: faults.clone(),
+            ..EngineConfig::for_fake(DataDir::new(home.path()))
+        };
+        let driver = config.fake_driver();
+        let engine = Engine::open_on_fake_in_memory(config, &driver).unwrap();
+        let (summary, problems) =
+            drive(&engine, &faults, scenario, case, home.path(), &runtime).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        let web: Vec<_> = (summary.unwrap().tasks[0].events.iter())
+            .map(|e| (e.kind, e.attempt))
+            .collect();
+        assert_eq!(driver.starts("web"), 3, "{web:?}");
+        assert!(
+            web.first() == Some(&(EventKind::TaskSetup, 1)),
+            "known bug task-events-trimmed: web's events begin at {:?} ({} of them)",
+            web.first(),
+            web.len()
+        );
+        assert!(
+            web.len() > taskgate_engine::state::MAX_TASK_EVENTS,
+            "{web:?}"
+        );
+    }
 
     /// Reaches `points` fault points, one per turn of the runtime, then
     /// sends; `None` never stops.
