@@ -78,6 +78,39 @@ fn replay_of_the_report_interleaving_passes() {
     scratch.finish(&[]);
 }
 
+/// An agent-host run is judged on every task event its agents emitted,
+/// not only the last ten a task's record keeps: in
+/// `failing-batch-agent-kill#0` web fails three times (12 events, the
+/// agent killed as attempt 2 is about to start), and its history begins
+/// with attempt 1's setup.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug agent-task-events-trimmed")]
+fn an_agent_runs_history_holds_each_tasks_every_event() {
+    let scratch = Scratch::new();
+    let token = "failing-batch-agent-kill#0";
+    let out = scratch.taskgate(&["replay", token]);
+    let (stdout, stderr) = text(&out);
+    scratch.finish(&[]);
+    assert!(
+        out.status.success(),
+        "replay failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    let web: Vec<&str> = (stdout.lines())
+        .filter(|line| line.contains(" event  web "))
+        .collect();
+    assert!(
+        web.first().is_some_and(
+            |line| line.ends_with("web TaskSetup (attempt 1): Building Task Directory")
+        ),
+        "known bug agent-task-events-trimmed: web's events begin at {:?} ({} of them)",
+        web.first(),
+        web.len()
+    );
+    assert!(web.len() > 10, "{stdout}");
+}
+
 /// A malformed token fails fast, with a message naming the problem.
 #[rstest]
 #[case::no_separator("garbage", "is neither SCENARIO@SCHEDULE nor SCENARIO#N")]
