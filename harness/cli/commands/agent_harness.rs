@@ -46,7 +46,7 @@ impl HarnessArgs {
             stop_when_running: self.stop_when_running,
             stop: self.stop,
         };
-        let side = AgentSide::install(&faults, orders, agent.data_dir());
+        let side = AgentSide::install(&faults, orders, agent.data_dir())?;
         Ok((faults, Some(Harness(side))))
     }
 }

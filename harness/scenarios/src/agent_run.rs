@@ -8,7 +8,8 @@ use crate::history::{self, Records};
 use crate::lab::{io, Lab, LabError};
 use crate::model::{Restore, Scenario, Then};
 use crate::outcome::{
-    by_process, restart_counts, unfired, Outcome, AGENT_JOB, AGENT_LOG, RESTART_SEED,
+    by_process, restart_counts, unfired, with_every_event, Outcome, AGENT_EVENTS, AGENT_JOB,
+    AGENT_LOG, RESTART_SEED,
 };
 use crate::plan::AgentCase;
 use crate::shapes::shapes;
@@ -17,6 +18,7 @@ use std::process::{Command, ExitStatus};
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::time::Duration;
 use taskgate_engine::state::{AllocRecord, StateDb, TaskRecord};
+use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::DataDir;
 use taskgate_faults::points::TR_RESTORING;
 use taskgate_faults::{patience, Action, Fault};
@@ -165,7 +167,8 @@ impl Agents<'_> {
         }
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
         problems.extend(unfired(&case.faults, &hits));
-        let (alloc, tasks) = read_state(data_dir)?;
+        let (alloc, mut tasks) = read_state(data_dir)?;
+        with_every_event(&mut tasks, &followed_events(data_dir)?);
         if alloc.is_none() {
             problems.push("no allocation in the state database".into());
         }
@@ -208,6 +211,24 @@ fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>),
         None => Vec::new(),
     };
     Ok((alloc, tasks))
+}
+
+/// The task events the run's agents followed, in order (none if no agent
+/// got as far as following one).
+fn followed_events(data_dir: &Path) -> Result<Vec<TaskEvent>, LabError> {
+    let path = data_dir.join(AGENT_EVENTS);
+    let text = match std::fs::read_to_string(&path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        read => read.map_err(io("reading", &path))?,
+    };
+    (text.lines().enumerate())
+        .map(|(i, line)| {
+            serde_json::from_str(line).map_err(|err| {
+                let why = format!("line {}: {err}", i + 1);
+                io("parsing", &path)(std::io::Error::new(std::io::ErrorKind::InvalidData, why))
+            })
+        })
+        .collect()
 }
 
 /// How an agent process ended: its own exit, or the harness's kill.

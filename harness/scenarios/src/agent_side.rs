@@ -7,14 +7,17 @@
 //! flags say which of these it does.
 
 use crate::interventions;
+use crate::outcome::AGENT_EVENTS;
 use crate::server::{Server, Servers};
 use crate::until_running::UntilRunning;
 use std::collections::BTreeSet;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use taskgate_engine::agent::{Agent, Followed, Following};
 use taskgate_engine::control::ControlError;
 use taskgate_engine::jobspec::Job;
+use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::{AllocStatus, DataDir};
 use taskgate_faults::{Faults, Intervention};
 
@@ -52,6 +55,11 @@ pub enum AgentSideError {
     Vanished(String),
     #[error("the harness missed {0} events")]
     Missed(u64),
+    #[error("recording the followed events in {path}: {source}")]
+    Record {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("the engine shut down under the allocation")]
     Gone,
 }
@@ -61,23 +69,50 @@ pub struct AgentSide {
     orders: Orders,
     servers: Arc<Servers>,
     faults: Faults,
+    /// Every task event followed, appended as it comes: the judge reads
+    /// past the ten a task's record keeps (`outcome::with_every_event`).
+    events: (PathBuf, std::fs::File),
 }
 
 impl AgentSide {
     /// Installs the harness's interventions (kill an executor, stop the
     /// alloc), which act from inside this process at the points its
     /// faults name, on the tasks under `data_dir`.
-    pub fn install(faults: &Faults, orders: Orders, data_dir: &DataDir) -> AgentSide {
+    pub fn install(
+        faults: &Faults,
+        orders: Orders,
+        data_dir: &DataDir,
+    ) -> Result<AgentSide, AgentSideError> {
+        let path = data_dir.path().join(AGENT_EVENTS);
+        let file = (std::fs::OpenOptions::new().create(true).append(true))
+            .open(&path)
+            .map_err(|source| AgentSideError::Record {
+                path: path.clone(),
+                source,
+            })?;
         let servers = Arc::new(Servers::default());
         let delivering = servers.clone();
         interventions::install(faults, data_dir.path().to_path_buf(), move |what| {
             delivering.deliver(what)
         });
-        AgentSide {
+        Ok(AgentSide {
             orders,
             servers,
             faults: faults.clone(),
-        }
+            events: (path, file),
+        })
+    }
+
+    /// Appends one followed event, in one write.
+    fn record(&self, event: &TaskEvent) -> Result<(), AgentSideError> {
+        let mut line = serde_json::to_vec(event).expect("task events serialize");
+        line.push(b'\n');
+        let (path, mut file) = (&self.events.0, &self.events.1);
+        file.write_all(&line)
+            .map_err(|source| AgentSideError::Record {
+                path: path.clone(),
+                source,
+            })
     }
 
     /// Runs the harness's allocations to their end, the submitted one or
@@ -161,6 +196,7 @@ impl AgentSide {
             }
             match following.next().await {
                 Followed::Event(event) => {
+                    self.record(&event)?;
                     if let Some(until) = &mut until {
                         until.saw(&event.task, event.kind);
                     }

@@ -6,7 +6,7 @@ use crate::control;
 use crate::interventions;
 use crate::lab::LabError;
 use crate::model::{FaultCase, Scenario, Then};
-use crate::outcome::by_process;
+use crate::outcome::{by_process, with_every_event};
 use crate::plan::InProcess;
 use crate::server::{Server, Servers};
 use crate::until_running::{settled, UntilRunning};
@@ -14,7 +14,6 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::{AllocSummary, Engine};
 use taskgate_faults::{patience, Await, Fault, Faults, Intervention};
 
@@ -82,7 +81,7 @@ pub(crate) fn drive(
 /// hung: its parks are released (the history stays whole for the report)
 /// and it gets one more idle window to wind down. A run that ran away gets
 /// none: its caller drops the runtime it loops on. Each task record of the
-/// summary holds every event its runner emitted (see [`whole_events`]).
+/// summary holds every event its runner emitted (see [`with_every_event`]).
 fn finish(
     runtime: &tokio::runtime::Runtime,
     faults: &Faults,
@@ -95,28 +94,8 @@ fn finish(
     while let Ok(event) = stream.try_recv() {
         emitted.push(event);
     }
-    for task in &mut summary.tasks {
-        task.events = whole_events(&emitted, &task.task, &task.events);
-    }
+    with_every_event(&mut summary.tasks, &emitted);
     Some(summary)
-}
-
-/// A task's every event: those its runner emitted on the alloc's stream,
-/// then any its record holds past them (a panicked runner's record gets
-/// its last events without emitting them). The record keeps only the most
-/// recent ten, which hid a long run's early attempts from the judge.
-fn whole_events(emitted: &[TaskEvent], task: &str, recorded: &[TaskEvent]) -> Vec<TaskEvent> {
-    let mut events: Vec<TaskEvent> = (emitted.iter())
-        .filter(|e| e.task == task)
-        .cloned()
-        .collect();
-    // The longest start of the record that the stream ends with.
-    let shared = (0..=recorded.len())
-        .rev()
-        .find(|&k| events.ends_with(&recorded[..k]))
-        .unwrap_or(0);
-    events.extend_from_slice(&recorded[shared..]);
-    events
 }
 
 /// [`finish`]'s wait for the alloc's end, hung or not.
@@ -247,7 +226,6 @@ fn ran_away(progress: u64) -> bool {
 mod tests {
     use super::*;
     use crate::plan::Case;
-    use rstest::rstest;
     use taskgate_engine::task_state::EventKind;
     use taskgate_engine::{DataDir, EngineConfig};
 
@@ -317,31 +295,6 @@ mod tests {
         assert!(
             web.len() > taskgate_engine::state::MAX_TASK_EVENTS,
             "{web:?}"
-        );
-    }
-
-    /// Events of `task` numbered by attempt, one kind for all.
-    fn events(task: &str, attempts: std::ops::Range<u32>) -> Vec<TaskEvent> {
-        (attempts.map(|a| TaskEvent::new(task, EventKind::Started, a, ""))).collect()
-    }
-
-    /// The stream holds what was emitted, the record its last few plus any
-    /// a panicked runner added unemitted; another task's events are not
-    /// this one's.
-    #[rstest]
-    #[case::the_record_is_the_streams_tail(events("web", 1..12), events("web", 2..12), 1..12)]
-    #[case::the_record_adds_to_the_stream(events("web", 1..12), events("web", 5..14), 1..14)]
-    #[case::nothing_was_emitted(vec![], events("web", 3..5), 3..5)]
-    #[case::the_record_is_empty(events("web", 1..4), vec![], 1..4)]
-    #[case::only_anothers_events(events("db", 1..4), events("web", 1..3), 1..3)]
-    fn a_tasks_whole_events_join_the_stream_and_its_record(
-        #[case] emitted: Vec<TaskEvent>,
-        #[case] recorded: Vec<TaskEvent>,
-        #[case] whole: std::ops::Range<u32>,
-    ) {
-        assert_eq!(
-            whole_events(&emitted, "web", &recorded),
-            events("web", whole)
         );
     }
 

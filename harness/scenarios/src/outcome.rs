@@ -4,6 +4,7 @@
 
 use crate::history::Records;
 use taskgate_engine::state::TaskRecord;
+use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::{AllocSummary, DesiredStatus};
 use taskgate_faults::points;
 use taskgate_faults::{Detail, Fault, Hit};
@@ -15,10 +16,12 @@ pub const RESTART_SEED: u64 = 0x7a5c_6a7e;
 
 /// The harness's own files in a run's data dir, beside the engine's
 /// layout (no task writes there): the run's fault log, which the engine
-/// and every executor append to; a killed agent's job and its log.
+/// and every executor append to; a killed agent's job and its log; the
+/// task events its agents followed, one JSON line each.
 pub(crate) const FAULT_LOG: &str = "faults.jsonl";
 pub(crate) const AGENT_JOB: &str = "job.json";
 pub(crate) const AGENT_LOG: &str = "agent.log";
+pub(crate) const AGENT_EVENTS: &str = "events.jsonl";
 
 /// What one run produced, before judging.
 pub(crate) struct Outcome {
@@ -27,6 +30,25 @@ pub(crate) struct Outcome {
     pub tasks: Vec<TaskRecord>,
     pub records: Records,
     pub problems: Vec<String>,
+}
+
+/// Gives each task record every event its runners emitted (`emitted`, the
+/// alloc's stream, in order), not only the last ten a record keeps, which
+/// hid a long run's early attempts from the judge. A record's events are
+/// the tail of its task's: the stream's events before the first of them
+/// come first. The record has the last word from there on: it holds what
+/// a panicked runner added without emitting, and what an agent killed
+/// between persisting and sending an event never sent.
+pub(crate) fn with_every_event(tasks: &mut [TaskRecord], emitted: &[TaskEvent]) {
+    for task in tasks {
+        let streamed: Vec<&TaskEvent> = (emitted.iter()).filter(|e| e.task == task.task).collect();
+        let before = (streamed.iter())
+            .position(|e| task.events.contains(e))
+            .unwrap_or(streamed.len());
+        let mut events: Vec<TaskEvent> = streamed[..before].iter().map(|e| (*e).clone()).collect();
+        events.append(&mut task.events);
+        task.events = events;
+    }
 }
 
 /// A case's faults split by the process that reaches their points:
@@ -88,6 +110,7 @@ pub(crate) fn restart_counts(tasks: &[TaskRecord]) -> Vec<(String, u32)> {
 mod tests {
     use super::*;
     use rstest::rstest;
+    use taskgate_engine::task_state::EventKind;
 
     fn hit(point: &str, action: Option<&str>, detail: Option<Detail>) -> Hit {
         Hit {
@@ -97,6 +120,35 @@ mod tests {
             detail,
             at_us: 0,
         }
+    }
+
+    /// Events of `task` numbered by attempt, one kind for all.
+    fn events(task: &str, attempts: &[u32]) -> Vec<TaskEvent> {
+        (attempts.iter())
+            .map(|a| TaskEvent::new(task, EventKind::Started, *a, ""))
+            .collect()
+    }
+
+    /// The stream holds what was emitted (less what a killed agent never
+    /// sent), the record its last few plus any a panicked runner added
+    /// unemitted; another task's events are not this one's.
+    #[rstest]
+    #[case::the_record_is_the_streams_tail(events("web", &[1, 2, 3, 4]), events("web", &[3, 4]), &[1, 2, 3, 4])]
+    #[case::the_record_adds_to_the_stream(events("web", &[1, 2, 3]), events("web", &[2, 3, 4, 5]), &[1, 2, 3, 4, 5])]
+    #[case::a_gap_inside_the_record_is_filled(events("web", &[1, 2, 3, 5, 6]), events("web", &[3, 4, 5, 6]), &[1, 2, 3, 4, 5, 6])]
+    #[case::a_gap_before_the_record_stays(events("web", &[1, 3, 4, 5]), events("web", &[4, 5, 6]), &[1, 3, 4, 5, 6])]
+    #[case::nothing_was_emitted(vec![], events("web", &[3, 4]), &[3, 4])]
+    #[case::the_record_is_empty(events("web", &[1, 2]), vec![], &[1, 2])]
+    #[case::only_anothers_events(events("db", &[1, 2]), events("web", &[1]), &[1])]
+    fn each_task_gets_the_stream_joined_with_its_record(
+        #[case] emitted: Vec<TaskEvent>,
+        #[case] recorded: Vec<TaskEvent>,
+        #[case] every: &[u32],
+    ) {
+        let mut tasks = vec![TaskRecord::new("web")];
+        tasks[0].events = recorded;
+        with_every_event(&mut tasks, &emitted);
+        assert_eq!(tasks[0].events, events("web", every));
     }
 
     const AWAIT: &str = "await(ar.kill_started@1)";

@@ -15,7 +15,7 @@
 //! [`KEPT_RUNS_PER_SCENARIO`] failing runs of each, and the other pages
 //! give the replay command that reproduces theirs.
 
-use crate::outcome::{AGENT_JOB, AGENT_LOG, FAULT_LOG};
+use crate::outcome::{AGENT_EVENTS, AGENT_JOB, AGENT_LOG, FAULT_LOG};
 use crate::report::RunReport;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -199,7 +199,7 @@ pub fn copy(data_dir: &Path, dest: &Path) -> Result<(), KeepError> {
     }
     std::fs::create_dir_all(dest).map_err(io("creating", dest))?;
     // The harness's own files, in the data dir's root (no task writes there).
-    for name in [FAULT_LOG, AGENT_LOG, AGENT_JOB] {
+    for name in [FAULT_LOG, AGENT_LOG, AGENT_JOB, AGENT_EVENTS] {
         let from = data_dir.join(name);
         if from.is_file() {
             let file = std::fs::File::open(&from).map_err(io("reading", &from))?;
