@@ -373,7 +373,11 @@ fn a_submitted_job_streams_its_events_to_its_end() {
             _ => None,
         })
         .collect();
-    assert_eq!(kinds.first(), Some(&EventKind::TaskSetup), "{lines:?}");
+    assert_eq!(
+        kinds[..2],
+        [EventKind::Received, EventKind::TaskSetup],
+        "{lines:?}"
+    );
     assert!(kinds.contains(&EventKind::Started), "{lines:?}");
     assert!(kinds.contains(&EventKind::Terminated), "{lines:?}");
     assert!(

@@ -151,6 +151,17 @@ impl TaskRunner {
             matches!(record.state, TaskState::Running { .. }) || record.committed > record.launched;
         let published = record.events.len();
         let mut record = record;
+        // A record no runner ever published: the task's first runner, whose
+        // first event is Nomad's "Received" (streamed with its first publish).
+        if record.events.is_empty() {
+            let received = TaskEvent::new(
+                &task.name,
+                EventKind::Received,
+                0,
+                "Task received by client",
+            );
+            record.events.push(received);
+        }
         if SeededBug::RestartCountReset.active() && restoring {
             record.restarts = 0;
             record.restart_window = None;
