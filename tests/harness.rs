@@ -90,7 +90,6 @@ fn an_agent_runs_history_holds_each_tasks_every_event() {
     let token = "failing-batch-agent-kill#0";
     let out = scratch.taskgate(&["replay", token]);
     let (stdout, stderr) = text(&out);
-    scratch.finish(&[]);
     assert!(
         out.status.success(),
         "replay failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
@@ -107,6 +106,7 @@ fn an_agent_runs_history_holds_each_tasks_every_event() {
         web.len()
     );
     assert!(web.len() > 10, "{stdout}");
+    scratch.finish(&[]);
 }
 
 /// A malformed token fails fast, with a message naming the problem.

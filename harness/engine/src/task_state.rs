@@ -147,6 +147,11 @@ pub struct TaskEvent {
     /// Nomad's `FailsTask`: this event ended the task in failure.
     #[serde(default)]
     pub fails_task: bool,
+    /// The event's number among its task's, from 0, across runners and
+    /// agents (its record counts them): a record keeps only its last few,
+    /// and whoever joins it with the event stream joins by this.
+    #[serde(default)]
+    pub seq: u64,
 }
 
 impl TaskEvent {
@@ -158,6 +163,7 @@ impl TaskEvent {
             attempt,
             time_ms: now_ms(),
             fails_task: false,
+            seq: 0,
         }
     }
 }

@@ -355,6 +355,12 @@ fn a_restart_owed_across_a_restore_cuts_the_delay_short() {
     assert_eq!(home.driver.starts("web"), 2);
     assert_eq!(summary.status.client, ClientStatus::Complete);
     assert_eq!(summary.tasks[0].restart_owed, None, "paid");
+    // The restored runner numbers its events on from the dead one's.
+    let web = &summary.tasks[0];
+    let seqs: Vec<u64> = web.events.iter().map(|e| e.seq).collect();
+    let first = web.events_added - seqs.len() as u64;
+    assert_eq!(seqs, (first..web.events_added).collect::<Vec<_>>());
+    assert!(web.events_added > 4, "{:?}", web.events);
 }
 
 /// Fails `web` (one restart left, an hour's delay) in a first engine, and

@@ -135,8 +135,10 @@ impl Agents<'_> {
                 false
             }
         };
-        let (_, tasks) = read_state(data_dir)?;
-        records.restart_counts = restart_counts(&tasks);
+        // The tasks as the first agent left them: a killed agent's last
+        // events may be here and nowhere else.
+        let (_, left) = read_state(data_dir)?;
+        records.restart_counts = restart_counts(&left);
         if killed {
             let restarted_at = taskgate_faults::read_log(log)
                 .map_err(io("reading", log))?
@@ -168,7 +170,11 @@ impl Agents<'_> {
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
         problems.extend(unfired(&case.faults, &hits));
         let (alloc, mut tasks) = read_state(data_dir)?;
-        with_every_event(&mut tasks, &followed_events(data_dir)?);
+        let followed = followed_events(data_dir, killed, &mut problems)?;
+        let seen: Vec<&TaskEvent> = (followed.iter())
+            .chain(left.iter().flat_map(|t| &t.events))
+            .collect();
+        problems.extend(with_every_event(&mut tasks, &seen));
         if alloc.is_none() {
             problems.push("no allocation in the state database".into());
         }
@@ -213,22 +219,35 @@ fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>),
     Ok((alloc, tasks))
 }
 
-/// The task events the run's agents followed, in order (none if no agent
-/// got as far as following one).
-fn followed_events(data_dir: &Path) -> Result<Vec<TaskEvent>, LabError> {
+/// The task events the run's agents followed (none if no agent got as far
+/// as following one). A killed agent may have torn its last line, which
+/// the next one starts a new line after; an unreadable line of an agent
+/// that was not killed is a problem of the run.
+fn followed_events(
+    data_dir: &Path,
+    killed: bool,
+    problems: &mut Vec<String>,
+) -> Result<Vec<TaskEvent>, LabError> {
     let path = data_dir.join(AGENT_EVENTS);
     let text = match std::fs::read_to_string(&path) {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         read => read.map_err(io("reading", &path))?,
     };
-    (text.lines().enumerate())
-        .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|err| {
-                let why = format!("line {}: {err}", i + 1);
-                io("parsing", &path)(std::io::Error::new(std::io::ErrorKind::InvalidData, why))
-            })
-        })
-        .collect()
+    let mut events = Vec::new();
+    let mut unreadable = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        match serde_json::from_str(line) {
+            Ok(event) => events.push(event),
+            Err(_) => unreadable.push(i + 1),
+        }
+    }
+    if unreadable.len() > usize::from(killed) {
+        problems.push(format!(
+            "{}: unreadable lines {unreadable:?}",
+            path.display()
+        ));
+    }
+    Ok(events)
 }
 
 /// How an agent process ended: its own exit, or the harness's kill.

@@ -12,6 +12,7 @@ use crate::server::{Server, Servers};
 use crate::until_running::UntilRunning;
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use taskgate_engine::agent::{Agent, Followed, Following};
@@ -55,8 +56,8 @@ pub enum AgentSideError {
     Vanished(String),
     #[error("the harness missed {0} events")]
     Missed(u64),
-    #[error("recording the followed events in {path}: {source}")]
-    Record {
+    #[error("logging the followed events in {path}: {source}")]
+    EventLog {
         path: PathBuf,
         source: std::io::Error,
     },
@@ -71,7 +72,50 @@ pub struct AgentSide {
     faults: Faults,
     /// Every task event followed, appended as it comes: the judge reads
     /// past the ten a task's record keeps (`outcome::with_every_event`).
-    events: (PathBuf, std::fs::File),
+    event_log: EventLog,
+}
+
+/// The run's `events.jsonl`, open for appending.
+struct EventLog {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl EventLog {
+    /// Opens it; a line a killed agent tore is ended first, so that the
+    /// next event is a line of its own.
+    fn open(path: PathBuf) -> Result<EventLog, AgentSideError> {
+        let failed = |source| AgentSideError::EventLog {
+            path: path.clone(),
+            source,
+        };
+        let file = (std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true))
+        .open(&path)
+        .map_err(failed)?;
+        let len = file.metadata().map_err(failed)?.len();
+        let mut last = [b'\n'];
+        if len > 0 {
+            file.read_exact_at(&mut last, len - 1).map_err(failed)?;
+        }
+        let log = EventLog { path, file };
+        if last != [b'\n'] {
+            log.append(b"\n")?;
+        }
+        Ok(log)
+    }
+
+    /// One write, so that no other line lands inside it.
+    fn append(&self, bytes: &[u8]) -> Result<(), AgentSideError> {
+        (&self.file)
+            .write_all(bytes)
+            .map_err(|source| AgentSideError::EventLog {
+                path: self.path.clone(),
+                source,
+            })
+    }
 }
 
 impl AgentSide {
@@ -83,13 +127,7 @@ impl AgentSide {
         orders: Orders,
         data_dir: &DataDir,
     ) -> Result<AgentSide, AgentSideError> {
-        let path = data_dir.path().join(AGENT_EVENTS);
-        let file = (std::fs::OpenOptions::new().create(true).append(true))
-            .open(&path)
-            .map_err(|source| AgentSideError::Record {
-                path: path.clone(),
-                source,
-            })?;
+        let event_log = EventLog::open(data_dir.path().join(AGENT_EVENTS))?;
         let servers = Arc::new(Servers::default());
         let delivering = servers.clone();
         interventions::install(faults, data_dir.path().to_path_buf(), move |what| {
@@ -99,20 +137,15 @@ impl AgentSide {
             orders,
             servers,
             faults: faults.clone(),
-            events: (path, file),
+            event_log,
         })
     }
 
-    /// Appends one followed event, in one write.
-    fn record(&self, event: &TaskEvent) -> Result<(), AgentSideError> {
+    /// Logs one followed event, a line of its own.
+    fn log(&self, event: &TaskEvent) -> Result<(), AgentSideError> {
         let mut line = serde_json::to_vec(event).expect("task events serialize");
         line.push(b'\n');
-        let (path, mut file) = (&self.events.0, &self.events.1);
-        file.write_all(&line)
-            .map_err(|source| AgentSideError::Record {
-                path: path.clone(),
-                source,
-            })
+        self.event_log.append(&line)
     }
 
     /// Runs the harness's allocations to their end, the submitted one or
@@ -196,7 +229,7 @@ impl AgentSide {
             }
             match following.next().await {
                 Followed::Event(event) => {
-                    self.record(&event)?;
+                    self.log(&event)?;
                     if let Some(until) = &mut until {
                         until.saw(&event.task, event.kind);
                     }

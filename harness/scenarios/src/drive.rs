@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::{AllocSummary, Engine};
 use taskgate_faults::{patience, Await, Fault, Faults, Intervention};
 
@@ -94,7 +95,8 @@ fn finish(
     while let Ok(event) = stream.try_recv() {
         emitted.push(event);
     }
-    with_every_event(&mut summary.tasks, &emitted);
+    let seen: Vec<&TaskEvent> = emitted.iter().collect();
+    problems.extend(with_every_event(&mut summary.tasks, &seen));
     Some(summary)
 }
 

@@ -3,6 +3,7 @@
 //! below the runners: they share it, and none imports another.
 
 use crate::history::Records;
+use std::collections::BTreeMap;
 use taskgate_engine::state::TaskRecord;
 use taskgate_engine::task_state::TaskEvent;
 use taskgate_engine::{AllocSummary, DesiredStatus};
@@ -32,23 +33,34 @@ pub(crate) struct Outcome {
     pub problems: Vec<String>,
 }
 
-/// Gives each task record every event its runners emitted (`emitted`, the
-/// alloc's stream, in order), not only the last ten a record keeps, which
-/// hid a long run's early attempts from the judge. A record's events are
-/// the tail of its task's: the stream's events before the first of them
-/// come first. The record has the last word from there on: it holds what
-/// a panicked runner added without emitting, and what an agent killed
-/// between persisting and sending an event never sent.
-pub(crate) fn with_every_event(tasks: &mut [TaskRecord], emitted: &[TaskEvent]) {
+/// Gives each task record every event its task had, not only the last ten
+/// a record keeps, which hid a long run's early attempts from the judge:
+/// the events `seen` elsewhere (the alloc's stream; the records as an
+/// agent killed mid-run left them) joined with the record's own, by their
+/// numbers (`TaskEvent::seq`), the record's copy first. The records hold
+/// what a panicked runner added without emitting, and what a killed agent
+/// had persisted but not yet sent. Returns a problem for each task whose
+/// events no source holds: its history has a hole the judge cannot see
+/// into.
+pub(crate) fn with_every_event(tasks: &mut [TaskRecord], seen: &[&TaskEvent]) -> Vec<String> {
+    let mut problems = Vec::new();
     for task in tasks {
-        let streamed: Vec<&TaskEvent> = (emitted.iter()).filter(|e| e.task == task.task).collect();
-        let before = (streamed.iter())
-            .position(|e| task.events.contains(e))
-            .unwrap_or(streamed.len());
-        let mut events: Vec<TaskEvent> = streamed[..before].iter().map(|e| (*e).clone()).collect();
-        events.append(&mut task.events);
-        task.events = events;
+        let mut every: BTreeMap<u64, TaskEvent> =
+            (task.events.drain(..)).map(|e| (e.seq, e)).collect();
+        for event in seen.iter().filter(|e| e.task == task.task) {
+            every.entry(event.seq).or_insert_with(|| (*event).clone());
+        }
+        let missing = (0..task.events_added).filter(|seq| !every.contains_key(seq));
+        let missing: Vec<u64> = missing.collect();
+        if !missing.is_empty() {
+            problems.push(format!(
+                "task {}: its events {missing:?} (of {}) reached neither the event stream nor a record",
+                task.task, task.events_added
+            ));
+        }
+        task.events = every.into_values().collect();
     }
+    problems
 }
 
 /// A case's faults split by the process that reaches their points:
@@ -122,33 +134,48 @@ mod tests {
         }
     }
 
-    /// Events of `task` numbered by attempt, one kind for all.
-    fn events(task: &str, attempts: &[u32]) -> Vec<TaskEvent> {
-        (attempts.iter())
-            .map(|a| TaskEvent::new(task, EventKind::Started, *a, ""))
+    /// Events of `task` numbered `seqs`, one kind and time for all: two
+    /// of them are alike but for their numbers.
+    fn events(task: &str, seqs: &[u64]) -> Vec<TaskEvent> {
+        (seqs.iter())
+            .map(|seq| TaskEvent {
+                time_ms: 1,
+                seq: *seq,
+                ..TaskEvent::new(task, EventKind::Killed, 1, "")
+            })
             .collect()
     }
 
     /// The stream holds what was emitted (less what a killed agent never
-    /// sent), the record its last few plus any a panicked runner added
-    /// unemitted; another task's events are not this one's.
+    /// sent), the record its last few, and the task's count of them all.
     #[rstest]
-    #[case::the_record_is_the_streams_tail(events("web", &[1, 2, 3, 4]), events("web", &[3, 4]), &[1, 2, 3, 4])]
-    #[case::the_record_adds_to_the_stream(events("web", &[1, 2, 3]), events("web", &[2, 3, 4, 5]), &[1, 2, 3, 4, 5])]
-    #[case::a_gap_inside_the_record_is_filled(events("web", &[1, 2, 3, 5, 6]), events("web", &[3, 4, 5, 6]), &[1, 2, 3, 4, 5, 6])]
-    #[case::a_gap_before_the_record_stays(events("web", &[1, 3, 4, 5]), events("web", &[4, 5, 6]), &[1, 3, 4, 5, 6])]
-    #[case::nothing_was_emitted(vec![], events("web", &[3, 4]), &[3, 4])]
-    #[case::the_record_is_empty(events("web", &[1, 2]), vec![], &[1, 2])]
-    #[case::only_anothers_events(events("db", &[1, 2]), events("web", &[1]), &[1])]
-    fn each_task_gets_the_stream_joined_with_its_record(
+    #[case::the_record_is_the_streams_tail(events("web", &[0, 1, 2, 3]), events("web", &[2, 3]), 4, &[0, 1, 2, 3], &[])]
+    #[case::the_record_adds_to_the_stream(events("web", &[0, 1, 2]), events("web", &[1, 2, 3, 4]), 5, &[0, 1, 2, 3, 4], &[])]
+    #[case::a_gap_inside_the_record_is_filled(events("web", &[0, 1, 2, 4, 5]), events("web", &[2, 3, 4, 5]), 6, &[0, 1, 2, 3, 4, 5], &[])]
+    #[case::a_gap_before_the_record_is_a_hole(events("web", &[0, 2, 3, 4]), events("web", &[3, 4, 5]), 6, &[0, 2, 3, 4, 5], &[1])]
+    #[case::alike_events_are_two(events("web", &[0, 1, 2]), events("web", &[2]), 3, &[0, 1, 2], &[])]
+    #[case::nothing_was_emitted(vec![], events("web", &[0, 1]), 2, &[0, 1], &[])]
+    #[case::another_tasks_events(events("db", &[0, 1]), events("web", &[0]), 1, &[0], &[])]
+    fn each_task_gets_every_event_by_number(
         #[case] emitted: Vec<TaskEvent>,
         #[case] recorded: Vec<TaskEvent>,
-        #[case] every: &[u32],
+        #[case] added: u64,
+        #[case] every: &[u64],
+        #[case] missing: &[u64],
     ) {
         let mut tasks = vec![TaskRecord::new("web")];
-        tasks[0].events = recorded;
-        with_every_event(&mut tasks, &emitted);
+        (tasks[0].events, tasks[0].events_added) = (recorded, added);
+        let seen: Vec<&TaskEvent> = emitted.iter().collect();
+        let problems = with_every_event(&mut tasks, &seen);
         assert_eq!(tasks[0].events, events("web", every));
+        assert_eq!(
+            problems.len(),
+            usize::from(!missing.is_empty()),
+            "{problems:?}"
+        );
+        if let Some(problem) = problems.first() {
+            assert!(problem.contains(&format!("{missing:?}")), "{problem}");
+        }
     }
 
     const AWAIT: &str = "await(ar.kill_started@1)";

@@ -46,7 +46,7 @@ pub struct HookContext<'a> {
 impl HookContext<'_> {
     pub fn emit(&mut self, kind: EventKind, message: impl Into<String>) {
         let event = TaskEvent::new(&self.task.name, kind, self.attempt, message);
-        self.record.events.push(event);
+        self.record.add_event(event);
     }
 }
 

@@ -147,6 +147,9 @@ pub struct TaskRecord {
     #[serde(default)]
     pub restart_due: Option<Duration>,
     pub events: Vec<TaskEvent>,
+    /// How many events the task ever had: the next one's `seq`.
+    #[serde(default)]
+    pub events_added: u64,
 }
 
 /// How many events a task record keeps, as Nomad caps them: the most
@@ -190,7 +193,17 @@ impl TaskRecord {
             restart_window: None,
             restart_due: None,
             events: Vec::new(),
+            events_added: 0,
         }
+    }
+
+    /// Adds the task's next event, numbered.
+    pub fn add_event(&mut self, event: TaskEvent) {
+        self.events.push(TaskEvent {
+            seq: self.events_added,
+            ..event
+        });
+        self.events_added += 1;
     }
 }
 

@@ -217,17 +217,16 @@ impl TaskRunner {
     /// and the restart it owes are one write, so an agent restored after
     /// this runner died anywhere here owes the restart too.
     fn ended_before(&mut self, by: EndedBy, own_end: Option<&ExitResult>) {
-        let kept = by == EndedBy::Restart;
-        if kept {
-            self.record.restart_owed = Some(self.current_attempt());
+        if by != EndedBy::Restart {
+            if let Some(result) = own_end {
+                self.record_end(result, EndedBy::Exit);
+            }
+            return;
         }
+        self.record.restart_owed = Some(self.current_attempt());
         match own_end {
             Some(result) => self.record_end(result, EndedBy::Exit),
-            None if kept => self.publish(),
-            None => {}
-        }
-        if !kept {
-            return;
+            None => self.publish(),
         }
         fault_point!(self.deps.faults, points::TR_RESTART_KEPT, self.name());
         if !SeededBug::RestartMeetsExitHangs.active() {

@@ -160,7 +160,7 @@ impl TaskRunner {
                 0,
                 "Task received by client",
             );
-            record.events.push(received);
+            record.add_event(received);
         }
         if SeededBug::RestartCountReset.active() && restoring {
             record.restarts = 0;

@@ -84,14 +84,14 @@ impl PanicCleanup {
         let unended =
             matches!(record.state, TaskState::Running { .. }) && !record.end_reported(attempt);
         if unended {
-            record.events.push(TaskEvent::new(
+            record.add_event(TaskEvent::new(
                 &self.task,
                 EventKind::Killed,
                 attempt,
                 "Task killed after its task runner panicked",
             ));
         }
-        record.events.push(TaskEvent {
+        record.add_event(TaskEvent {
             fails_task: true,
             ..TaskEvent::new(
                 &self.task,

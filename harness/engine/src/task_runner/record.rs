@@ -20,9 +20,7 @@ impl TaskRunner {
         {
             return;
         }
-        self.record
-            .events
-            .push(TaskEvent::new(&self.task.name, kind, attempt, message));
+        (self.record).add_event(TaskEvent::new(&self.task.name, kind, attempt, message));
     }
 
     pub(super) fn set_state(&mut self, next: TaskState) {
