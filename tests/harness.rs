@@ -45,15 +45,7 @@ fn explore_sidecar_stop_finds_no_failing_schedule() {
 #[serial]
 fn replay_of_the_report_interleaving_passes() {
     let scratch = Scratch::new();
-    let token = "sidecar-stop@tr=1.4/up=2/stop=0/first=tr/swaps=";
-    let out = scratch.taskgate(&["replay", token]);
-    let (stdout, stderr) = text(&out);
-    assert!(
-        out.status.success(),
-        "replay failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    assert!(stdout.starts_with(&format!("PASS {token} ")), "{stdout}");
+    let stdout = passing_replay(&scratch, "sidecar-stop@tr=1.4/up=2/stop=0/first=tr/swaps=");
     for seen in [
         "point  sidecar:tr.before_prestart",
         "point  ar.task_runners_updated",
@@ -87,14 +79,7 @@ fn replay_of_the_report_interleaving_passes() {
 #[serial]
 fn an_agent_runs_history_holds_each_tasks_every_event() {
     let scratch = Scratch::new();
-    let token = "failing-batch-agent-kill#0";
-    let out = scratch.taskgate(&["replay", token]);
-    let (stdout, stderr) = text(&out);
-    assert!(
-        out.status.success(),
-        "replay failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
+    let stdout = passing_replay(&scratch, "failing-batch-agent-kill#0");
     let web: Vec<&str> = (stdout.lines())
         .filter(|line| line.contains(" event  web "))
         .collect();
@@ -107,6 +92,20 @@ fn an_agent_runs_history_holds_each_tasks_every_event() {
     );
     assert!(web.len() > 10, "{stdout}");
     scratch.finish(&[]);
+}
+
+/// Replays `token` in `scratch`, requires it to pass, and returns what it
+/// printed (the history).
+fn passing_replay(scratch: &Scratch, token: &str) -> String {
+    let out = scratch.taskgate(&["replay", token]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "replay failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(stdout.starts_with(&format!("PASS {token} ")), "{stdout}");
+    stdout
 }
 
 /// A malformed token fails fast, with a message naming the problem.
