@@ -233,9 +233,11 @@ mod tests {
 
     /// The summary a run is judged by holds every event the task runners
     /// emitted, not only the last ten a task's record keeps. Two restarts
-    /// of the alloc, each as web starts, and a stop as its third attempt
-    /// starts, give web 17 events; the check that no attempt ends twice
-    /// saw only the last ten, from the middle of its second attempt on.
+    /// of the alloc, each once web runs (as its poststart hooks begin: at
+    /// its driver start it is not running yet, and a restart there may
+    /// find nothing to restart), and a stop as its third attempt runs,
+    /// give web 17 events; the check that no attempt ends twice saw only
+    /// the last ten, from the middle of its second attempt on.
     #[test]
     fn a_runs_summary_holds_each_tasks_every_event() {
         let text = r#"
@@ -255,10 +257,10 @@ mod tests {
               faults {
                 then = "run-to-end"
                 each {
-                  points = ["web:tr.after_driver_start"]
+                  points = ["web:hook.poststart.before.persist_handle"]
                   action = "restart-alloc"
-                  with   = ["web:tr.after_driver_start@2=restart-alloc",
-                            "web:tr.after_driver_start@3=stop-alloc"]
+                  with   = ["web:hook.poststart.before.persist_handle@2=restart-alloc",
+                            "web:hook.poststart.before.persist_handle@3=stop-alloc"]
                 }
               }
               expect {
