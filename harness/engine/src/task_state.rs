@@ -134,6 +134,12 @@ impl EventKind {
             EventKind::RestartSignaled => "Restart Signaled",
         }
     }
+
+    /// The events that report an attempt's end: exactly one per started
+    /// attempt.
+    pub fn ends_attempt(self) -> bool {
+        matches!(self, EventKind::Killed | EventKind::Terminated)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use store::{MemoryStore, RedbStore, Store, Table};
 use crate::alloc::{ClientStatus, DesiredStatus};
 use crate::job::Job;
 use crate::restart::RestartWindow;
-use crate::task_state::{EventKind, TaskEvent, TaskState};
+use crate::task_state::{TaskEvent, TaskState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -150,6 +150,11 @@ pub struct TaskRecord {
     /// How many events the task ever had: the next one's `seq`.
     #[serde(default)]
     pub events_added: u64,
+    /// The last attempt whose end (Killed or Terminated) an event reported,
+    /// kept apart from the events, of which the record holds only the most
+    /// recent.
+    #[serde(default)]
+    pub end_reported_for: Option<u32>,
 }
 
 /// How many events a task record keeps, as Nomad caps them: the most
@@ -166,11 +171,11 @@ impl TaskRecord {
     /// Whether the record already reports `attempt`'s end (its Terminated
     /// or Killed event): a runner that comes after the one that reported it
     /// (a restored agent's, a panicked runner's cleanup) does not end it
-    /// again.
+    /// again. A record an older agent wrote has no `end_reported_for`; its
+    /// recent events tell.
     pub fn end_reported(&self, attempt: u32) -> bool {
-        (self.events.iter()).any(|e| {
-            e.attempt == attempt && matches!(e.kind, EventKind::Killed | EventKind::Terminated)
-        })
+        self.end_reported_for.is_some_and(|last| last >= attempt)
+            || (self.events.iter()).any(|e| e.attempt == attempt && e.kind.ends_attempt())
     }
 
     /// Why `attempt` was doomed, if its runner set out to end it.
@@ -194,11 +199,15 @@ impl TaskRecord {
             restart_due: None,
             events: Vec::new(),
             events_added: 0,
+            end_reported_for: None,
         }
     }
 
     /// Adds the task's next event, numbered.
     pub fn add_event(&mut self, event: TaskEvent) {
+        if event.kind.ends_attempt() {
+            self.end_reported_for = self.end_reported_for.max(Some(event.attempt));
+        }
         self.events.push(TaskEvent {
             seq: self.events_added,
             ..event
