@@ -367,7 +367,11 @@ impl TaskRunner {
                         return outcome;
                     }
                 }
-                Err(_) => {}
+                Err(_) => {
+                    if matches!(self.record.state, TaskState::Running { .. }) {
+                        self.set_state(TaskState::Pending);
+                    }
+                }
             }
         } else if let Some(outcome) = self.rest_of_restart_delay(attempt).await {
             return outcome;

@@ -89,10 +89,9 @@ impl TaskRunner {
                 let why = format!("could not re-attach to the executor: {err}");
                 self.lose_attempt(attempt, why.clone()).await;
                 self.record.handle = None;
-                if matches!(self.record.state, TaskState::Running { .. }) {
-                    self.set_state(TaskState::Pending);
-                }
-                self.publish();
+                // Written with what the loss leads to (the policy's decision,
+                // a doomed kill's end): written alone, a pending task told
+                // the next agent to start the next attempt, undecided.
                 Err(why)
             }
         }
