@@ -7,7 +7,9 @@ impl TaskRunner {
     /// Takes the latest in-place update, if there is one the runner does
     /// not run yet: its update hooks, then the new definition and restart
     /// policy, all at once. A failed hook leaves the old definition whole;
-    /// the update is offered again at the next boundary.
+    /// the update is offered again at the next boundary. Its event is
+    /// written with what the boundary leads to (every caller writes next):
+    /// written alone, it showed an ended attempt's failure undecided.
     pub(super) fn take_update(&mut self, attempt: u32, tracker: &mut RestartTracker) {
         let mut new = self.definition_rx.borrow().clone();
         if new == self.task || SeededBug::UpdateNeverTaken.active() {
@@ -20,7 +22,6 @@ impl TaskRunner {
             self.run_hooks::<dyn UpdateHook>(attempt, |hook, ctx| hook.update(ctx, &new))
         {
             self.emit(EventKind::HookFailed, attempt, err.to_string());
-            self.publish();
             return;
         }
         let changed = self.task.fields_changed_by(&new).join(", ");
@@ -31,6 +32,5 @@ impl TaskRunner {
             attempt,
             format!("Updated in place: {changed}"),
         );
-        self.publish();
     }
 }
