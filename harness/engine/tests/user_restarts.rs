@@ -132,6 +132,44 @@ fn restarting_all_tasks_runs_the_prestart_task_again_before_the_main_tasks() {
     );
 }
 
+/// Restarting all tasks lets the completed prestart task run again only
+/// once every running task is down: its revive is written then, so an agent
+/// killed mid-restart leaves either no revived task or every running one
+/// down. (Revived in the main tasks' wave, it was written while `worker`
+/// still ran: the next agent ran `init` again beside `worker`'s old
+/// attempt, which the restart never took down.)
+#[test]
+#[should_panic(expected = "known bug revived-beside-running")]
+fn restarting_all_tasks_revives_a_completed_task_once_the_running_ones_are_down() {
+    let rt = runtime();
+    let home = Home::new();
+    let engine = home.engine();
+    let (control, waiter, _) = restart_lifecycle_job(&rt, &home, &engine, RestartScope::All, 5);
+    let history = home.faults.history();
+    let revived = (history.iter())
+        .position(|h| h.is(Some("init"), points::TR_RESTART_SIGNALED))
+        .expect("init was revived");
+    let running = ["leader", "worker", "proxy", "logship"];
+    let downs: Vec<usize> = (history.iter().enumerate())
+        .filter(|(_, h)| {
+            running
+                .iter()
+                .any(|t| h.is(Some(t), points::EX_TASK_EXITED))
+        })
+        .map(|(at, _)| at)
+        .collect();
+    assert_eq!(downs.len(), running.len(), "each went down once");
+    let last_down = downs.iter().max().copied().unwrap_or_default();
+    assert!(
+        revived > last_down,
+        "known bug revived-beside-running: init revived at #{revived}, before the last \
+         running task was down (#{last_down})"
+    );
+    control.stop();
+    rt.block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
+        .expect("alloc hung");
+}
+
 /// One task restarts alone; the others run on untouched.
 #[test]
 fn restarting_one_task_leaves_the_others_running() {
