@@ -470,20 +470,26 @@ async fn apply_update(shared: &Shared, update: AllocUpdate) {
 
 /// Nomad's `alloc restart` (its alloc runner's `restartTasks`): takes the
 /// targets down in the kill order, each wave down before the next is
-/// asked, with every start held meanwhile; then the coordinator reopens
-/// the start conditions in lifecycle order. Not counted against any
-/// restart policy.
+/// asked, with every start held meanwhile; then, when all tasks restart,
+/// lets the dead ones start again; then the coordinator reopens the start
+/// conditions in lifecycle order. Not counted against any restart policy.
 async fn restart(shared: &Shared, scope: &RestartScope) -> Result<(), RestartRefused> {
     fault_point!(shared.faults, points::AR_RESTART_RECEIVED);
     let _no_kill_beside = shared.kills.lock().await;
     let targets = shared.begin_restart(scope)?;
+    let all_tasks = *scope == RestartScope::All;
+    // A restart is not persisted: a dead task is revived (and written so)
+    // only once every running target is down, so an agent killed before
+    // then leaves it dead, never pending beside a task still running.
+    let (dead, running): (Vec<_>, Vec<_>) =
+        (targets.into_iter()).partition(|r| all_tasks && r.state.borrow().is_dead());
     let mut revived = false;
-    for n in 0..WAVES {
-        let down: Vec<_> = targets
-            .iter()
-            .filter(|r| restart_wave(r) == n)
+    let waves = (0..WAVES).map(|n| running.iter().filter(|r| restart_wave(r) == n).collect());
+    for wave in waves.chain([dead.iter().collect::<Vec<_>>()]) {
+        let down: Vec<_> = wave
+            .into_iter()
             .map(|r| {
-                revived |= shared.ask_restart(r, *scope == RestartScope::All);
+                revived |= shared.ask_restart(r, all_tasks);
                 let mut restarted = r.restarted.clone();
                 let asked = r.restart.borrow().generation;
                 // A closed channel: the runner is gone, so down.

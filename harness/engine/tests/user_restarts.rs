@@ -139,7 +139,6 @@ fn restarting_all_tasks_runs_the_prestart_task_again_before_the_main_tasks() {
 /// still ran: the next agent ran `init` again beside `worker`'s old
 /// attempt, which the restart never took down.)
 #[test]
-#[should_panic(expected = "known bug revived-beside-running")]
 fn restarting_all_tasks_revives_a_completed_task_once_the_running_ones_are_down() {
     let rt = runtime();
     let home = Home::new();
@@ -162,8 +161,7 @@ fn restarting_all_tasks_revives_a_completed_task_once_the_running_ones_are_down(
     let last_down = downs.iter().max().copied().unwrap_or_default();
     assert!(
         revived > last_down,
-        "known bug revived-beside-running: init revived at #{revived}, before the last \
-         running task was down (#{last_down})"
+        "init revived at #{revived}, before the last running task was down (#{last_down})"
     );
     control.stop();
     rt.block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
