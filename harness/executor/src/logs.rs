@@ -175,6 +175,36 @@ mod tests {
         );
     }
 
+    /// A task can write `/alloc/logs`: a name it planted that only reads
+    /// as an index (`t.stdout.01`) is not a log file, and a planted last
+    /// index ends rotation with an error, never a wrapped index.
+    #[test]
+    #[should_panic(expected = "known bug planted-log-index")]
+    fn names_a_task_planted_do_not_steer_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        for planted in ["t.stdout.01", "t.stdout.+1", "t.stdout.001"] {
+            std::fs::write(dir.path().join(planted), "planted").unwrap();
+        }
+        let mut w =
+            RotatingWriter::open(confined(dir.path()), "t.stdout".into(), &cfg(2, 4)).unwrap();
+        let rotated = w.write_all(b"abcdefghij");
+        assert!(
+            rotated.is_ok()
+                && (read(dir.path(), 1), read(dir.path(), 2)) == ("efgh".into(), "ij".into()),
+            "known bug planted-log-index: planted names steered rotation: {rotated:?}"
+        );
+        let last = dir.path().join(format!("t.stdout.{}", u64::MAX));
+        std::fs::write(&last, "").unwrap();
+        let mut w =
+            RotatingWriter::open(confined(dir.path()), "t.stdout".into(), &cfg(2, 4)).unwrap();
+        let past_the_last =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.write_all(b"abcdefgh")));
+        assert!(
+            matches!(past_the_last, Ok(Err(_))),
+            "known bug planted-log-index: rotating past the last index: {past_the_last:?}"
+        );
+    }
+
     #[test]
     fn a_restarted_writer_appends_to_the_newest_file() {
         let dir = tempfile::tempdir().unwrap();
