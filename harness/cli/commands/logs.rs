@@ -16,7 +16,7 @@ use taskgate_engine::agent::AllocEntry;
 use taskgate_engine::control::{self, ControlAnswer, ControlRequest};
 use taskgate_engine::AllocDir;
 use taskgate_executor::confined::ConfinedDir;
-use taskgate_executor::{log_file_name, LogStream};
+use taskgate_executor::{log_file_indexes, log_file_name, LogStream};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -160,15 +160,8 @@ impl LogFiles {
 
     /// Indexes of the files there now, ascending.
     fn indexes(&self) -> std::io::Result<Vec<u64>> {
-        let prefix = log_file_name(&self.task, self.stream, 0);
-        let prefix = prefix.trim_end_matches('0');
         let names = self.dir.names().map_err(std::io::Error::other)?;
-        let mut found: Vec<u64> = names
-            .iter()
-            .filter_map(|name| name.to_str()?.strip_prefix(prefix)?.parse().ok())
-            .collect();
-        found.sort_unstable();
-        Ok(found)
+        Ok(log_file_indexes(&names, &self.task, self.stream))
     }
 }
 

@@ -34,13 +34,28 @@ pub fn log_file_name(task: &str, stream: LogStream, index: u64) -> String {
     format!("{task}.{}.{index}", stream.as_str())
 }
 
+/// The indexes of `task`'s `stream` files among `names` (a logs dir's),
+/// ascending. Only a name [`log_file_name`] makes counts: a task may plant
+/// `web.stdout.01` or `web.stdout.+1`, which name no index.
+pub fn log_file_indexes(names: &[std::ffi::OsString], task: &str, stream: LogStream) -> Vec<u64> {
+    let prefix = format!("{task}.{}.", stream.as_str());
+    let index = |name: &std::ffi::OsString| {
+        let digits = name.to_str()?.strip_prefix(&prefix)?;
+        let index: u64 = digits.parse().ok()?;
+        (index.to_string() == digits).then_some(index)
+    };
+    let mut indexes: Vec<u64> = names.iter().filter_map(index).collect();
+    indexes.sort_unstable();
+    indexes
+}
+
 /// The logs live in the task-writable `/alloc/logs`: every file there is
 /// opened, created and removed beneath the dir's fd, never through a link
 /// (see `confined`).
 pub(crate) struct RotatingWriter {
     dir: std::sync::Arc<ConfinedDir>,
-    /// `<task>.stdout` or `<task>.stderr`.
-    base: String,
+    task: String,
+    stream: LogStream,
     cfg: LogConfig,
     index: u64,
     file: File,
@@ -51,15 +66,18 @@ impl RotatingWriter {
     /// Continues the newest existing file, so a restarted task appends to its logs.
     pub fn open(
         dir: std::sync::Arc<ConfinedDir>,
-        base: String,
+        task: &str,
+        stream: LogStream,
         cfg: &LogConfig,
     ) -> Result<RotatingWriter, ExecutorError> {
-        let index = existing_indexes(&dir, &base)?.last().copied().unwrap_or(0);
-        let file = dir.open_append(&format!("{base}.{index}"))?;
+        let indexes = log_file_indexes(&dir.names()?, task, stream);
+        let index = indexes.last().copied().unwrap_or(0);
+        let file = dir.open_append(&log_file_name(task, stream, index))?;
         let written = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(RotatingWriter {
             dir,
-            base,
+            task: task.to_string(),
+            stream,
             cfg: cfg.clone(),
             index,
             file,
@@ -77,8 +95,8 @@ impl RotatingWriter {
             self.file
                 .write_all(&buf[..n])
                 .map_err(ExecutorError::io(format!(
-                    "write log {}.{}",
-                    self.base, self.index
+                    "write log {}",
+                    self.name(self.index)
                 )))?;
             self.written += n as u64;
             buf = &buf[n..];
@@ -86,16 +104,22 @@ impl RotatingWriter {
         Ok(())
     }
 
+    fn name(&self, index: u64) -> String {
+        log_file_name(&self.task, self.stream, index)
+    }
+
     fn rotate(&mut self) -> Result<(), ExecutorError> {
-        self.index += 1;
-        self.file = self
-            .dir
-            .create_truncate(&format!("{}.{}", self.base, self.index))?;
+        // Only a planted `<task>.<stream>.18446744073709551615` gets here.
+        self.index = self.index.checked_add(1).ok_or_else(|| ExecutorError::Io {
+            context: format!("rotate log {}", self.name(self.index)),
+            message: "no index after it".into(),
+        })?;
+        self.file = self.dir.create_truncate(&self.name(self.index))?;
         self.written = 0;
-        let indexes = existing_indexes(&self.dir, &self.base)?;
+        let indexes = log_file_indexes(&self.dir.names()?, &self.task, self.stream);
         let excess = indexes.len().saturating_sub(self.cfg.max_files as usize);
-        for old in &indexes[..excess] {
-            self.dir.remove_file(&format!("{}.{old}", self.base))?;
+        for &old in &indexes[..excess] {
+            self.dir.remove_file(&self.name(old))?;
         }
         Ok(())
     }
@@ -112,31 +136,19 @@ impl RotatingWriter {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    tracing::error!("reading task output for {}: {e}", self.base);
+                    tracing::error!("reading task output for {}: {e}", self.name(self.index));
                     return;
                 }
             };
             if let (Err(e), false) = (self.write_all(&buf[..n]), failed) {
                 tracing::error!(
                     "{e}; further log write errors for {} are not reported",
-                    self.base
+                    self.name(self.index)
                 );
                 failed = true;
             }
         }
     }
-}
-
-/// Indexes of `<base>.<n>` files in `dir`, ascending.
-fn existing_indexes(dir: &ConfinedDir, base: &str) -> Result<Vec<u64>, ExecutorError> {
-    let prefix = format!("{base}.");
-    let mut indexes: Vec<u64> = dir
-        .names()?
-        .iter()
-        .filter_map(|name| name.to_str()?.strip_prefix(&prefix)?.parse().ok())
-        .collect();
-    indexes.sort_unstable();
-    Ok(indexes)
 }
 
 #[cfg(test)]
@@ -163,10 +175,14 @@ mod tests {
     fn rotates_at_the_size_and_keeps_the_newest_files() {
         let dir = tempfile::tempdir().unwrap();
         let mut w =
-            RotatingWriter::open(confined(dir.path()), "t.stdout".into(), &cfg(2, 4)).unwrap();
+            RotatingWriter::open(confined(dir.path()), "t", LogStream::Stdout, &cfg(2, 4)).unwrap();
         w.write_all(b"abcdefghij").unwrap();
         assert_eq!(
-            existing_indexes(&confined(dir.path()), "t.stdout").unwrap(),
+            log_file_indexes(
+                &confined(dir.path()).names().unwrap(),
+                "t",
+                LogStream::Stdout
+            ),
             vec![1, 2]
         );
         assert_eq!(
@@ -179,29 +195,28 @@ mod tests {
     /// as an index (`t.stdout.01`) is not a log file, and a planted last
     /// index ends rotation with an error, never a wrapped index.
     #[test]
-    #[should_panic(expected = "known bug planted-log-index")]
     fn names_a_task_planted_do_not_steer_rotation() {
         let dir = tempfile::tempdir().unwrap();
         for planted in ["t.stdout.01", "t.stdout.+1", "t.stdout.001"] {
             std::fs::write(dir.path().join(planted), "planted").unwrap();
         }
         let mut w =
-            RotatingWriter::open(confined(dir.path()), "t.stdout".into(), &cfg(2, 4)).unwrap();
+            RotatingWriter::open(confined(dir.path()), "t", LogStream::Stdout, &cfg(2, 4)).unwrap();
         let rotated = w.write_all(b"abcdefghij");
         assert!(
             rotated.is_ok()
                 && (read(dir.path(), 1), read(dir.path(), 2)) == ("efgh".into(), "ij".into()),
-            "known bug planted-log-index: planted names steered rotation: {rotated:?}"
+            "planted names steered rotation: {rotated:?}"
         );
         let last = dir.path().join(format!("t.stdout.{}", u64::MAX));
         std::fs::write(&last, "").unwrap();
         let mut w =
-            RotatingWriter::open(confined(dir.path()), "t.stdout".into(), &cfg(2, 4)).unwrap();
+            RotatingWriter::open(confined(dir.path()), "t", LogStream::Stdout, &cfg(2, 4)).unwrap();
         let past_the_last =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.write_all(b"abcdefgh")));
         assert!(
             matches!(past_the_last, Ok(Err(_))),
-            "known bug planted-log-index: rotating past the last index: {past_the_last:?}"
+            "rotating past the last index: {past_the_last:?}"
         );
     }
 
@@ -209,11 +224,11 @@ mod tests {
     fn a_restarted_writer_appends_to_the_newest_file() {
         let dir = tempfile::tempdir().unwrap();
         let mut w =
-            RotatingWriter::open(confined(dir.path()), "t.stdout".into(), &cfg(5, 4)).unwrap();
+            RotatingWriter::open(confined(dir.path()), "t", LogStream::Stdout, &cfg(5, 4)).unwrap();
         w.write_all(b"abcdef").unwrap();
         drop(w);
         let mut w =
-            RotatingWriter::open(confined(dir.path()), "t.stdout".into(), &cfg(5, 4)).unwrap();
+            RotatingWriter::open(confined(dir.path()), "t", LogStream::Stdout, &cfg(5, 4)).unwrap();
         w.write_all(b"gh").unwrap();
         assert_eq!(
             (read(dir.path(), 0), read(dir.path(), 1)),

@@ -248,11 +248,8 @@ impl Supervisor {
         );
         let mut pipes = Vec::new();
         for stream in LogStream::BOTH {
-            let writer = RotatingWriter::open(
-                logs_dir.clone(),
-                format!("{}.{}", spec.task_name, stream.as_str()),
-                &spec.logs,
-            )?;
+            let writer =
+                RotatingWriter::open(logs_dir.clone(), &spec.task_name, stream, &spec.logs)?;
             let (r, w) =
                 nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(ExecutorError::io("log pipe"))?;
             pipes.push((writer, File::from(r), w));
