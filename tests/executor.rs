@@ -386,6 +386,59 @@ fn bad_input_gets_its_error_and_leaves_nothing(
     sb.assert_no_leftovers();
 }
 
+/// A process outside the task that holds the write end of its stdout (a
+/// sibling it handed the fd to; here the test, through `/proc`) does not
+/// hold up its end: once the task is dead, what it wrote is drained and its
+/// exit reported. (The log pumps waited for every writer to close, so the
+/// stop, the wait and the shutdown hung, and with them a stop's kill waves.)
+#[test]
+#[serial]
+#[should_panic(expected = "known bug foreign-log-writer")]
+fn a_stdout_held_outside_the_task_does_not_hold_up_its_end() {
+    let sb = Sandbox::new();
+    let spec = sb.spec(
+        "svc",
+        "echo logged; echo up > /local/ready; sleep 1000 & wait",
+    );
+    let ready = sb.fifo("svc", "ready");
+    let exec = sb.launch(&spec).expect("launch");
+    let mut line = String::new();
+    (std::fs::File::open(&ready).unwrap())
+        .read_to_string(&mut line)
+        .unwrap();
+    let task_pid = exec.reattach_info().task_pid;
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{task_pid}/fd/1"))
+        .expect("the task's stdout, opened from outside");
+    let (ended_tx, ended) = std::sync::mpsc::channel();
+    let stopping = std::thread::spawn(move || {
+        let stopped = exec.stop(
+            taskgate_executor::KillSignal::SIGKILL,
+            Duration::ZERO,
+            Doom::Kill,
+        );
+        let waited = exec.wait();
+        let _ = ended_tx.send(());
+        (exec, stopped, waited)
+    });
+    let in_time = ended
+        .recv_timeout(taskgate_faults::patience::step())
+        .is_ok();
+    // Let a hung executor go on before the checks, so nothing is left behind.
+    drop(held);
+    let (exec, stopped, waited) = stopping.join().unwrap();
+    stopped.expect("stop");
+    assert_eq!(waited.expect("wait").signal, Some(libc::SIGKILL));
+    exec.shutdown().expect("shutdown");
+    assert_eq!(sb.read_log("svc", "stdout"), "logged\n");
+    sb.assert_no_leftovers();
+    assert!(
+        in_time,
+        "known bug foreign-log-writer: the task's end waited for a writer outside it"
+    );
+}
+
 #[test]
 #[serial]
 fn reattach_gets_the_exit_result() {
