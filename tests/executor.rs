@@ -393,7 +393,6 @@ fn bad_input_gets_its_error_and_leaves_nothing(
 /// stop, the wait and the shutdown hung, and with them a stop's kill waves.)
 #[test]
 #[serial]
-#[should_panic(expected = "known bug foreign-log-writer")]
 fn a_stdout_held_outside_the_task_does_not_hold_up_its_end() {
     let sb = Sandbox::new();
     let spec = sb.spec(
@@ -433,10 +432,7 @@ fn a_stdout_held_outside_the_task_does_not_hold_up_its_end() {
     exec.shutdown().expect("shutdown");
     assert_eq!(sb.read_log("svc", "stdout"), "logged\n");
     sb.assert_no_leftovers();
-    assert!(
-        in_time,
-        "known bug foreign-log-writer: the task's end waited for a writer outside it"
-    );
+    assert!(in_time, "the task's end waited for a writer outside it");
 }
 
 #[test]

@@ -5,8 +5,10 @@
 use crate::confined::ConfinedDir;
 use crate::error::ExecutorError;
 use crate::spec::LogConfig;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd};
 
 /// The logs' directory in the alloc's shared dir (the task's `/alloc/logs`).
 pub const LOGS_DIR: &str = "logs";
@@ -32,6 +34,18 @@ impl LogStream {
 /// `<task>.<stream>.<index>`: one generation of a task's log.
 pub fn log_file_name(task: &str, stream: LogStream, index: u64) -> String {
     format!("{task}.{}.{index}", stream.as_str())
+}
+
+/// The bytes `pipe` holds unread.
+fn unread(pipe: &File) -> usize {
+    let mut bytes: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through a valid pointer.
+    let rc = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut bytes) };
+    if rc < 0 {
+        tracing::error!("FIONREAD: {}", std::io::Error::last_os_error());
+        return 0;
+    }
+    usize::try_from(bytes).unwrap_or(0)
 }
 
 /// The indexes of `task`'s `stream` files among `names` (a logs dir's),
@@ -104,6 +118,33 @@ impl RotatingWriter {
         Ok(())
     }
 
+    /// Blocks until `pipe` has data or every writer closed it (true), or
+    /// `task_ended` is closed with `pipe` still open and empty (false).
+    fn readable(&self, pipe: &File, task_ended: &impl AsFd) -> bool {
+        loop {
+            let mut fds = [
+                PollFd::new(pipe.as_fd(), PollFlags::POLLIN),
+                PollFd::new(task_ended.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    // Reading on blocks as before: no worse than no poll.
+                    tracing::error!("polling task output for {}: {e}", self.name(self.index));
+                    return true;
+                }
+            }
+            let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|r| !r.is_empty());
+            if ready(&fds[0]) {
+                return true;
+            }
+            if ready(&fds[1]) {
+                return false;
+            }
+        }
+    }
+
     fn name(&self, index: u64) -> String {
         log_file_name(&self.task, self.stream, index)
     }
@@ -124,14 +165,27 @@ impl RotatingWriter {
         Ok(())
     }
 
-    /// Copies `pipe` into the logs until every writer has closed it. A failing
-    /// log write is reported once to the executor's log and the rest drained,
-    /// so the task never blocks on a full pipe.
-    pub fn pump(mut self, mut pipe: File) {
+    /// Copies `pipe` into the logs until every writer has closed it, or,
+    /// once `task_ended` is closed (the task and its PID namespace are
+    /// gone), until what is in the pipe then is copied: a process outside
+    /// the task may hold a write end (a sibling the task handed it to), and
+    /// must not hold up the task's end. A failing log write is reported
+    /// once to the executor's log and the rest drained, so the task never
+    /// blocks on a full pipe.
+    pub fn pump(mut self, mut pipe: File, task_ended: &impl AsFd) {
         let mut buf = vec![0u8; 64 * 1024];
         let mut failed = false;
+        // What is left to copy once the task ended.
+        let mut left: Option<usize> = None;
         loop {
-            let n = match pipe.read(&mut buf) {
+            if left.is_none() && !self.readable(&pipe, task_ended) {
+                left = Some(unread(&pipe));
+            }
+            let room = left.map_or(buf.len(), |left| left.min(buf.len()));
+            if room == 0 {
+                return;
+            }
+            let n = match pipe.read(&mut buf[..room]) {
                 Ok(0) => return,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -140,6 +194,7 @@ impl RotatingWriter {
                     return;
                 }
             };
+            left = left.map(|left| left - n);
             if let (Err(e), false) = (self.write_all(&buf[..n]), failed) {
                 tracing::error!(
                     "{e}; further log write errors for {} are not reported",
@@ -218,6 +273,31 @@ mod tests {
             matches!(past_the_last, Ok(Err(_))),
             "rotating past the last index: {past_the_last:?}"
         );
+    }
+
+    /// Once the task ended, a pipe whose write end another process holds
+    /// is copied to what it holds then, and the pump ends.
+    #[test]
+    fn once_the_task_ended_a_held_pipe_is_copied_as_it_stands() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = RotatingWriter::open(confined(dir.path()), "t", LogStream::Stdout, &cfg(2, 64))
+            .unwrap();
+        let (pipe, mut held) = std::io::pipe().unwrap();
+        held.write_all(b"written before its end").unwrap();
+        let (ended, task_ended) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        drop(task_ended);
+        let (done_tx, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            w.pump(File::from(std::os::fd::OwnedFd::from(pipe)), &ended);
+            let _ = done_tx.send(());
+        });
+        let ended_in_time = done.recv_timeout(taskgate_faults::patience::step());
+        drop(held);
+        assert!(
+            ended_in_time.is_ok(),
+            "the pump waited for the held write end"
+        );
+        assert_eq!(read(dir.path(), 0), "written before its end");
     }
 
     #[test]

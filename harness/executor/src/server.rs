@@ -162,6 +162,13 @@ impl State {
     }
 }
 
+/// The task's two log pumps, and what tells them the task ended: closing
+/// `task_ended` (see [`RotatingWriter::pump`]).
+struct Pumps {
+    threads: [JoinHandle<()>; 2],
+    task_ended: OwnedFd,
+}
+
 struct Supervisor {
     /// The task's name: the scope of this executor's fault points.
     task_name: String,
@@ -227,14 +234,13 @@ impl Supervisor {
 
     /// Everything up to the exec, recording what it creates in `made`. Must
     /// stay single-threaded until the task is cloned.
-    #[allow(clippy::type_complexity)]
     fn setup(
         spec: &TaskSpec,
         cgroup_parent: &CgroupParent,
         creds: Credentials,
         faults: &Faults,
         made: &mut Leftovers,
-    ) -> Result<(Pid, OwnedFd, UnixListener, [JoinHandle<()>; 2]), ExecutorError> {
+    ) -> Result<(Pid, OwnedFd, UnixListener, Pumps), ExecutorError> {
         let cgroup = made.cgroup.insert(TaskCgroup::create(spec, cgroup_parent)?);
         taskgate_faults::fault_point!(
             faults,
@@ -293,15 +299,23 @@ impl Supervisor {
         };
         // SAFETY: no thread has been started yet; the pumps start below.
         let (pid, pidfd) = unsafe { spawn_task(launch)? };
-        let pumps = [
-            std::thread::spawn(move || out_log.pump(out_r)),
-            std::thread::spawn(move || err_log.pump(err_r)),
-        ];
+        // Made after the task, so only this process holds its write end.
+        let (ended_r, ended_w) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(ExecutorError::io("task-ended pipe"))?;
+        let ended_r = Arc::new(ended_r);
+        let err_ended = Arc::clone(&ended_r);
+        let pumps = Pumps {
+            threads: [
+                std::thread::spawn(move || out_log.pump(out_r, &*ended_r)),
+                std::thread::spawn(move || err_log.pump(err_r, &*err_ended)),
+            ],
+            task_ended: ended_w,
+        };
         Ok((pid, pidfd, listener, pumps))
     }
 
     /// Waits for the task, lets the log pumps drain, and publishes the result.
-    fn reap(&self, pid: Pid, started_at_ms: u64, pumps: [JoinHandle<()>; 2]) {
+    fn reap(&self, pid: Pid, started_at_ms: u64, pumps: Pumps) {
         let (exit_code, signal) = loop {
             match waitpid(pid, None) {
                 Ok(WaitStatus::Exited(_, code)) => break (Some(code), None),
@@ -330,8 +344,10 @@ impl Supervisor {
                 doomed: st.life.doomed(),
             };
         }
-        // The task's PID namespace is gone, so every writer of the pipes has exited.
-        for pump in pumps {
+        // The task's PID namespace is gone, and with it every writer of the
+        // pipes inside it: the pumps copy what is left, and end.
+        drop(pumps.task_ended);
+        for pump in pumps.threads {
             let _ = pump.join();
         }
         let oom_killed = self
