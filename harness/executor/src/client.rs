@@ -6,7 +6,7 @@ use crate::isolation::cgroup::TaskCgroup;
 use crate::protocol::{self, Doom, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
 use crate::spawn::spawn;
 use crate::spec::{ExitResult, ReattachInfo, StopOutcome, TaskSpec};
-use crate::sys::{kill_and_wait, pidfd_open, wait_exited};
+use crate::sys::{pidfd_open, wait_exited};
 use crate::task_lock::TaskLock;
 use crate::validate::validate;
 use crate::KillSignal;
@@ -163,7 +163,7 @@ pub fn destroy_remains(
             Ok(lock) => break lock,
             Err(holders) => {
                 for pid in holders {
-                    kill_and_wait(pid)?;
+                    crate::task_lock::kill_executor(&paths, pid)?;
                     executors.push(pid);
                 }
             }

@@ -3,7 +3,7 @@
 use crate::error::ExecutorError;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::Signal;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A pidfd pins a process's identity: signals and polls through it cannot hit a reused pid.
@@ -51,15 +51,6 @@ pub(crate) fn wait_exited(pidfd: BorrowedFd<'_>) -> Result<(), ExecutorError> {
             Ok(_) => return Ok(()),
         }
     }
-}
-
-/// SIGKILLs `pid` and waits until it has exited; one already gone is fine.
-pub(crate) fn kill_and_wait(pid: i32) -> Result<(), ExecutorError> {
-    let Ok(pidfd) = pidfd_open(pid) else {
-        return Ok(());
-    };
-    pidfd_send_signal(pidfd.as_fd(), Signal::SIGKILL)?;
-    wait_exited(pidfd.as_fd())
 }
 
 pub(crate) fn now_ms() -> u64 {

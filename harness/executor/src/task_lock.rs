@@ -15,8 +15,10 @@
 
 use crate::error::ExecutorError;
 use crate::protocol::{RunPaths, LOCK_FD, SPEC_FD};
+use crate::sys::{pidfd_open, pidfd_send_signal, wait_exited};
+use nix::sys::signal::Signal;
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -149,30 +151,46 @@ fn same_file(file: &File, path: &Path) -> bool {
 /// died before the executor reported ready). A launcher's fork child with
 /// a copy of the lock is none of them.
 fn executors(paths: &RunPaths) -> Vec<i32> {
-    let Ok(lock) = std::fs::metadata(&paths.lock) else {
-        return Vec::new();
-    };
-    let Some(spec_name) = paths.spec.file_name() else {
-        return Vec::new();
-    };
     let me = std::process::id() as i32;
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let holds_lock = |pid: i32| {
-        std::fs::metadata(format!("/proc/{pid}/fd/{LOCK_FD}"))
-            .is_ok_and(|m| m.dev() == lock.dev() && m.ino() == lock.ino())
-    };
-    let holds_spec = |pid: i32| {
-        std::fs::read_link(format!("/proc/{pid}/fd/{SPEC_FD}")).is_ok_and(|target| {
-            let target = target.to_string_lossy();
-            let target = target.strip_suffix(" (deleted)").unwrap_or(&target);
-            Path::new(target).file_name() == Some(spec_name)
-        })
-    };
     procs
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me && holds_lock(pid) && holds_spec(pid))
+        .filter(|&pid| pid != me && is_executor(paths, pid))
         .collect()
+}
+
+/// Whether `pid` is one of the task's executors (see [`executors`]).
+fn is_executor(paths: &RunPaths, pid: i32) -> bool {
+    let Ok(lock) = std::fs::metadata(&paths.lock) else {
+        return false;
+    };
+    let Some(spec_name) = paths.spec.file_name() else {
+        return false;
+    };
+    let holds_lock = std::fs::metadata(format!("/proc/{pid}/fd/{LOCK_FD}"))
+        .is_ok_and(|m| m.dev() == lock.dev() && m.ino() == lock.ino());
+    let holds_spec = std::fs::read_link(format!("/proc/{pid}/fd/{SPEC_FD}")).is_ok_and(|target| {
+        let target = target.to_string_lossy();
+        let target = target.strip_suffix(" (deleted)").unwrap_or(&target);
+        Path::new(target).file_name() == Some(spec_name)
+    });
+    holds_lock && holds_spec
+}
+
+/// SIGKILLs `pid`, one of the task's executors when [`TaskLock::acquire`]
+/// named it, and waits until it has exited. It is pinned (a pidfd) before
+/// it is checked again: one that exited since may have left its pid to
+/// another process, which is not killed.
+pub(crate) fn kill_executor(paths: &RunPaths, pid: i32) -> Result<(), ExecutorError> {
+    let Ok(pidfd) = pidfd_open(pid) else {
+        return Ok(());
+    };
+    if !is_executor(paths, pid) {
+        return Ok(());
+    }
+    pidfd_send_signal(pidfd.as_fd(), Signal::SIGKILL)?;
+    wait_exited(pidfd.as_fd())
 }
