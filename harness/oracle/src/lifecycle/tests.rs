@@ -298,6 +298,29 @@ fn kill_order(#[case] h: H, #[case] expected: Vec<Invariant>) {
     assert_eq!(names(&v), expected, "{v:#?}");
 }
 
+/// The poststop task waits for every task's current tree: the exit of one
+/// a user restart's kill ended before does not stand for the tree that
+/// replaced it.
+#[test]
+#[should_panic(expected = "known gap poststop-beside-a-later-tree")]
+fn poststop_before_a_restarted_tree_exited() {
+    let h = started()
+        .user_restart("worker")
+        .exit("worker", OK)
+        .start("worker")
+        .kill("leader")
+        .exit("leader", OK)
+        .kill("proxy")
+        .exit("proxy", OK)
+        .start("cleanup");
+    let v = check_kill_order(&h.0, &report_tasks());
+    assert_eq!(
+        names(&v),
+        vec![Invariant::KillOrder],
+        "known gap poststop-beside-a-later-tree: worker's second tree still ran: {v:#?}"
+    );
+}
+
 /// A restored agent that is stopping takes no restart: a restart one of
 /// its runners carries through (a dead agent's runner's) ends the task as
 /// a kill does, so it keeps the stop's kill order.
