@@ -162,9 +162,16 @@ pub fn check_kill_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation
             if end_unrecorded(history, &other.name, start) {
                 continue;
             }
-            let ran = !tree_roots(history, &other.name).is_empty();
-            let exited = exits(history, &other.name).iter().any(|(i, _)| *i < start);
-            if ran && !exited {
+            // Its tree when the poststop task started: the last one rooted
+            // before it, which must have exited since.
+            let Some(last) = tree_roots(history, &other.name)
+                .into_iter()
+                .rfind(|&root| root < start)
+            else {
+                continue;
+            };
+            let exited = (exits(history, &other.name).iter()).any(|&(i, _)| i > last && i < start);
+            if !exited {
                 out.push(Invariant::KillOrder.violation(
                     Some(&poststop.name),
                     format!("poststop started at #{start} before {} exited", other.name),
