@@ -6,7 +6,8 @@ use crate::identity::ExecIdentity;
 use rstest::rstest;
 use std::time::Duration;
 use taskgate_faults::points::{
-    AR_ALLOC_TERMINAL, TR_BEFORE_DRIVER_START, TR_BEFORE_PRESTART, TR_KILLING, TR_MAIN_EXITED,
+    AR_ALLOC_TERMINAL, TR_BEFORE_DRIVER_START, TR_BEFORE_PRESTART, TR_KILLING, TR_KILL_ASKED,
+    TR_MAIN_EXITED,
 };
 use taskgate_faults::{Action, Hit, Intervention};
 
@@ -91,6 +92,12 @@ impl H {
     }
     fn kill(self, task: &str) -> Self {
         self.hit(scoped(Some(task), TR_KILLING))
+    }
+    fn kill_asked(self, task: &str) -> Self {
+        self.hit(scoped(Some(task), TR_KILL_ASKED))
+    }
+    fn decided(self, task: &str) -> Self {
+        self.hit(scoped(Some(task), TR_BEFORE_DRIVER_START))
     }
     fn user_restart(self, task: &str) -> Self {
         self.hit(scoped(
@@ -227,6 +234,44 @@ fn no_exec_after_kill(#[case] h: H, #[case] expected: usize) {
         check_no_exec_after_kill(&h.0, &[main_task("web")]).len(),
         expected
     );
+}
+
+/// A runner told to die between attempts (in its restart delay, or waiting
+/// for its start condition) never reaches `tr.killing`: the alloc runner's
+/// `tr.kill_asked` tells when it was told, and a start it decided after
+/// that never launches.
+#[test]
+#[should_panic(expected = "known gap kill-asked-unseen")]
+fn no_exec_after_a_kill_asked_between_attempts() {
+    let h = H::default()
+        .start("web")
+        .exit("web", FAILED)
+        .kill_asked("web")
+        .decided("web")
+        .start("web");
+    let v = check_no_exec_after_kill(&h.0, &[main_task("web")]);
+    assert_eq!(v.len(), 1, "known gap kill-asked-unseen: {v:#?}");
+}
+
+/// A start decided before the task was told may have been committed
+/// first, and the kill path then kills it; one after an agent restart is
+/// the new agent's, and one after a restart of all tasks is that
+/// restart's.
+#[rstest]
+#[case::decided_before_it_was_told(
+    H::default().start("web").exit("web", FAILED).decided("web").kill_asked("web").start("web")
+)]
+#[case::brought_back_by_a_restart_of_all_tasks(
+    H::default().start("web").exit("web", FAILED).kill_asked("web").user_restart("web")
+        .decided("web").start("web")
+)]
+#[case::told_by_an_agent_that_died(
+    H::default().start("web").exit("web", FAILED).kill_asked("web").restart(false)
+        .decided("web").start("web")
+)]
+fn a_launch_a_kill_asked_let_through(#[case] h: H) {
+    let v = check_no_exec_after_kill(&h.0, &[main_task("web")]);
+    assert!(v.is_empty(), "{v:#?}");
 }
 
 #[rstest]
