@@ -9,11 +9,12 @@ use crate::attempts::{attempts, time_at_or_before, windows_begin, Attempt, Began
 use crate::history::{AllocStatus, Event, TaskRole, TaskShape};
 use crate::invariant::{Invariant, Violation};
 use crate::timeline::{
-    end_unrecorded, executor_kills, exits, kills, launches, peeks, positions, restarts, tree_roots,
+    end_unrecorded, executor_kills, exits, kills, launches, peeks, positions, restarts, task_hits,
+    tree_roots,
 };
 use taskgate_faults::points::{
     panics_task_runner, AR_ALLOC_TERMINAL, TR_BEFORE_DRIVER_START, TR_BEFORE_PRESTART,
-    TR_MAIN_EXITED,
+    TR_KILL_ASKED, TR_MAIN_EXITED,
 };
 use taskgate_faults::{scoped, Action};
 
@@ -61,20 +62,43 @@ pub fn check_no_restart_after_completion(history: &[Event], tasks: &[TaskShape])
 }
 
 /// Once a task runner was told to die, its task is never launched again,
-/// unless a user restart of all tasks brought it back in between.
+/// unless a user restart of all tasks brought it back in between. A runner
+/// whose kill path began (`tr.killing`) launches nothing after it; one told
+/// between attempts (`tr.kill_asked`, by the alloc runner) launches no start
+/// it decided after it was told, in that agent's life (one decided before
+/// may have been committed first, and the kill path then kills it).
 pub fn check_no_exec_after_kill(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
+    let agent_restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
     let mut out = Vec::new();
     for task in tasks {
         let launched = launches(history, &task.name);
         let revived = restarts(history, &task.name);
+        let decided = task_hits(history, &task.name, TR_BEFORE_DRIVER_START);
+        let revived_between = |from: usize, to: usize| revived.iter().any(|&r| r > from && r < to);
         for killed in kills(history, &task.name) {
             let Some(late) = launched.iter().copied().find(|&l| l > killed) else {
                 continue;
             };
-            if !revived.iter().any(|&r| r > killed && r < late) {
+            if !revived_between(killed, late) {
                 out.push(Invariant::NoExecAfterKill.violation(
                     Some(&task.name),
                     format!("told to die at #{killed}, launched at #{late}"),
+                ));
+            }
+        }
+        for asked in task_hits(history, &task.name, TR_KILL_ASKED) {
+            let life_end =
+                (agent_restarts.iter().copied().find(|&r| r > asked)).unwrap_or(history.len());
+            let late = launched.iter().copied().find(|&l| {
+                let decision = decided.iter().copied().rfind(|&d| d < l);
+                l < life_end && decision.is_some_and(|d| d > asked) && !revived_between(asked, l)
+            });
+            if let Some(late) = late {
+                out.push(Invariant::NoExecAfterKill.violation(
+                    Some(&task.name),
+                    format!(
+                        "told to die at #{asked}, launched at #{late} on a start decided after"
+                    ),
                 ));
             }
         }

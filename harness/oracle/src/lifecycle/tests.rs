@@ -241,7 +241,6 @@ fn no_exec_after_kill(#[case] h: H, #[case] expected: usize) {
 /// `tr.kill_asked` tells when it was told, and a start it decided after
 /// that never launches.
 #[test]
-#[should_panic(expected = "known gap kill-asked-unseen")]
 fn no_exec_after_a_kill_asked_between_attempts() {
     let h = H::default()
         .start("web")
@@ -250,7 +249,7 @@ fn no_exec_after_a_kill_asked_between_attempts() {
         .decided("web")
         .start("web");
     let v = check_no_exec_after_kill(&h.0, &[main_task("web")]);
-    assert_eq!(v.len(), 1, "known gap kill-asked-unseen: {v:#?}");
+    assert_eq!(v.len(), 1, "{v:#?}");
 }
 
 /// A start decided before the task was told may have been committed
