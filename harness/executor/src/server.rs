@@ -498,7 +498,11 @@ impl Supervisor {
 
     fn kill_all(&self) -> Result<(), ExecutorError> {
         if let Some(cg) = &self.lock_leftovers().cgroup {
-            cg.kill_all()?;
+            // The init's kill below ends the task all the same: a failed
+            // freeze must not spare it.
+            if let Err(err) = cg.kill_all() {
+                tracing::warn!("killing the task's cgroup: {err}; killing its init");
+            }
         }
         // SIGKILL from outside reaches the namespace's init whatever it handles,
         // and its death takes the rest of the namespace along.
