@@ -103,14 +103,17 @@ pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, Executo
     std::fs::write(&paths.spec, json)
         .map_err(ExecutorError::io(format!("write {}", paths.spec.display())))?;
     let result = spawn_executor(cfg, spec, &paths, &lock);
-    if let Err(e) = &result {
-        // A failed executor removed what it created; one that died could not.
-        if matches!(e, ExecutorError::Vanished { .. }) {
-            let _ = remove_remains(cfg, &spec.alloc_id, &spec.task_name, &paths);
+    match &result {
+        Ok(_) => {}
+        // A garbled report may come from a live executor: what it made, and
+        // the lock, stay its own.
+        Err(ExecutorError::Protocol(_)) => {
+            let _ = std::fs::remove_file(&paths.spec);
         }
-        let _ = std::fs::remove_file(&paths.spec);
-        // A garbled report may come from a live executor: it keeps the lock.
-        if !matches!(e, ExecutorError::Protocol(_)) {
+        // A failed executor removed what it made unless its cleanup failed
+        // too; one that died could not.
+        Err(_) => {
+            let _ = remove_remains(cfg, &spec.alloc_id, &spec.task_name, &paths);
             lock.remove(&paths.lock);
         }
     }
