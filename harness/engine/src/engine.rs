@@ -430,6 +430,24 @@ mod tests {
         }
     }
 
+    /// Whoever can write the data dir can swap its run dir, and reach the
+    /// control socket: the engine refuses one others can write.
+    #[test]
+    #[should_panic(expected = "known bug shared-data-dir")]
+    fn a_data_dir_others_can_write_is_refused() {
+        let home = tempfile::tempdir().unwrap();
+        let data = home.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let config = EngineConfig::for_fake(DataDir::new(&data));
+        let opened = Engine::open_on_fake(config.clone(), &config.fake_driver());
+        let refused = opened.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            refused.contains("writable"),
+            "known bug shared-data-dir: a data dir of mode 0777 was opened: {refused:?}"
+        );
+    }
+
     #[test]
     fn the_socket_dir_and_the_state_database_are_for_root_only() {
         let home = tempfile::tempdir().unwrap();
