@@ -15,7 +15,7 @@ use crate::state::{AllocRecord, StateDb, StateError};
 use crate::task_runner::{SpecDefaults, TaskRunnerDeps};
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::Arc;
 use taskgate_executor::{
@@ -103,6 +103,8 @@ pub enum EngineError {
         given: CgroupParent,
         live: usize,
     },
+    #[error("data dir {path}: {why}; an agent's data dir must be its own (chown it, chmod go-w)")]
+    SharedDataDir { path: PathBuf, why: String },
 }
 
 /// What [`Engine::restore`] found.
@@ -338,20 +340,46 @@ fn open_state(config: &EngineConfig) -> Result<Arc<StateDb>, EngineError> {
     Ok(state)
 }
 
-/// The data dir and the dirs the engine's allocs and executors live in.
+/// The data dir and the dirs the engine's allocs and executors live in,
+/// each the engine's own: whoever else could write one could swap the run
+/// dir, reach the control socket and place jobs that run as root.
 fn create_layout(config: &EngineConfig) -> Result<(), EngineError> {
+    let me = nix::unistd::geteuid().as_raw();
     for dir in [
         config.data_dir.path().to_path_buf(),
         config.data_dir.allocs(),
         config.data_dir.run(),
     ] {
-        std::fs::create_dir_all(&dir).map_err(|source| EngineError::Io {
-            what: "creating",
-            path: dir,
+        // At most 0755 whatever the umask: a dir it makes is its own.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&dir)
+            .map_err(|source| EngineError::Io {
+                what: "creating",
+                path: dir.clone(),
+                source,
+            })?;
+        let meta = std::fs::metadata(&dir).map_err(|source| EngineError::Io {
+            what: "reading",
+            path: dir.clone(),
             source,
         })?;
+        if let Some(why) = not_own(meta.uid(), meta.mode(), me) {
+            return Err(EngineError::SharedDataDir { path: dir, why });
+        }
     }
     Ok(())
+}
+
+/// Why a dir of owner `uid` and `mode` is not only `me`'s, if it is not.
+fn not_own(uid: u32, mode: u32, me: u32) -> Option<String> {
+    if uid != me {
+        return Some(format!(
+            "it belongs to uid {uid}, not to this agent's ({me})"
+        ));
+    }
+    (mode & 0o022 != 0).then(|| format!("it is writable by others (mode {:o})", mode & 0o7777))
 }
 
 /// The cgroup parent the last engine of `data_dir` used, if any: where the
@@ -433,7 +461,6 @@ mod tests {
     /// Whoever can write the data dir can swap its run dir, and reach the
     /// control socket: the engine refuses one others can write.
     #[test]
-    #[should_panic(expected = "known bug shared-data-dir")]
     fn a_data_dir_others_can_write_is_refused() {
         let home = tempfile::tempdir().unwrap();
         let data = home.path().join("data");
@@ -444,8 +471,26 @@ mod tests {
         let refused = opened.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(
             refused.contains("writable"),
-            "known bug shared-data-dir: a data dir of mode 0777 was opened: {refused:?}"
+            "a data dir of mode 0777 was opened: {refused:?}"
         );
+    }
+
+    #[rstest::rstest]
+    #[case::its_own(0, 0o40755, None)]
+    #[case::its_own_and_closed(0, 0o40700, None)]
+    #[case::another_users(1000, 0o40700, Some("belongs to uid 1000"))]
+    #[case::group_writable(0, 0o40775, Some("writable by others (mode 775)"))]
+    #[case::world_writable_and_sticky(0, 0o41777, Some("writable by others (mode 1777)"))]
+    fn only_a_dir_of_the_agents_own_is_its_data_dir(
+        #[case] uid: u32,
+        #[case] mode: u32,
+        #[case] refused: Option<&str>,
+    ) {
+        let why = not_own(uid, mode, 0);
+        match refused {
+            None => assert_eq!(why, None),
+            Some(part) => assert!(why.as_ref().is_some_and(|w| w.contains(part)), "{why:?}"),
+        }
     }
 
     #[test]
