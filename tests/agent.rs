@@ -534,6 +534,36 @@ fn run_submits_to_a_running_agent_and_a_drain_ends_it() {
     );
 }
 
+/// `taskgate stop` prints the stop's events from its first: the task's
+/// "Killing" and "Killed" before the end. (It followed the alloc only once
+/// the stop was delivered, so what came before its follow could be missed.)
+#[test]
+#[serial]
+fn stop_prints_the_stops_events_from_the_first() {
+    let home = EngineHome::new();
+    let hold = write_job(&home, "hold.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let mut agent = Running::agent(&home);
+    let mut run = Running::start(&home, &run_args(&hold, &agent_args, &[]));
+    let held = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+    let stopped = ok(&home, &["stop", &held]);
+    assert!(run.wait_for_exit().success(), "{}", run.printed());
+    let drained = ok(&home, &["drain"]);
+    assert!(
+        agent.wait_for_exit().success(),
+        "{drained}: {}",
+        agent.printed()
+    );
+    home.finish(&[held]);
+    let printed = |kind: &str| {
+        stopped
+            .lines()
+            .any(|l| l.contains("web") && l.contains(kind))
+    };
+    assert!(printed("Killing") && printed("Killed"), "{stopped}");
+}
+
 /// Where an agent that is given no parent puts its tasks. On v2, in the
 /// cgroup systemd delegated to it when it runs in a leaf below that cgroup
 /// (`Delegate=yes` with `DelegateSubgroup=`): this test plays systemd,

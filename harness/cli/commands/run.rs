@@ -102,6 +102,7 @@ fn stop_on_interrupt(signals: SigSet, data_dir: &DataDir, alloc_id: &str) {
                 super::say!("==> interrupt: sending stop update");
                 let stop = ControlRequest::Stop {
                     alloc: alloc_id.to_string(),
+                    follow: false,
                 };
                 if let Err(err) = control::request(data_dir, &stop) {
                     eprintln!("Error: sending the stop: {err}");

@@ -18,17 +18,17 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let data_dir = &args.client.data_dir;
     let stop = ControlRequest::Stop {
         alloc: args.alloc.clone(),
+        follow: !args.detach,
     };
-    super::expect_done(control::request(data_dir, &stop)?)?;
+    let mut replies = control::send(&args.client.data_dir, &stop)?;
+    super::expect_done(replies.next_answer()?)?;
     super::say!("==> stop sent to alloc {}", args.alloc);
     if args.detach {
         return Ok(());
     }
-    let follow = ControlRequest::Follow { alloc: args.alloc };
-    let status = follow_remote(control::send(data_dir, &follow)?)?;
+    let status = follow_remote(replies)?;
     super::say!("==> alloc finished: {:?}", status.client);
     Ok(())
 }

@@ -206,6 +206,7 @@ fn an_unknown_alloc_is_no_such_alloc() {
     for req in [
         ControlRequest::Stop {
             alloc: "5f0c".into(),
+            follow: false,
         },
         ControlRequest::Follow {
             alloc: "5f0c".into(),
@@ -299,6 +300,7 @@ fn a_finished_alloc_refuses_a_restart_and_a_stop() {
     );
     let finished = refusal(home.request(ControlRequest::Stop {
         alloc: alloc_id[..8].to_string(),
+        follow: true,
     }));
     assert!(
         matches!(&finished, ControlError::Finished { alloc_id: id, status }
@@ -429,7 +431,11 @@ fn a_stop_ends_a_followed_alloc() {
         lines
     });
     assert_eq!(
-        home.request(ControlRequest::Stop { alloc: id }).unwrap(),
+        home.request(ControlRequest::Stop {
+            alloc: id,
+            follow: false
+        })
+        .unwrap(),
         ControlAnswer::Done
     );
     assert_eq!(home.finish(&mut following), ClientStatus::Complete);
@@ -438,6 +444,37 @@ fn a_stop_ends_a_followed_alloc() {
         matches!(lines.last(), Some(ControlAnswer::Finished(s)) if s.desired == DesiredStatus::Stop),
         "{lines:?}"
     );
+}
+
+/// A stop that follows is answered once delivered, then streams the
+/// stop's events from before it was sent: the task's "Killing" and
+/// "Killed", then the end.
+#[test]
+fn a_following_stop_streams_its_events_from_the_first() {
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let mut following = home.submit();
+    let id = following.alloc_id.clone();
+    home.next_start(&mut following);
+    let stop = ControlRequest::Stop {
+        alloc: id,
+        follow: true,
+    };
+    let mut replies = control::send(&home.data_dir(), &stop).unwrap();
+    assert_eq!(replies.next_answer().unwrap(), ControlAnswer::Done);
+    let mut kinds = Vec::new();
+    let end = loop {
+        match replies.next_answer().unwrap() {
+            ControlAnswer::Event(event) => kinds.push(event.kind),
+            ControlAnswer::Finished(status) => break status,
+            other => panic!("{other:?} in a stop's stream"),
+        }
+    };
+    assert_eq!(end.desired, DesiredStatus::Stop);
+    let killing = kinds.iter().position(|k| *k == EventKind::Killing);
+    let killed = kinds.iter().position(|k| *k == EventKind::Killed);
+    assert!(killing.is_some() && killing < killed, "{kinds:?}");
+    assert_eq!(home.finish(&mut following), ClientStatus::Complete);
 }
 
 /// A drain stops every alloc and is answered once all have finished.

@@ -147,6 +147,12 @@ async fn answer(stream: tokio::net::UnixStream, agent: Arc<Agent>, drained: Arc<
             }
             following
         }
+        Ok(Reply::Stopped(following)) => {
+            if send(&mut write, &Ok(ControlAnswer::Done)).await.is_err() {
+                return;
+            }
+            following
+        }
         Ok(Reply::Follow(following)) => following,
         Err(err) => return send(&mut write, &Err(err)).await.unwrap_or(()),
     };
@@ -160,6 +166,8 @@ enum Reply {
     Drained,
     /// Placed; its events follow.
     Placed(Following),
+    /// Stopped; its events, from before the stop, follow.
+    Stopped(Following),
     Follow(Following),
 }
 
@@ -180,10 +188,12 @@ async fn carry_out(request: ControlRequest, agent: &Arc<Agent>) -> Result<Reply,
                 Ok(Reply::Line(ControlAnswer::Placed { alloc_id }))
             }
         }
-        ControlRequest::Stop { alloc } => {
+        ControlRequest::Stop { alloc, follow } => {
+            // Followed before the stop is sent: none of its events is missed.
+            let following = follow.then(|| agent.follow(&alloc)).transpose()?;
             let id = agent.stop(&alloc)?;
             tracing::info!(alloc = id, "stop requested on the control socket");
-            Ok(Reply::Line(ControlAnswer::Done))
+            Ok(following.map_or(Reply::Line(ControlAnswer::Done), Reply::Stopped))
         }
         ControlRequest::Status => agent
             .status()

@@ -37,8 +37,14 @@ pub enum ControlRequest {
         group: Option<String>,
         follow: bool,
     },
-    /// Sends the allocation a stop; answered once it is delivered.
-    Stop { alloc: String },
+    /// Sends the allocation a stop; answered once it is delivered, then,
+    /// with `follow`, with its events from before the stop, as a
+    /// [`Self::Follow`].
+    Stop {
+        alloc: String,
+        #[serde(default)]
+        follow: bool,
+    },
     /// Every allocation in the state database, with its tasks.
     Status,
     /// The allocation's events from now on, one per line, then its end.
@@ -227,6 +233,7 @@ mod tests {
             ControlRequest::Drain,
             ControlRequest::Stop {
                 alloc: "5f0c".into(),
+                follow: true,
             },
             ControlRequest::Follow {
                 alloc: "5f0c".into(),
