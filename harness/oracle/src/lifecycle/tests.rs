@@ -337,31 +337,16 @@ fn started() -> H {
         .kill("proxy").exit("proxy", OK).start("cleanup"),
     vec![]
 )]
+// The poststop task waits for every task's current tree: the exit of one a
+// user restart's kill ended does not stand for the tree that replaced it.
+#[case::poststop_before_a_restarted_tree_exited(
+    started().user_restart("worker").exit("worker", OK).start("worker").kill("leader")
+        .exit("leader", OK).kill("proxy").exit("proxy", OK).start("cleanup"),
+    vec![Invariant::KillOrder]
+)]
 fn kill_order(#[case] h: H, #[case] expected: Vec<Invariant>) {
     let v = check_kill_order(&h.0, &report_tasks());
     assert_eq!(names(&v), expected, "{v:#?}");
-}
-
-/// The poststop task waits for every task's current tree: the exit of one
-/// a user restart's kill ended before does not stand for the tree that
-/// replaced it.
-#[test]
-fn poststop_before_a_restarted_tree_exited() {
-    let h = started()
-        .user_restart("worker")
-        .exit("worker", OK)
-        .start("worker")
-        .kill("leader")
-        .exit("leader", OK)
-        .kill("proxy")
-        .exit("proxy", OK)
-        .start("cleanup");
-    let v = check_kill_order(&h.0, &report_tasks());
-    assert_eq!(
-        names(&v),
-        vec![Invariant::KillOrder],
-        "worker's second tree still ran: {v:#?}"
-    );
 }
 
 /// A restored agent that is stopping takes no restart: a restart one of
