@@ -118,8 +118,10 @@ impl RotatingWriter {
         Ok(())
     }
 
-    /// Blocks until `pipe` has data or every writer closed it (true), or
-    /// `task_ended` is closed with `pipe` still open and empty (false).
+    /// Blocks until `task_ended` is closed (false), or else `pipe` has data
+    /// or every writer closed it (true). The task's end comes first: a
+    /// writer outside it that keeps the pipe full must not keep the pump
+    /// going.
     fn readable(&self, pipe: &File, task_ended: &impl AsFd) -> bool {
         loop {
             let mut fds = [
@@ -136,11 +138,11 @@ impl RotatingWriter {
                 }
             }
             let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|r| !r.is_empty());
-            if ready(&fds[0]) {
-                return true;
-            }
             if ready(&fds[1]) {
                 return false;
+            }
+            if ready(&fds[0]) {
+                return true;
             }
         }
     }
@@ -276,28 +278,42 @@ mod tests {
     }
 
     /// Once the task ended, a pipe whose write end another process holds
-    /// is copied to what it holds then, and the pump ends.
-    #[test]
-    fn once_the_task_ended_a_held_pipe_is_copied_as_it_stands() {
+    /// is copied to what it holds then, and the pump ends, even while that
+    /// process goes on writing.
+    #[rstest::rstest]
+    #[case::holding(false)]
+    #[case::writing_on(true)]
+    fn once_the_task_ended_a_held_pipe_is_copied_as_it_stands(#[case] writing_on: bool) {
         let dir = tempfile::tempdir().unwrap();
-        let w = RotatingWriter::open(confined(dir.path()), "t", LogStream::Stdout, &cfg(2, 64))
-            .unwrap();
+        let w = RotatingWriter::open(
+            confined(dir.path()),
+            "t",
+            LogStream::Stdout,
+            &cfg(2, 1 << 20),
+        )
+        .unwrap();
         let (pipe, mut held) = std::io::pipe().unwrap();
         held.write_all(b"written before its end").unwrap();
         let (ended, task_ended) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
         drop(task_ended);
+        // Writes until the pump's end closes the pipe (EPIPE).
+        let writer = std::thread::spawn(move || {
+            let chunk = [b'+'; 64 * 1024];
+            while writing_on && held.write_all(&chunk).is_ok() {}
+            held
+        });
         let (done_tx, done) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             w.pump(File::from(std::os::fd::OwnedFd::from(pipe)), &ended);
             let _ = done_tx.send(());
         });
         let ended_in_time = done.recv_timeout(taskgate_faults::patience::step());
-        drop(held);
         assert!(
             ended_in_time.is_ok(),
             "the pump waited for the held write end"
         );
-        assert_eq!(read(dir.path(), 0), "written before its end");
+        drop(writer.join().unwrap());
+        assert!(read(dir.path(), 0).starts_with("written before its end"));
     }
 
     #[test]
