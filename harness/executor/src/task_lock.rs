@@ -151,6 +151,9 @@ fn same_file(file: &File, path: &Path) -> bool {
 /// died before the executor reported ready). A launcher's fork child with
 /// a copy of the lock is none of them.
 fn executors(paths: &RunPaths) -> Vec<i32> {
+    let Some(marks) = ExecutorMarks::of(paths) else {
+        return Vec::new();
+    };
     let me = std::process::id() as i32;
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -158,26 +161,40 @@ fn executors(paths: &RunPaths) -> Vec<i32> {
     procs
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me && is_executor(paths, pid))
+        .filter(|&pid| pid != me && marks.held_by(pid))
         .collect()
 }
 
-/// Whether `pid` is one of the task's executors (see [`executors`]).
-fn is_executor(paths: &RunPaths, pid: i32) -> bool {
-    let Ok(lock) = std::fs::metadata(&paths.lock) else {
-        return false;
-    };
-    let Some(spec_name) = paths.spec.file_name() else {
-        return false;
-    };
-    let holds_lock = std::fs::metadata(format!("/proc/{pid}/fd/{LOCK_FD}"))
-        .is_ok_and(|m| m.dev() == lock.dev() && m.ino() == lock.ino());
-    let holds_spec = std::fs::read_link(format!("/proc/{pid}/fd/{SPEC_FD}")).is_ok_and(|target| {
-        let target = target.to_string_lossy();
-        let target = target.strip_suffix(" (deleted)").unwrap_or(&target);
-        Path::new(target).file_name() == Some(spec_name)
-    });
-    holds_lock && holds_spec
+/// What a process holds if it is one of the task's executors (see
+/// [`executors`]): the lock's file, the spec's name. Read once per look.
+struct ExecutorMarks<'a> {
+    lock: std::fs::Metadata,
+    spec_name: &'a std::ffi::OsStr,
+}
+
+impl<'a> ExecutorMarks<'a> {
+    /// None while there is no lock file: then no executor holds it.
+    fn of(paths: &'a RunPaths) -> Option<Self> {
+        Some(ExecutorMarks {
+            lock: std::fs::metadata(&paths.lock).ok()?,
+            spec_name: paths.spec.file_name()?,
+        })
+    }
+
+    fn held_by(&self, pid: i32) -> bool {
+        let holds_lock = || {
+            std::fs::metadata(format!("/proc/{pid}/fd/{LOCK_FD}"))
+                .is_ok_and(|m| m.dev() == self.lock.dev() && m.ino() == self.lock.ino())
+        };
+        let holds_spec = || {
+            std::fs::read_link(format!("/proc/{pid}/fd/{SPEC_FD}")).is_ok_and(|target| {
+                let target = target.to_string_lossy();
+                let target = target.strip_suffix(" (deleted)").unwrap_or(&target);
+                Path::new(target).file_name() == Some(self.spec_name)
+            })
+        };
+        holds_lock() && holds_spec()
+    }
 }
 
 /// SIGKILLs `pid`, one of the task's executors when [`TaskLock::acquire`]
@@ -188,7 +205,7 @@ pub(crate) fn kill_executor(paths: &RunPaths, pid: i32) -> Result<(), ExecutorEr
     let Ok(pidfd) = pidfd_open(pid) else {
         return Ok(());
     };
-    if !is_executor(paths, pid) {
+    if !ExecutorMarks::of(paths).is_some_and(|marks| marks.held_by(pid)) {
         return Ok(());
     }
     pidfd_send_signal(pidfd.as_fd(), Signal::SIGKILL)?;
