@@ -23,15 +23,16 @@ pub struct ClientArgs {
 }
 
 impl ClientArgs {
-    /// The state database, opened here (when no agent holds it).
-    pub fn open_state(&self) -> anyhow::Result<StateDb> {
+    /// A copy of the state database, read here (when no agent serves the
+    /// data dir): an agent starting meanwhile still gets the database.
+    pub fn read_state(&self) -> anyhow::Result<StateDb> {
         let path = self.data_dir.state_db();
         anyhow::ensure!(
             path.exists(),
             "no state database at {} (nothing has run with this --data-dir)",
             path.display()
         );
-        Ok(StateDb::open(&path)?)
+        Ok(StateDb::copy_of(&path)?)
     }
 }
 

@@ -24,6 +24,11 @@ pub enum StateError {
         path: PathBuf,
         source: redb::DatabaseError,
     },
+    #[error("state database {path}: reading a copy: {source}")]
+    Copy {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("state database: {0}")]
     Db(String),
     #[error("state database record {key}: {source}")]
@@ -227,6 +232,16 @@ impl StateDb {
     pub fn open(path: &Path) -> Result<Self, StateError> {
         Ok(StateDb {
             store: Box::new(RedbStore::open(path)?),
+        })
+    }
+
+    /// A copy of the database at `path`, taken by reading the file: the
+    /// database is never locked, so an agent that starts meanwhile still
+    /// opens it (redb lets one process hold a database at a time). For a
+    /// reader while no agent runs; what is written to the copy is lost.
+    pub fn copy_of(path: &Path) -> Result<Self, StateError> {
+        Ok(StateDb {
+            store: Box::new(RedbStore::copy_of(path)?),
         })
     }
 

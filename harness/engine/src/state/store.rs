@@ -2,7 +2,8 @@
 //! redb on disk (what survives an agent restart) or in memory.
 
 use super::StateError;
-use redb::{Database, TableDefinition};
+use redb::backends::InMemoryBackend;
+use redb::{Database, StorageBackend, TableDefinition};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
@@ -42,6 +43,29 @@ impl RedbStore {
             path: path.to_path_buf(),
             source,
         })?;
+        Self::with_tables(db)
+    }
+
+    /// The database at `path` as its file holds it now, in memory.
+    pub(super) fn copy_of(path: &Path) -> Result<Self, StateError> {
+        let copy_error = |source| StateError::Copy {
+            path: path.to_path_buf(),
+            source,
+        };
+        let bytes = std::fs::read(path).map_err(copy_error)?;
+        let backend = InMemoryBackend::new();
+        backend.set_len(bytes.len() as u64).map_err(copy_error)?;
+        backend.write(0, &bytes).map_err(copy_error)?;
+        let db = Database::builder()
+            .create_with_backend(backend)
+            .map_err(|source| StateError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Self::with_tables(db)
+    }
+
+    fn with_tables(db: Database) -> Result<Self, StateError> {
         let tx = db.begin_write()?;
         tx.open_table(Table::Allocs.redb())?;
         tx.open_table(Table::Tasks.redb())?;
