@@ -236,6 +236,10 @@ impl Engine {
         &self.state
     }
 
+    pub(crate) fn faults(&self) -> &Faults {
+        &self.config.faults
+    }
+
     /// Places the first group of `job` (or the named one) as a new allocation
     /// and starts running it.
     pub fn submit(&self, job: &Job, group: Option<&str>) -> Result<AllocHandle, EngineError> {

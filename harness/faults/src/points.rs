@@ -8,6 +8,10 @@ pub const HARNESS_STOP_DELIVERED: &str = "harness.stop_delivered";
 /// in-place update (the alloc's next job version).
 pub const HARNESS_UPDATE_DELIVERED: &str = "harness.update_delivered";
 
+/// An agent passed its drain check and is placing a job: a drain that
+/// begins here must still wait for the alloc it places.
+pub const AGENT_PLACING: &str = "agent.placing";
+
 // Alloc runner, while applying an alloc update (handleAllocUpdate in
 // docs/nomad-prestart-race-report.txt).
 pub const AR_UPDATE_RECEIVED: &str = "ar.update_received";

@@ -123,6 +123,7 @@ impl Agent {
                 "the agent is draining: it stops every allocation and exits".into(),
             ));
         }
+        taskgate_faults::fault_point!(self.engine.faults(), taskgate_faults::points::AGENT_PLACING);
         let handle =
             (self.engine.submit(job, group)).map_err(|e| ControlError::NotPlaced(e.to_string()))?;
         Ok(self.adopt(handle))
