@@ -23,6 +23,10 @@ use tokio::sync::{broadcast, watch};
 /// Events a follower may fall behind by before it is told it missed some.
 const FOLLOW_BACKLOG: usize = 4096;
 
+/// One allocation counted live, from before it is placed until it has
+/// finished: what a drain waits for.
+struct Counted;
+
 /// An allocation this agent runs.
 #[derive(Clone)]
 struct Live {
@@ -82,7 +86,7 @@ impl Following {
 pub struct Agent {
     engine: Engine,
     live: Mutex<BTreeMap<String, Live>>,
-    /// How many allocations are live: idle at zero.
+    /// How many allocations are live or being placed: idle at zero.
     count: watch::Sender<usize>,
     /// Set by a drain: nothing is placed any more.
     draining: std::sync::atomic::AtomicBool,
@@ -107,7 +111,9 @@ impl Agent {
     /// Call within a Tokio runtime.
     pub fn restore(self: &Arc<Self>) -> Result<(Vec<Following>, Vec<SkippedAlloc>), EngineError> {
         let restored = self.engine.restore()?;
-        let following = restored.allocs.into_iter().map(|h| self.adopt(h)).collect();
+        let following = (restored.allocs.into_iter())
+            .map(|h| self.adopt(h, self.count_in()))
+            .collect();
         Ok((following, restored.skipped))
     }
 
@@ -118,20 +124,39 @@ impl Agent {
         job: &Job,
         group: Option<&str>,
     ) -> Result<Following, ControlError> {
-        if self.draining() {
-            return Err(ControlError::NotPlaced(
-                "the agent is draining: it stops every allocation and exits".into(),
-            ));
-        }
+        // Counted under the lock a drain is begun with: a drain either
+        // refuses this placement or waits for the alloc it makes.
+        let counted = {
+            let _live = self.lock();
+            if self.draining() {
+                return Err(ControlError::NotPlaced(
+                    "the agent is draining: it stops every allocation and exits".into(),
+                ));
+            }
+            self.count_in()
+        };
         taskgate_faults::fault_point!(self.engine.faults(), taskgate_faults::points::AGENT_PLACING);
-        let handle =
-            (self.engine.submit(job, group)).map_err(|e| ControlError::NotPlaced(e.to_string()))?;
-        Ok(self.adopt(handle))
+        match self.engine.submit(job, group) {
+            Ok(handle) => Ok(self.adopt(handle, counted)),
+            Err(err) => {
+                self.count_out(counted);
+                Err(ControlError::NotPlaced(err.to_string()))
+            }
+        }
+    }
+
+    fn count_in(&self) -> Counted {
+        self.count.send_modify(|n| *n += 1);
+        Counted
+    }
+
+    fn count_out(&self, _: Counted) {
+        self.count.send_modify(|n| *n -= 1);
     }
 
     /// Starts forwarding a running alloc's events to its followers; the
     /// first follower subscribes before any event can be sent.
-    fn adopt(self: &Arc<Self>, handle: AllocHandle) -> Following {
+    fn adopt(self: &Arc<Self>, handle: AllocHandle, counted: Counted) -> Following {
         let alloc_id = handle.alloc_id.clone();
         let (events, first) = broadcast::channel(FOLLOW_BACKLOG);
         let (done, finished) = watch::channel(None);
@@ -148,7 +173,6 @@ impl Agent {
             }
             allocs.insert(alloc_id.clone(), live);
         }
-        self.count.send_modify(|n| *n += 1);
         let agent = Arc::downgrade(self);
         let id = alloc_id.clone();
         let (mut stream, waiter) = handle.into_parts();
@@ -174,7 +198,7 @@ impl Agent {
             }
             done.send_replace(Some(summary.status));
             if let Some(agent) = agent {
-                agent.count.send_modify(|n| *n -= 1);
+                agent.count_out(counted);
             }
         });
         Following {
