@@ -66,6 +66,36 @@ job "echo" {
 }
 "#;
 
+/// A service task that runs until stopped, and a poststop task that ends
+/// only once a line (or EOF) comes through the FIFO `alloc/gate`, which
+/// the test makes.
+const GATED_JOB: &str = r#"
+job "gated" {
+  type = "service"
+  group "g" {
+    task "web" {
+      driver = "exec"
+      user   = "root"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "trap 'exit 0' INT TERM; sleep 3600 & wait"]
+      }
+    }
+    task "last" {
+      driver = "exec"
+      user   = "root"
+      lifecycle {
+        hook = "poststop"
+      }
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "read line < /alloc/gate; echo gate passed"]
+      }
+    }
+  }
+}
+"#;
+
 /// A batch job that completes on its own.
 const BATCH_JOB: &str = r#"
 job "once" {
@@ -678,4 +708,66 @@ fn set_xattr(path: &Path, name: &str, value: &str) {
         )
     };
     assert_eq!(rc, 0, "setxattr {name} on {}", path.display());
+}
+
+/// A foreground `run` is the agent while it runs: a `drain` sent to it
+/// must finish, every allocation with it, before it exits, even once its
+/// own allocation has finished. Another allocation's poststop task, held
+/// on a FIFO, keeps the drain going after the run's own allocation ended.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug foreground-run-leaves-drain")]
+fn a_foreground_run_serves_a_drain_to_its_end() {
+    let home = EngineHome::new();
+    let hold = write_job(&home, "hold.hcl", HOLD_JOB);
+    let gated = write_job(&home, "gated.hcl", GATED_JOB);
+    let agent_args = home.agent_args();
+    let mut run = Running::start(&home, &run_args(&hold, &agent_args, &[]));
+    let held = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+    let other = placed_alloc(&ok(&home, &run_args(&gated, &agent_args, &["--detach"])));
+    let gate = home.data_dir().alloc(&other).join("alloc/gate");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut drain = Running::start(&home, &["drain"]);
+    // The gate is shut: the drain cannot end before the run's own
+    // allocation has.
+    let waited = loop {
+        match run.lines.recv_timeout(idle()) {
+            Ok(line) if line.contains("waiting for the drain") => break true,
+            Ok(line) => run.seen.push(line),
+            Err(RecvTimeoutError::Disconnected) => break false,
+            Err(RecvTimeoutError::Timeout) => panic!("run hung:\n{}", run.printed()),
+        }
+    };
+    // What a run that exited left, a new agent restores and drains.
+    let agent = (!waited).then(|| Running::agent(&home));
+    let (opened, poststop_reads) = channel();
+    std::thread::spawn(move || {
+        let _ = opened.send(std::fs::OpenOptions::new().write(true).open(gate));
+    });
+    drop(
+        (poststop_reads.recv_timeout(idle()))
+            .expect("the poststop task never opened its gate")
+            .unwrap(),
+    );
+    if let Some(mut agent) = agent {
+        ok(&home, &["drain"]);
+        assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    }
+    let drained = drain.wait_for_exit();
+    let run_status = run.wait_for_exit();
+    home.finish(&[held, other]);
+    assert!(
+        waited,
+        "known bug foreground-run-leaves-drain: the run exited before the drain ended; drain {drained}: {}\nrun {run_status}: {}",
+        drain.printed(),
+        run.printed()
+    );
+    assert!(drained.success(), "{}", drain.printed());
+    assert!(
+        drain.printed().contains("every allocation has finished"),
+        "{}",
+        drain.printed()
+    );
+    assert!(run_status.success(), "{}", run.printed());
 }
