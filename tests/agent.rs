@@ -716,7 +716,6 @@ fn set_xattr(path: &Path, name: &str, value: &str) {
 /// on a FIFO, keeps the drain going after the run's own allocation ended.
 #[test]
 #[serial]
-#[should_panic(expected = "known bug foreground-run-leaves-drain")]
 fn a_foreground_run_serves_a_drain_to_its_end() {
     let home = EngineHome::new();
     let hold = write_job(&home, "hold.hcl", HOLD_JOB);
@@ -759,7 +758,7 @@ fn a_foreground_run_serves_a_drain_to_its_end() {
     home.finish(&[held, other]);
     assert!(
         waited,
-        "known bug foreground-run-leaves-drain: the run exited before the drain ended; drain {drained}: {}\nrun {run_status}: {}",
+        "the run exited before the drain ended; drain {drained}: {}\nrun {run_status}: {}",
         drain.printed(),
         run.printed()
     );

@@ -151,7 +151,7 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
         // this block ends, however it ends.
         let socket = ControlServer::bind(data_dir)?;
         let (restored, skipped) = agent.restore()?;
-        let _control_socket = socket.serve(agent.clone());
+        let server = socket.serve(agent.clone());
         for skipped in &skipped {
             eprintln!("error: {skipped}");
         }
@@ -171,6 +171,12 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                     Followed::Event(event) => print_event(&event),
                     Followed::Missed(n) => print_missed(n),
                     Followed::Finished(status) => {
+                        // A drain this run serves ends with every allocation,
+                        // and its client is answered first.
+                        if agent.draining() {
+                            super::say!("==> waiting for the drain to finish every allocation");
+                            server.drained().await;
+                        }
                         return anyhow::Ok(Ended::Finished { alloc_id, status })
                     }
                     Followed::Gone => anyhow::bail!("the engine shut down under the allocation"),
