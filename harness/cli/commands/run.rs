@@ -184,7 +184,7 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                 _ = interrupt.recv(), if !stopping => {
                     stopping = true;
                     super::say!("==> interrupt: sending stop update");
-                    agent.stop(&alloc_id)?;
+                    send_stop(&agent, &alloc_id)?;
                 }
                 _ = terminate.recv() => return Ok(Ended::Left(Signal::SIGTERM)),
                 _ = hangup.recv() => return Ok(Ended::Left(Signal::SIGHUP)),
@@ -212,6 +212,12 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
             finish(data_dir, placed, status)
         }
     }
+}
+
+/// Ctrl-C's stop, in a foreground run.
+fn send_stop(agent: &Agent, alloc_id: &str) -> anyhow::Result<()> {
+    agent.stop(alloc_id)?;
+    Ok(())
 }
 
 fn print_placed(data_dir: &DataDir, alloc_id: &str, job: &str) {
@@ -287,4 +293,50 @@ pub fn print_event(event: &TaskEvent) {
 
 fn print_missed(n: u64) {
     super::say!("    ({n} events were missed: see taskgate status --verbose)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use taskgate_engine::agent::Following;
+    use taskgate_engine::{Engine, EngineConfig};
+
+    async fn until_finished(following: &mut Following) {
+        loop {
+            match following.next().await {
+                Followed::Finished(_) => return,
+                Followed::Gone => panic!("the engine shut down under the allocation"),
+                Followed::Event(_) | Followed::Missed(_) => {}
+            }
+        }
+    }
+
+    /// Ctrl-C just as the allocation finished on its own: its stop finds
+    /// it finished, which is no failure of the run.
+    #[test]
+    #[should_panic(expected = "known bug interrupt-as-it-finished")]
+    fn an_interrupt_as_the_allocation_finishes_is_no_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = nix::unistd::User::from_uid(nix::unistd::getuid())
+            .unwrap()
+            .expect("the test's own user");
+        let config = EngineConfig {
+            default_user: me.name,
+            ..EngineConfig::for_fake(DataDir::new(dir.path().join("data")))
+        };
+        let driver = config.fake_driver();
+        let agent = Agent::new(Engine::open_on_fake(config, &driver).unwrap());
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let mut following = agent.submit(&jobspec::builtin_default(), None).unwrap();
+            agent.stop(&following.alloc_id).unwrap();
+            until_finished(&mut following).await;
+            let sent = send_stop(&agent, &following.alloc_id);
+            assert!(
+                sent.is_ok(),
+                "known bug interrupt-as-it-finished: {:#}",
+                sent.unwrap_err()
+            );
+        });
+    }
 }
