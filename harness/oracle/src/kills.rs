@@ -247,6 +247,18 @@ mod tests {
         assert_eq!(check_kill_grace(&h.events, &[sigkill_is_its_signal]), []);
     }
 
+    /// A restored agent kills the attempt it reattached to with the
+    /// version it was built from, none newer than the newest delivered
+    /// before the restore: none was, so the grace is the first version's,
+    /// and a SIGKILL at once is too soon.
+    #[test]
+    #[should_panic(expected = "known gap kill-grace-across-restore")]
+    fn sigkilled_at_once_across_a_restore() {
+        let restored = killed_across_a_restore();
+        let v = check_kill_grace(&restored.events, &[web()]);
+        assert_eq!(v.len(), 1, "known gap kill-grace-across-restore: {v:#?}");
+    }
+
     fn reporting() -> TaskShape {
         TaskShape {
             reports_kill_signal: true,
