@@ -7,7 +7,9 @@ use crate::history::{AllocStatus, Event, ExecRecord, StartedVersion, TaskEventKi
 use crate::identity::ExecIdentity;
 use crate::kills::KILL_SIGNAL_WITNESS;
 use std::time::Duration;
-use taskgate_faults::points::{AR_STARTED, EX_SPAWNED, EX_TASK_EXITED, TR_RESTART_DECIDED};
+use taskgate_faults::points::{
+    AR_STARTED, EX_SPAWNED, EX_TASK_EXITED, HARNESS_UPDATE_DELIVERED, TR_RESTART_DECIDED,
+};
 use taskgate_faults::{scoped, Action, Detail, Hit};
 
 #[derive(Default, Clone)]
@@ -195,6 +197,12 @@ impl T {
 
     pub fn agent_restart(self, stop: bool) -> T {
         self.push(Event::AgentRestarted { stop })
+    }
+
+    /// The harness delivered job `version`, an in-place update.
+    pub fn update_delivered(self, version: u64) -> T {
+        let version = Some(Detail::JobVersion { version });
+        self.record(HARNESS_UPDATE_DELIVERED, None, version)
     }
 
     pub fn stop(self) -> T {

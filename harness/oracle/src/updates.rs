@@ -94,6 +94,20 @@ pub fn check_updates_whole(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
     violations
 }
 
+/// The job version the harness delivered at `event`, if it delivered one
+/// there (recorded just before it is sent).
+pub(crate) fn delivered_version(event: &Event) -> Option<u64> {
+    match event {
+        Event::FaultHit(hit) if hit.point.scope().is_none() => {
+            match (hit.point.point.as_str(), hit.detail) {
+                (HARNESS_UPDATE_DELIVERED, Some(Detail::JobVersion { version })) => Some(version),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 /// Where the update handler told the runners of each delivered version:
 /// deliveries and receipts pair up in order (one update handler, one
 /// channel) within one agent's life.
@@ -102,19 +116,19 @@ fn given_versions(history: &[Event]) -> Vec<(usize, u64)> {
     let mut handling = None;
     let mut given = Vec::new();
     for (i, event) in history.iter().enumerate() {
+        if let Some(version) = delivered_version(event) {
+            delivered.push_back(Some(version));
+            continue;
+        }
         match event {
             Event::AgentRestarted { .. } => {
                 delivered.clear();
                 handling = None;
             }
             Event::StopDelivered { .. } => delivered.push_back(None),
-            Event::FaultHit(hit) => match (hit.point.scope(), hit.point.point.as_str(), hit.detail)
-            {
-                (None, HARNESS_UPDATE_DELIVERED, Some(Detail::JobVersion { version })) => {
-                    delivered.push_back(Some(version))
-                }
-                (None, AR_UPDATE_RECEIVED, _) => handling = delivered.pop_front().flatten(),
-                (None, AR_TASK_RUNNERS_UPDATED, _) => {
+            Event::FaultHit(hit) => match (hit.point.scope(), hit.point.point.as_str()) {
+                (None, AR_UPDATE_RECEIVED) => handling = delivered.pop_front().flatten(),
+                (None, AR_TASK_RUNNERS_UPDATED) => {
                     if let Some(version) = handling.take() {
                         given.push((i, version));
                     }
