@@ -446,6 +446,28 @@ fn status_matches_exits(#[case] h: H, #[case] holds: bool) {
     assert_eq!(v.is_empty(), holds, "{v:#?}");
 }
 
+/// A kill, a restart or a peek tells only the attempt it reached: a user
+/// restart took web's first attempt down, and the second, the restart's
+/// (outside the policy, which has no attempt to give), failed on its own:
+/// the alloc failed, and a Complete hides it.
+#[test]
+#[should_panic(expected = "known gap status-excused-by-another-attempt")]
+fn an_earlier_attempts_restart_excuses_no_later_failure() {
+    let h = H::default()
+        .start("web")
+        .user_restart("web")
+        .exit("web", TaskExit::Signal(15))
+        .start("web")
+        .exit("web", FAILED)
+        .status(AllocStatus::Complete);
+    let v = check_status_matches_exits(&h.0, &[main_task("web")]);
+    assert_eq!(
+        v.len(),
+        1,
+        "known gap status-excused-by-another-attempt: the restart of attempt 1 excused attempt 2's failure: {v:#?}"
+    );
+}
+
 /// An executor lost with an attempt left in the policy, then a stop: the
 /// stop ended the task (in its restart delay), no failure; with none
 /// left, the loss failed it.
