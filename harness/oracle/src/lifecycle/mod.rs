@@ -306,12 +306,13 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
 
 /// The status the records give: failed if, for some task,
 /// - its executor was killed (by the harness) with no attempt after it and
-///   none left in its policy;
+///   none left in its policy, its attempt not told to die or to restart;
 /// - its last attempt failed to start (its setup failed, or its executor
 ///   never exec'd it) with none left, stop or no stop, unless that attempt
 ///   was decided once the alloc was terminal;
-/// - its last recorded exit was a failure it was not told to die for, and
-///   its policy had no attempt left;
+/// - its last recorded exit was a failure its attempt was not told to die
+///   or to restart for (a kill, restart or peek since its launch), and its
+///   policy had no attempt left;
 /// - it never ran and its runner gave up before any stop;
 /// - the harness panicked its runner (the runner's cleanup fails it).
 ///
@@ -345,6 +346,13 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         killed.extend(restarts(history, &task.name));
         killed.extend(peeks(history, &task.name));
         let launched = launches(history, &task.name);
+        // Each tells only the attempt it reached, launched before it: the
+        // kill of an earlier attempt, or the restart that brought this one
+        // on, says nothing of how this one ended at `at`.
+        let told_before = |at: usize| {
+            let launch = launched.iter().copied().rfind(|&l| l < at);
+            (killed.iter()).any(|&k| k < at && launch.is_none_or(|l| k > l))
+        };
         // Killed with the restart's kill on its way (at its very point) is
         // the restart's end.
         let restarted = restarts(history, &task.name);
@@ -365,7 +373,7 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         };
         let lost = executor_kills(history, &task.name).into_iter().find(|&k| {
             !launched.iter().any(|&l| l > k)
-                && !killed.iter().any(|&t| t < k)
+                && !told_before(k)
                 && !restarted.contains(&k)
                 && policy_gives_up(k)
                 && !stopped_after(k)
@@ -424,7 +432,7 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         match exits(history, &task.name).last() {
             Some(&(at, exit))
                 if (!exit.successful() || task.restarts_on_success)
-                    && !killed.iter().any(|&k| k < at)
+                    && !told_before(at)
                     && policy_gives_up(at) =>
             {
                 why = Some(format!(
