@@ -166,14 +166,6 @@ mod tests {
         })
     }
 
-    fn exec(identity: ExecIdentity, started_version: Option<StartedVersion>) -> Event {
-        Event::Exec(ExecRecord {
-            pid: 7,
-            started_version,
-            ..ExecRecord::allowed(0, identity)
-        })
-    }
-
     /// web's runner meets its start condition and its attempt is exec'd
     /// with `env` and `meta` as its two version entries.
     fn attempt(env: Option<&str>, meta: Option<&str>) -> Vec<Event> {
@@ -186,24 +178,38 @@ mod tests {
 
     /// web's attempt exec'd with `env` and `meta` as its version entries.
     fn launch(env: Option<&str>, meta: Option<&str>) -> Vec<Event> {
-        let (alloc_id, task) = ("a".to_string(), "web".to_string());
+        launch_read(Some(StartedVersion {
+            env: env.map(str::to_string),
+            meta: meta.map(str::to_string),
+            kill_timeout: None,
+        }))
+    }
+
+    /// web's attempt launched, its tree's first exec (pid 7) read
+    /// `started` (`None`: the gate could not read its version).
+    fn launch_read(started: Option<StartedVersion>) -> Vec<Event> {
+        let executor = ExecIdentity::Executor {
+            alloc_id: "a".into(),
+            task: "web".into(),
+        };
         vec![
-            exec(
-                ExecIdentity::Executor {
-                    alloc_id: alloc_id.clone(),
-                    task: task.clone(),
-                },
-                None,
-            ),
-            exec(
-                ExecIdentity::Task { alloc_id, task },
-                Some(StartedVersion {
-                    env: env.map(str::to_string),
-                    meta: meta.map(str::to_string),
-                    kill_timeout: None,
-                }),
-            ),
+            Event::Exec(ExecRecord::allowed(0, executor)),
+            tree_exec(7, &[], started),
         ]
+    }
+
+    /// An exec in web's cgroup by `pid`, beside `peers`, that read `started`.
+    fn tree_exec(pid: i32, peers: &[i32], started: Option<StartedVersion>) -> Event {
+        let tree = ExecIdentity::Task {
+            alloc_id: "a".into(),
+            task: "web".into(),
+        };
+        Event::Exec(ExecRecord {
+            pid,
+            cgroup_peers: peers.to_vec(),
+            started_version: started,
+            ..ExecRecord::allowed(0, tree)
+        })
     }
 
     /// The harness delivers `version` and the update handler tells the runners.
@@ -283,6 +289,24 @@ mod tests {
     )]
     fn updates_are_whole(#[case] parts: Vec<Vec<Event>>, #[case] expected: usize) {
         assert_eq!(violations(&parts), expected);
+    }
+
+    /// The gate could not read the version web's tree was exec'd with,
+    /// yet its first process lived past that exec (it exec'd again): the
+    /// attempt cannot be shown to start with one whole version.
+    #[test]
+    #[should_panic(expected = "known gap updates-unread-version")]
+    fn an_unread_version_of_a_tree_that_ran_on() {
+        let parts = [
+            vec![met()],
+            launch_read(None),
+            vec![tree_exec(7, &[], None)],
+        ];
+        assert_eq!(
+            violations(&parts),
+            1,
+            "known gap updates-unread-version: pid 7 ran on with no version read"
+        );
     }
 
     /// web's first version kills with 400 ms: version 1's spec must say 200.
