@@ -41,6 +41,48 @@ scenario "executor-death-agent-down-final" {
   }
 }
 
+scenario "lost-attempt-second-kill" {
+  about = "as executor-death-agent-down, the agent killed before the launch it made was written, and the restored agent dies too once it decided the lost attempt's restart: the third agent finds the restart counted and decided, waits the rest of its delay, and runs the last attempt; the lost attempt is not lost and counted again"
+  job   = "jobs/web-retried.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points        = ["web:hook.poststart.after.persist_handle"]
+      action        = "kill-executor"
+      with          = ["web:hook.poststart.after.persist_handle=kill"]
+      restored_kill = ["web:tr.restart_delay"]
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "lost-attempt-counted-again: the third agent looks for the decided lost attempt's executor again, and counts its loss twice"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
+scenario "lost-attempt-second-kill-final" {
+  about = "as executor-death-agent-down-final, and the restored agent dies too, as it finds the attempt lost or as its runner ends: the third agent still finds the lost attempt the task's last (no decision of the dead agents starts another), and the alloc fails"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points        = ["web:hook.poststart.after.persist_handle"]
+      action        = "kill-executor"
+      with          = ["web:hook.poststart.after.persist_handle=kill"]
+      restored_kill = ["web:tr.restoring", "web:tr.main_exited"]
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
 scenario "failure-before-restored-stop" {
   about = "web's tree is SIGKILLed as its task starts (it failed), then the agent dies before its runner saw that; the agent is restored with a stop: the failure came before any runner was told to die, and with no restart left the alloc fails"
   job   = "jobs/web.hcl"

@@ -1,8 +1,10 @@
 //! A fault case run in `taskgate agent` processes: the first agent gets
 //! the case's faults (one of them SIGKILLs it), a second restores what the
 //! first left in the state database and goes on as the scenario says (with
-//! the faults at `tr.restoring`, which only a restored agent reaches).
-//! What happened is read from the shared fault log and the state database.
+//! the faults at `tr.restoring`, which only a restored agent reaches). A
+//! case with a restored kill SIGKILLs that second agent too, and a third
+//! restores what it left. What happened is read from the shared fault log
+//! and the state database.
 
 use crate::history::{self, Records};
 use crate::lab::{io, Lab, LabError};
@@ -123,63 +125,86 @@ impl Agents<'_> {
         if then != Then::RunToEnd {
             first_args.push("--stop-when-running");
         }
-        let kills = case.faults.iter().any(|f| f.action == Action::KillAgent);
+        let mut restore_args = vec!["--restore"];
+        match restore {
+            Restore::Stop => restore_args.push("--stop"),
+            Restore::Run if then != Then::RunToEnd => restore_args.push("--stop-when-running"),
+            Restore::Run => {}
+        }
+        // Only a restored agent reaches `tr.restoring`: the case's faults
+        // there are the first restored agent's, with its own kill if the
+        // case has one; a third agent has none.
+        let restored_kill = (case.restored_kill.clone()).map(|point| Fault {
+            point,
+            action: Action::KillAgent,
+            nth: 1,
+        });
+        let restored_faults: Vec<Fault> = (case.faults.iter())
+            .filter(|f| f.point.point == TR_RESTORING)
+            .chain(&restored_kill)
+            .cloned()
+            .collect();
+        let lives = [
+            ("agent", first_args, case.faults.clone()),
+            ("restored agent", restore_args.clone(), restored_faults),
+            ("third agent", restore_args, Vec::new()),
+        ];
         let mut records = Records::default();
-        let first_agent = agent(&first_args, &case.faults, &records)?;
-        let killed = match &first_agent {
-            Ok(status) => {
-                std::os::unix::process::ExitStatusExt::signal(status) == Some(libc::SIGKILL)
+        // The tasks' events each killed agent left in the state: its last
+        // ones may be there and nowhere else.
+        let mut left_events = Vec::new();
+        let mut kills = 0;
+        for (name, args, faults) in lives {
+            if kills > 0 {
+                let reached = taskgate_faults::read_log(log).map_err(io("reading", log))?;
+                (records.restarted_at).push((reached.len() as u64, restore == Restore::Stop));
+                if restore == Restore::Stop {
+                    stopped_while_down(data_dir)?;
+                }
             }
-            Err(ended) => {
-                problems.push(ended.problem("agent"));
-                false
+            let waited = agent(&args, &faults, &records)?;
+            let (_, left) = read_state(data_dir)?;
+            records.restart_counts.extend(restart_counts(&left));
+            let killed = match &waited {
+                Ok(status) => {
+                    std::os::unix::process::ExitStatusExt::signal(status) == Some(libc::SIGKILL)
+                }
+                Err(ended) => {
+                    problems.push(ended.problem(name));
+                    false
+                }
+            };
+            if killed {
+                kills += 1;
+                left_events.extend(left.into_iter().flat_map(|t| t.events));
+                continue;
             }
-        };
-        // The tasks as the first agent left them: a killed agent's last
-        // events may be here and nowhere else.
-        let (_, left) = read_state(data_dir)?;
-        records.restart_counts = restart_counts(&left);
-        if killed {
-            let restarted_at = taskgate_faults::read_log(log)
-                .map_err(io("reading", log))?
-                .len() as u64;
-            records.restarted_at = Some((restarted_at, restore == Restore::Stop));
-            if restore == Restore::Stop {
-                stopped_while_down(data_dir)?;
+            let settled = matches!(waited, Err(Ended::Settled(_)));
+            if faults.iter().any(|f| f.action == Action::KillAgent) && !settled {
+                problems.push(format!(
+                    "the {name} was not SIGKILLed: its kill fault never fired"
+                ));
             }
-            let mut args = vec!["--restore"];
-            match restore {
-                Restore::Stop => args.push("--stop"),
-                Restore::Run if then != Then::RunToEnd => args.push("--stop-when-running"),
-                Restore::Run => {}
+            match waited {
+                Ok(status) if kills > 0 && !status.success() => {
+                    problems.push(format!("{name} failed: {status}"));
+                }
+                _ => {}
             }
-            // Only a restored agent reaches `tr.restoring`: the case's
-            // faults there are the restored agent's, and none of the others.
-            let restoring: Vec<Fault> = (case.faults.iter())
-                .filter(|f| f.point.point == TR_RESTORING)
-                .cloned()
-                .collect();
-            match agent(&args, &restoring, &records)? {
-                Ok(status) if status.success() => {}
-                Ok(status) => problems.push(format!("restored agent failed: {status}")),
-                Err(ended) => problems.push(ended.problem("restored agent")),
-            }
-        } else if kills && !matches!(first_agent, Err(Ended::Settled(_))) {
-            problems.push("the agent was not SIGKILLed: its kill fault never fired".into());
+            break;
         }
         let hits = taskgate_faults::read_log(log).map_err(io("reading", log))?;
-        problems.extend(unfired(&case.faults, &hits));
-        let (alloc, mut tasks) = read_state(data_dir)?;
-        let followed = followed_events(data_dir, killed, &mut problems)?;
-        let seen: Vec<&TaskEvent> = (followed.iter())
-            .chain(left.iter().flat_map(|t| &t.events))
+        let configured: Vec<Fault> = (case.faults.iter())
+            .chain(&restored_kill)
+            .cloned()
             .collect();
+        problems.extend(unfired(&configured, &hits));
+        let (alloc, mut tasks) = read_state(data_dir)?;
+        let followed = followed_events(data_dir, kills, &mut problems)?;
+        let seen: Vec<&TaskEvent> = followed.iter().chain(&left_events).collect();
         problems.extend(with_every_event(&mut tasks, &seen));
         if alloc.is_none() {
             problems.push("no allocation in the state database".into());
-        }
-        if killed {
-            records.restart_counts.extend(restart_counts(&tasks));
         }
         records.desired_stop = alloc
             .as_ref()
@@ -220,12 +245,12 @@ fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>),
 }
 
 /// The task events the run's agents followed (none if no agent got as far
-/// as following one). A killed agent may have torn its last line, which
-/// the next one starts a new line after; an unreadable line of an agent
-/// that was not killed is a problem of the run.
+/// as following one). Each of the `kills` killed agents may have torn its
+/// last line, which the next one starts a new line after; any other
+/// unreadable line is a problem of the run.
 fn followed_events(
     data_dir: &Path,
-    killed: bool,
+    kills: usize,
     problems: &mut Vec<String>,
 ) -> Result<Vec<TaskEvent>, LabError> {
     let path = data_dir.join(AGENT_EVENTS);
@@ -241,7 +266,7 @@ fn followed_events(
             Err(_) => unreadable.push(i + 1),
         }
     }
-    if unreadable.len() > usize::from(killed) {
+    if unreadable.len() > kills {
         problems.push(format!(
             "{}: unreadable lines {unreadable:?}",
             path.display()

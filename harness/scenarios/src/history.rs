@@ -43,9 +43,9 @@ pub fn alloc_status(status: ClientStatus) -> AllocStatus {
 /// What the harness recorded besides fault hits and execs.
 #[derive(Debug, Default)]
 pub struct Records {
-    /// The fault log's length when the killed agent was replaced, and
+    /// The fault log's length each time a killed agent was replaced, and
     /// whether the new agent stopped the alloc at once.
-    pub restarted_at: Option<(u64, bool)>,
+    pub restarted_at: Vec<(u64, bool)>,
     /// Each task's restart count, read from the state after each agent
     /// process ended, in that order.
     pub restart_counts: Vec<(String, u32)>,
@@ -90,7 +90,7 @@ pub fn merge(
         };
         keyed.push((at, 0, event));
     }
-    if let Some((at, stop)) = records.restarted_at {
+    for &(at, stop) in &records.restarted_at {
         keyed.push((at, 1, Event::AgentRestarted { stop }));
     }
     for (record, at) in execs {

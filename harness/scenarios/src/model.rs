@@ -48,6 +48,10 @@ pub struct FaultCase {
     /// For a depth-2 case: the actor parked at `.0` while the event
     /// happens at `.1`. The coverage table is built from these.
     pub pair: Option<(PointName, PointName)>,
+    /// For an agent run: the restored agent is SIGKILLed too, the first
+    /// time it reaches this point, and a third agent restores what it
+    /// left (a write that is only safe if no agent dies after it).
+    pub restored_kill: Option<PointName>,
 }
 
 /// Where the engine runs.

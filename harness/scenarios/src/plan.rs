@@ -173,12 +173,16 @@ impl Run<'_> {
                 restore,
                 ..
             }) => format!(
-                "agent with {}, {}; restored agent {}",
+                "agent with {}, {}; restored agent {}{}",
                 faults(case),
                 then_text(*then),
                 match restore {
                     Restore::Stop => "stops the alloc",
                     Restore::Run => "lets it run",
+                },
+                match &case.restored_kill {
+                    Some(point) => format!(", is killed at {point}, and a third agent restores"),
+                    None => String::new(),
                 }
             ),
         }

@@ -20,7 +20,7 @@ const FAULTS: Schema = Schema {
     repeated: &["each", "pairs"],
 };
 const EACH: Schema = Schema {
-    attrs: &["points", "action", "hit", "with"],
+    attrs: &["points", "action", "hit", "with", "restored_kill"],
     named: &[],
     single: &[],
     repeated: &[],
@@ -71,7 +71,7 @@ pub(super) fn plan(cx: &Cx, block: &Block, job: &Job) -> Result<FaultPlan> {
     let mut cases = Vec::new();
     for block in body.iter().filter_map(|s| s.as_block()) {
         match block.ident.as_str() {
-            "each" => cases.extend(each(cx, block, &points)?),
+            "each" => cases.extend(each(cx, block, &points, agent)?),
             _ => cases.extend(pairs(cx, block, &points)?),
         }
     }
@@ -92,25 +92,42 @@ pub(super) fn plan(cx: &Cx, block: &Block, job: &Job) -> Result<FaultPlan> {
     })
 }
 
-/// One case per point, its fault alone (with the block's `with` faults).
-fn each(cx: &Cx, block: &Block, points: &Points) -> Result<Vec<FaultCase>> {
+/// One case per point, its fault alone (with the block's `with` faults);
+/// with `restored_kill`, one per point and restored agent's kill point.
+fn each(cx: &Cx, block: &Block, points: &Points, agent: bool) -> Result<Vec<FaultCase>> {
     cx.check_body(&block.body, "each", &EACH)?;
     let at = points.expand_all(cx, required(cx, block, "points", "each")?)?;
     let action = action(cx, required(cx, block, "action", "each")?)?;
     let (nth, with) = (hit(cx, block)?, with(cx, block, points)?);
-    Ok(at
-        .into_iter()
-        .map(|point| FaultCase {
-            faults: std::iter::once(Fault {
-                point,
-                action: action.clone(),
-                nth,
-            })
-            .chain(with.iter().cloned())
+    let restored_kills: Vec<Option<PointName>> = match block.body.get_attribute("restored_kill") {
+        None => vec![None],
+        Some(attr) if !agent => {
+            return Err(cx.error(
+                attr.key.span(),
+                "`restored_kill` applies only with `host = \"agent\"`",
+            ))
+        }
+        Some(attr) => (points.expand_all(cx, attr)?.into_iter())
+            .map(Some)
             .collect(),
-            pair: None,
-        })
-        .collect())
+    };
+    let mut cases = Vec::new();
+    for point in at {
+        for restored_kill in &restored_kills {
+            cases.push(FaultCase {
+                faults: std::iter::once(Fault {
+                    point: point.clone(),
+                    action: action.clone(),
+                    nth,
+                })
+                .chain(with.iter().cloned())
+                .collect(),
+                pair: None,
+                restored_kill: restored_kill.clone(),
+            });
+        }
+    }
+    Ok(cases)
 }
 
 /// One case per (p, q): an actor parked at p while `event` happens at q.
@@ -156,6 +173,7 @@ fn pairs(cx: &Cx, block: &Block, points: &Points) -> Result<Vec<FaultCase>> {
                     .chain(with.iter().cloned())
                     .collect(),
                 pair: Some((p.clone(), q.clone())),
+                restored_kill: None,
             });
         }
     }

@@ -86,6 +86,7 @@ fn each_expands_wildcards_in_canonical_order_with_extra_faults() {
                 with.clone()
             ],
             pair: None,
+            restored_kill: None,
         }
     );
     assert_eq!(
@@ -93,6 +94,33 @@ fn each_expands_wildcards_in_canonical_order_with_extra_faults() {
         point("web:hook.prestart.after.validate")
     );
     assert_eq!(plan.cases[8].faults[0].point, point("ar.kill_started"));
+}
+
+/// Each point's case runs once per point the restored agent is killed at.
+#[test]
+fn a_restored_kill_crosses_each_point() {
+    let src = faults_scenario(
+        "    host = \"agent\"\n    each {\n      points = [\"web:tr.killing\", \"ar.kill_started\"]\n      action = \"kill\"\n      restored_kill = [\"web:tr.main_exited\", \"web:tr.restoring\"]\n    }",
+    );
+    let Kind::Faults(plan) = parse_str(&src).unwrap().remove(0).kind else {
+        panic!("not faults")
+    };
+    let cases: Vec<(String, String)> = (plan.cases.iter())
+        .map(|c| {
+            let kill = c.restored_kill.as_ref().expect("a restored kill");
+            (c.faults[0].point.to_string(), kill.to_string())
+        })
+        .collect();
+    let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(
+        cases,
+        [
+            pair("web:tr.killing", "web:tr.main_exited"),
+            pair("web:tr.killing", "web:tr.restoring"),
+            pair("ar.kill_started", "web:tr.main_exited"),
+            pair("ar.kill_started", "web:tr.restoring"),
+        ]
+    );
 }
 
 #[test]
@@ -133,6 +161,7 @@ fn pairs_park_one_point_while_the_event_happens_at_another() {
                 },
             ],
             pair: Some((p, q)),
+            restored_kill: None,
         }
     );
     assert_eq!(plan.cases[2].pair, None);
@@ -223,6 +252,10 @@ fn scenario_errors_point_at_the_mistake(#[case] src: &str, #[case] expected: &st
 #[case::restore_in_process(
     "    restore = \"run\"",
     "4:5: `restore` applies only with `host = \"agent\"`"
+)]
+#[case::restored_kill_in_process(
+    "    each {\n      points = [\"web:tr.killing\"]\n      action = \"kill\"\n      restored_kill = [\"web:tr.main_exited\"]\n    }",
+    "7:7: `restored_kill` applies only with `host = \"agent\"`"
 )]
 #[case::unknown_restore(
     "    host = \"agent\"\n    restore = \"rnu\"",
