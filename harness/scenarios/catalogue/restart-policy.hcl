@@ -57,10 +57,6 @@ scenario "lost-attempt-second-kill" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "lost-attempt-counted-again: the third agent looks for the decided lost attempt's executor again, and counts its loss twice"
-      invariant = "status-matches-exits"
-    }
   }
 }
 

@@ -89,6 +89,11 @@ impl TaskRunner {
                 let why = format!("could not re-attach to the executor: {err}");
                 self.lose_attempt(attempt, why.clone()).await;
                 self.record.handle = None;
+                // Done with: written with the decision, the attempt no
+                // longer reads as a launch under way (committed past
+                // launched), which a later agent would look for, find
+                // lost again, and count twice.
+                self.record.launched = Some(attempt);
                 // Written with what the loss leads to (the policy's decision,
                 // a doomed kill's end): written alone, a pending task told
                 // the next agent to start the next attempt, undecided.

@@ -302,10 +302,13 @@ async fn a_kept_restart_is_owed_in_the_write_that_ends_the_attempt() {
 /// after any write restores either the attempt as the dead agent left it
 /// (and loses it again) or the decision. (A write of the task pending and
 /// undecided made the next agent start the next attempt at once,
-/// uncounted, even with no restart left.)
+/// uncounted, even with no restart left.) The dead agent may have died
+/// before it wrote the launch: the decision is written with the attempt
+/// done with, so the next agent does not look for it, lose it and count
+/// it again (`lost-attempt-counted-again`).
 #[tokio::test]
 async fn a_restored_runner_writes_a_lost_attempt_with_its_decision() {
-    for attempts in [0, 1] {
+    for (attempts, launched) in [(0, Some(1)), (1, Some(1)), (1, None)] {
         let dir = tempfile::tempdir().unwrap();
         let (state, writes) = StateDb::recording();
         let mut task = Task::new("web", "/bin/true", vec![]);
@@ -315,7 +318,7 @@ async fn a_restored_runner_writes_a_lost_attempt_with_its_decision() {
             state: TaskState::Running { attempt: 1 },
             prestart_done: Some(1),
             committed: Some(1),
-            launched: Some(1),
+            launched,
             ..TaskRecord::new("web")
         };
         let (runner, _handle, _driver) = runner_of(dir.path(), |_| {}, task, left, state);
@@ -333,6 +336,10 @@ async fn a_restored_runner_writes_a_lost_attempt_with_its_decision() {
         assert!(
             last.state.is_dead() || last.restarts == 1,
             "{attempts} restarts allowed: no decision written: {last:?}"
+        );
+        assert!(
+            last.committed <= last.launched,
+            "the decision reads as a launch under way: {last:?}"
         );
         let undecided: Vec<_> = (records.iter())
             .filter(|r| {
