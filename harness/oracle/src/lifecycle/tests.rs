@@ -684,6 +684,53 @@ fn a_lost_commit_uses_a_restart(#[case] reported: AllocStatus, #[case] holds: bo
     assert_eq!(v.is_empty(), holds, "{v:#?}");
 }
 
+/// web ran and failed; its next attempt, its policy's last, was committed
+/// by an agent killed before it launched it: the next agent finds it lost
+/// (`restored_stop`: in an alloc it stops at once).
+fn last_attempt_lost_at_its_commit(restored_stop: bool, reported: AllocStatus) -> H {
+    H::default()
+        .start("web")
+        .exit("web", FAILED)
+        .hit(scoped(
+            Some("web"),
+            taskgate_faults::points::TR_START_COMMITTED,
+        ))
+        .restart(restored_stop)
+        .status(reported)
+}
+
+/// The restored agent counts an attempt lost at its commit, like any
+/// failed start: the policy's last fails the alloc, an earlier run or not.
+#[test]
+#[should_panic(expected = "known gap lost-commit-last-unseen")]
+fn a_last_attempt_lost_at_its_commit_fails_the_alloc() {
+    let web = shape("web", TaskRole::Main { leader: false }, 1);
+    for (reported, holds) in [(AllocStatus::Failed, true), (AllocStatus::Complete, false)] {
+        let h = last_attempt_lost_at_its_commit(false, reported);
+        let v = check_status_matches_exits(&h.0, std::slice::from_ref(&web));
+        assert_eq!(
+            v.is_empty(),
+            holds,
+            "known gap lost-commit-last-unseen: reported {reported:?}: {v:#?}"
+        );
+    }
+}
+
+/// An attempt lost at its commit with one left, or found by an agent
+/// restored to stop, fails nothing.
+#[rstest]
+#[case::attempts_left(2, false)]
+#[case::found_by_an_agent_restored_to_stop(1, true)]
+fn an_attempt_lost_at_its_commit_that_fails_nothing(
+    #[case] attempts: u32,
+    #[case] restored_stop: bool,
+) {
+    let h = last_attempt_lost_at_its_commit(restored_stop, AllocStatus::Complete);
+    let web = shape("web", TaskRole::Main { leader: false }, attempts);
+    let v = check_status_matches_exits(&h.0, &[web]);
+    assert!(v.is_empty(), "{v:#?}");
+}
+
 #[rstest]
 #[case::fail_mode_last_attempt(shape("web", TaskRole::Main { leader: false }, 1), AllocStatus::Failed)]
 #[case::fail_mode_attempts_left(shape("web", TaskRole::Main { leader: false }, 2), AllocStatus::Complete)]
