@@ -60,6 +60,25 @@ scenario "lost-attempt-second-kill" {
   }
 }
 
+scenario "lost-attempt-second-kill-last" {
+  about = "as lost-attempt-second-kill, the restored agent killed once it committed the last attempt, before it launched it: the third agent finds that attempt lost too, the policy's last, and the alloc fails"
+  job   = "jobs/web-retried.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points        = ["web:hook.poststart.after.persist_handle"]
+      action        = "kill-executor"
+      with          = ["web:hook.poststart.after.persist_handle=kill"]
+      restored_kill = ["web:tr.start_committed"]
+    }
+  }
+  expect {
+    status = "failed"
+  }
+}
+
 scenario "lost-attempt-second-kill-final" {
   about = "as executor-death-agent-down-final, and the restored agent dies too, as it finds the attempt lost or as its runner ends: the third agent still finds the lost attempt the task's last (no decision of the dead agents starts another), and the alloc fails"
   job   = "jobs/web.hcl"

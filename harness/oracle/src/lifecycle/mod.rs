@@ -310,6 +310,9 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
 /// - its last attempt failed to start (its setup failed, or its executor
 ///   never exec'd it) with none left, stop or no stop, unless that attempt
 ///   was decided once the alloc was terminal;
+/// - its last attempt, none left, was lost with the agent that committed
+///   it before any launch, and no stop came before the next agent found
+///   it;
 /// - its last recorded exit was a failure its attempt was not told to die
 ///   or to restart for (a kill, restart or peek since its launch), and its
 ///   policy had no attempt left;
@@ -425,6 +428,23 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         if let Some(a) = failed_start {
             why = Some(format!(
                 "{}'s start at #{} failed (its task never exec'd) and its policy had no attempt left",
+                task.name, a.at
+            ));
+            continue;
+        }
+        // An attempt whose agent was killed between its commit and its
+        // launch is lost to the agent restored next, which counts it as a
+        // failed start; unless a stop came first (the loss is the stop's).
+        let lost_commit = all.last().filter(|a| {
+            let found =
+                (a.at..history.len()).find(|&i| matches!(history[i], Event::AgentRestarted { .. }));
+            matches!(a.began, Began::LostCommit)
+                && found.is_some_and(|r| stop.is_none_or(|s| s > r))
+                && policy_gives_up(a.at + 1)
+        });
+        if let Some(a) = lost_commit {
+            why = Some(format!(
+                "{}'s last attempt, committed at #{}, was lost with its agent, and its policy had no attempt left",
                 task.name, a.at
             ));
             continue;

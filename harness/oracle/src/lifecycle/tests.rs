@@ -700,33 +700,39 @@ fn last_attempt_lost_at_its_commit(restored_stop: bool, reported: AllocStatus) -
 }
 
 /// The restored agent counts an attempt lost at its commit, like any
-/// failed start: the policy's last fails the alloc, an earlier run or not.
-#[test]
-#[should_panic(expected = "known gap lost-commit-last-unseen")]
-fn a_last_attempt_lost_at_its_commit_fails_the_alloc() {
-    let web = shape("web", TaskRole::Main { leader: false }, 1);
-    for (reported, holds) in [(AllocStatus::Failed, true), (AllocStatus::Complete, false)] {
-        let h = last_attempt_lost_at_its_commit(false, reported);
-        let v = check_status_matches_exits(&h.0, std::slice::from_ref(&web));
-        assert_eq!(
-            v.is_empty(),
-            holds,
-            "known gap lost-commit-last-unseen: reported {reported:?}: {v:#?}"
-        );
-    }
-}
-
-/// An attempt lost at its commit with one left, or found by an agent
-/// restored to stop, fails nothing.
+/// failed start: the policy's last fails the alloc, an earlier run or not;
+/// one with an attempt left, or found by an agent restored to stop (or
+/// after a stop), fails nothing.
 #[rstest]
-#[case::attempts_left(2, false)]
-#[case::found_by_an_agent_restored_to_stop(1, true)]
-fn an_attempt_lost_at_its_commit_that_fails_nothing(
+#[case::the_policys_last(1, false, AllocStatus::Failed, true)]
+#[case::the_policys_last_reported_complete(1, false, AllocStatus::Complete, false)]
+#[case::attempts_left(2, false, AllocStatus::Complete, true)]
+#[case::found_by_an_agent_restored_to_stop(1, true, AllocStatus::Complete, true)]
+fn an_attempt_lost_at_its_commit_is_a_failed_start(
     #[case] attempts: u32,
     #[case] restored_stop: bool,
+    #[case] reported: AllocStatus,
+    #[case] holds: bool,
 ) {
-    let h = last_attempt_lost_at_its_commit(restored_stop, AllocStatus::Complete);
+    let h = last_attempt_lost_at_its_commit(restored_stop, reported);
     let web = shape("web", TaskRole::Main { leader: false }, attempts);
+    let v = check_status_matches_exits(&h.0, &[web]);
+    assert_eq!(v.is_empty(), holds, "{v:#?}");
+}
+
+#[test]
+fn an_attempt_lost_at_its_commit_after_a_stop_is_the_stops() {
+    let h = H::default()
+        .start("web")
+        .exit("web", FAILED)
+        .hit(scoped(
+            Some("web"),
+            taskgate_faults::points::TR_START_COMMITTED,
+        ))
+        .stop()
+        .restart(false)
+        .status(AllocStatus::Complete);
+    let web = shape("web", TaskRole::Main { leader: false }, 1);
     let v = check_status_matches_exits(&h.0, &[web]);
     assert!(v.is_empty(), "{v:#?}");
 }
