@@ -97,6 +97,12 @@ seeded_bugs! {
     /// Issue 22, bug 3: a restored tracker forgets its window and counts
     /// every restart of the task's life in one beginning at the restore.
     RestartWindowLost = "restart-window-lost",
+    /// `lost-attempt-pending-undecided` (docs/bugs.md): a restored runner
+    /// that finds its attempt lost writes the task pending before its
+    /// policy decides, so an agent killed right then leaves the next one
+    /// to start the next attempt at once, uncounted. Only a second agent
+    /// kill shows it.
+    LostAttemptWrittenUndecided = "lost-attempt-written-undecided",
     /// An executor that never sends a task's kill signal: the task is
     /// SIGKILLed once the grace has passed, with no chance to shut down.
     KillSignalSkipped = "kill-signal-skipped",

@@ -258,6 +258,27 @@ scenario "agent-kill" {
   }
 }
 
+scenario "agent-kill-twice" {
+  about = "the agent dies as the tasks run or as a stop begins its kill, and the agent restored to stop them dies too, as it tells a task to die or handles a task's exit: a third agent finishes the kill in order, and nothing is lost or started again"
+  job   = "jobs/report.hcl"
+  faults {
+    host    = "agent"
+    restore = "stop"
+    then    = "stop-when-running"
+    each {
+      points        = ["sidecar:tr.after_driver_start", "ar.alloc_state_set", "leader:tr.killing",
+                       "leader:hook.prekill.after.shutdown_delay"]
+      action        = "kill"
+      restored_kill = ["leader:tr.killing", "sidecar:tr.killing",
+                       "leader:hook.exited.before.executor_shutdown",
+                       "sidecar:hook.exited.before.executor_shutdown"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
 scenario "sidecar-outlives-mains" {
   about = "a stop with a leader, a second main task and a poststart sidecar: the sidecar is told to die only once both main tasks exited (Nomad #13055)"
   job   = "jobs/kill-order.hcl"

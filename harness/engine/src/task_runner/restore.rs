@@ -94,6 +94,7 @@ impl TaskRunner {
                 // launched), which a later agent would look for, find
                 // lost again, and count twice.
                 self.record.launched = Some(attempt);
+                self.seeded_lost_written_undecided();
                 // Written with what the loss leads to (the policy's decision,
                 // a doomed kill's end): written alone, a pending task told
                 // the next agent to start the next attempt, undecided.

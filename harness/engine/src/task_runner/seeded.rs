@@ -29,4 +29,15 @@ impl TaskRunner {
             self.publish();
         }
     }
+
+    /// `lost-attempt-pending-undecided`: the lost attempt written pending,
+    /// before the restart policy decided on it.
+    pub(super) fn seeded_lost_written_undecided(&mut self) {
+        if SeededBug::LostAttemptWrittenUndecided.active() {
+            if matches!(self.record.state, TaskState::Running { .. }) {
+                self.set_state(TaskState::Pending);
+            }
+            self.publish();
+        }
+    }
 }
