@@ -153,6 +153,29 @@ scenario "runner-panic-in-prekill" {
   }
 }
 
+scenario "runner-panic-agent-kill" {
+  about = "web's runner panics as web starts, and the agent dies in the panic's cleanup, before it killed web or recorded it failed: the restored agent finishes that cleanup (web killed, recorded failed), and the alloc fails"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points = ["web:tr.after_driver_start", "web:hook.poststart.after.persist_handle"]
+      action = "panic"
+      # The cleanup reaches tr.main_exited first.
+      with   = ["web:tr.main_exited=kill"]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "panic-cleanup-not-durable: the panic's cleanup decides web failed but writes it only after its kill, so the restored agent runs web on"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
 scenario "executor-death-at-shutdown" {
   about = "the stop kills web, and its executor dies just before the exited hook shuts it down: the runner destroys the cgroup, socket, spec and root the executor left (it once left them)"
   job   = "jobs/web.hcl"
