@@ -169,10 +169,6 @@ scenario "runner-panic-agent-kill" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "panic-cleanup-not-durable: the panic's cleanup decides web failed but writes it only after its kill, so the restored agent runs web on"
-      invariant = "status-matches-exits"
-    }
   }
 }
 

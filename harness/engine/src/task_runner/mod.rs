@@ -230,6 +230,15 @@ impl TaskRunner {
 
     pub async fn run(mut self) -> TaskRecord {
         self.seeded_restore_bugs();
+        // Recorded dead with a handle: a dead agent's runner decided the
+        // task's death (its panic's cleanup) and died before it killed
+        // what was left, which is killed here.
+        if let (true, Some(info)) = (self.record.state.is_dead(), self.record.handle.clone()) {
+            let (alloc_id, task) = (&self.deps.alloc_id, &self.task.name);
+            panic::kill_what_is_left(self.deps.driver.as_ref(), info, alloc_id, task).await;
+            self.record.handle = None;
+            self.publish();
+        }
         loop {
             // A task restored dead stays dead, unless all tasks restart.
             if !self.record.state.is_dead() {

@@ -37,43 +37,35 @@ impl PanicCleanup {
         } else {
             tracing::error!(task = %self.task, %reason);
         }
-        fault_point!(self.faults, points::TR_MAIN_EXITED, self.task.as_str());
         let mut record = self.as_left();
-        if record.committed.is_some() {
-            let info = record
-                .handle
-                .clone()
-                .unwrap_or_else(|| unknown_handle(self.socket.clone()));
-            match self.driver.reattach(info).await {
-                Ok(running) => {
-                    let _ = running
-                        .stop(
-                            taskgate_executor::KillSignal::SIGKILL,
-                            std::time::Duration::ZERO,
-                            taskgate_executor::Doom::Kill,
-                        )
-                        .await;
-                    let _ = running.wait().await;
-                    let _ = tokio::task::spawn_blocking(move || running.shutdown()).await;
-                }
-                // Not answering (yet, or any more): kill whatever is there.
-                Err(_) => {
-                    let _ = self
-                        .driver
-                        .destroy_remains(&self.alloc_id, &self.task)
-                        .await;
-                }
-            }
-        }
+        // What the attempt may have left is reached by its handle, or by
+        // the executor's socket path when it was never persisted.
+        let remains = (record.committed.is_some()).then(|| {
+            (record.handle.clone()).unwrap_or_else(|| unknown_handle(self.socket.clone()))
+        });
         // Failed even if it was dead: the panic came as it was revived (a
-        // restart of all tasks), which it now never is.
+        // restart of all tasks), which it now never is. Written first, with
+        // the handle: the panic is known to this agent alone, and an agent
+        // killed from here on leaves the next one the decision and what is
+        // left to kill (`TaskRunner::run`).
         self.fail(&mut record, reason);
-        if let Err(err) = self.state.put_task(&self.alloc_id, &record) {
-            tracing::error!(task = %self.task, error = %err, "persisting task state failed");
+        record.handle = remains.clone();
+        self.persist(&record);
+        fault_point!(self.faults, points::TR_MAIN_EXITED, self.task.as_str());
+        if let Some(info) = remains {
+            kill_what_is_left(self.driver.as_ref(), info, &self.alloc_id, &self.task).await;
+            record.handle = None;
+            self.persist(&record);
         }
         self.state_tx.send_replace(record.state.clone());
         let _ = self.changed.send(());
         record
+    }
+
+    fn persist(&self, record: &TaskRecord) {
+        if let Err(err) = self.state.put_task(&self.alloc_id, record) {
+            tracing::error!(task = %self.task, error = %err, "persisting task state failed");
+        }
     }
 
     /// Records the task failed by its runner's panic, and first its running
@@ -101,7 +93,6 @@ impl PanicCleanup {
             )
         });
         record.keep_recent_events();
-        record.handle = None;
         record.state = TaskState::Dead {
             outcome: Outcome::Failed { reason },
         };
@@ -114,6 +105,34 @@ impl PanicCleanup {
         (self.state.tasks(&self.alloc_id).ok())
             .and_then(|all| all.into_iter().find(|r| r.task == self.task))
             .unwrap_or_else(|| TaskRecord::new(&self.task))
+    }
+}
+
+/// Kills what is left of a task's attempt at once: through its executor,
+/// which records the task's end, or, if none answers at `info`, whatever
+/// of the task is there.
+pub(super) async fn kill_what_is_left(
+    driver: &dyn Driver,
+    info: taskgate_executor::ReattachInfo,
+    alloc_id: &str,
+    task: &str,
+) {
+    match driver.reattach(info).await {
+        Ok(running) => {
+            let _ = running
+                .stop(
+                    taskgate_executor::KillSignal::SIGKILL,
+                    std::time::Duration::ZERO,
+                    taskgate_executor::Doom::Kill,
+                )
+                .await;
+            let _ = running.wait().await;
+            let _ = tokio::task::spawn_blocking(move || running.shutdown()).await;
+        }
+        // Not answering (yet, or any more): kill whatever is there.
+        Err(_) => {
+            let _ = driver.destroy_remains(alloc_id, task).await;
+        }
     }
 }
 
