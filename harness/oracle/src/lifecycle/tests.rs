@@ -662,19 +662,22 @@ fn a_runner_the_harness_panicked_fails_its_task(#[case] point: &str, #[case] sta
     assert!(v.is_empty(), "{v:#?}");
 }
 
+/// web ran and failed, and its next attempt was committed by an agent
+/// killed before it launched it: the next agent finds it lost.
+fn committed_by_a_killed_agent() -> H {
+    H::default().start("web").exit("web", FAILED).hit(scoped(
+        Some("web"),
+        taskgate_faults::points::TR_START_COMMITTED,
+    ))
+}
+
 /// An attempt a killed agent committed, lost at restore, used a restart
 /// of the policy: the next failure is the last.
 #[rstest]
 #[case::reported_failed(AllocStatus::Failed, true)]
 #[case::reported_complete(AllocStatus::Complete, false)]
 fn a_lost_commit_uses_a_restart(#[case] reported: AllocStatus, #[case] holds: bool) {
-    let h = H::default()
-        .start("web")
-        .exit("web", FAILED)
-        .hit(scoped(
-            Some("web"),
-            taskgate_faults::points::TR_START_COMMITTED,
-        ))
+    let h = committed_by_a_killed_agent()
         .restart(false)
         .start("web")
         .exit("web", FAILED)
@@ -684,57 +687,41 @@ fn a_lost_commit_uses_a_restart(#[case] reported: AllocStatus, #[case] holds: bo
     assert_eq!(v.is_empty(), holds, "{v:#?}");
 }
 
-/// web ran and failed; its next attempt, its policy's last, was committed
-/// by an agent killed before it launched it: the next agent finds it lost
-/// (`restored_stop`: in an alloc it stops at once).
-fn last_attempt_lost_at_its_commit(restored_stop: bool, reported: AllocStatus) -> H {
-    H::default()
-        .start("web")
-        .exit("web", FAILED)
-        .hit(scoped(
-            Some("web"),
-            taskgate_faults::points::TR_START_COMMITTED,
-        ))
-        .restart(restored_stop)
-        .status(reported)
-}
-
 /// The restored agent counts an attempt lost at its commit, like any
 /// failed start: the policy's last fails the alloc, an earlier run or not;
-/// one with an attempt left, or found by an agent restored to stop (or
-/// after a stop), fails nothing.
+/// one with an attempt left, or found by an agent restored to stop, or
+/// after a stop, fails nothing.
 #[rstest]
-#[case::the_policys_last(1, false, AllocStatus::Failed, true)]
-#[case::the_policys_last_reported_complete(1, false, AllocStatus::Complete, false)]
-#[case::attempts_left(2, false, AllocStatus::Complete, true)]
-#[case::found_by_an_agent_restored_to_stop(1, true, AllocStatus::Complete, true)]
+#[case::the_policys_last(1, committed_by_a_killed_agent().restart(false), AllocStatus::Failed, true)]
+#[case::the_policys_last_reported_complete(
+    1,
+    committed_by_a_killed_agent().restart(false),
+    AllocStatus::Complete,
+    false
+)]
+#[case::attempts_left(2, committed_by_a_killed_agent().restart(false), AllocStatus::Complete, true)]
+#[case::found_by_an_agent_restored_to_stop(
+    1,
+    committed_by_a_killed_agent().restart(true),
+    AllocStatus::Complete,
+    true
+)]
+#[case::found_after_a_stop(
+    1,
+    committed_by_a_killed_agent().stop().restart(false),
+    AllocStatus::Complete,
+    true
+)]
 fn an_attempt_lost_at_its_commit_is_a_failed_start(
     #[case] attempts: u32,
-    #[case] restored_stop: bool,
+    #[case] h: H,
     #[case] reported: AllocStatus,
     #[case] holds: bool,
 ) {
-    let h = last_attempt_lost_at_its_commit(restored_stop, reported);
+    let h = h.status(reported);
     let web = shape("web", TaskRole::Main { leader: false }, attempts);
     let v = check_status_matches_exits(&h.0, &[web]);
     assert_eq!(v.is_empty(), holds, "{v:#?}");
-}
-
-#[test]
-fn an_attempt_lost_at_its_commit_after_a_stop_is_the_stops() {
-    let h = H::default()
-        .start("web")
-        .exit("web", FAILED)
-        .hit(scoped(
-            Some("web"),
-            taskgate_faults::points::TR_START_COMMITTED,
-        ))
-        .stop()
-        .restart(false)
-        .status(AllocStatus::Complete);
-    let web = shape("web", TaskRole::Main { leader: false }, 1);
-    let v = check_status_matches_exits(&h.0, &[web]);
-    assert!(v.is_empty(), "{v:#?}");
 }
 
 #[rstest]
