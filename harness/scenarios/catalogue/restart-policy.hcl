@@ -60,6 +60,28 @@ scenario "lost-attempt-second-kill" {
   }
 }
 
+scenario "failure-second-kill" {
+  about = "the agent dies as web's first attempt starts, before the launch was written; the restored agent reattaches, sees attempt 1 fail, decides its restart, and dies as the delay begins: the third agent finds the restart decided and runs attempt 2, which completes; attempt 1's failure is not counted twice"
+  job   = "jobs/web-fails-once.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points        = ["web:tr.after_driver_start"]
+      action        = "kill"
+      restored_kill = ["web:tr.restart_delay"]
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "restored-launch-unwritten: a reattached attempt still reads as a launch under way, so the third agent restores its end again and counts it twice"
+      invariant = "status-matches-exits"
+    }
+  }
+}
+
 scenario "lost-attempt-second-kill-last" {
   about = "as lost-attempt-second-kill, the restored agent killed once it committed the last attempt, before it launched it: the third agent finds that attempt lost too, the policy's last, and the alloc fails"
   job   = "jobs/web-retried.hcl"
