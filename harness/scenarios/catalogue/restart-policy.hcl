@@ -75,10 +75,6 @@ scenario "failure-second-kill" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "restored-launch-unwritten: a reattached attempt still reads as a launch under way, so the third agent restores its end again and counts it twice"
-      invariant = "status-matches-exits"
-    }
   }
 }
 

@@ -67,7 +67,13 @@ impl TaskRunner {
             .handle
             .clone()
             .unwrap_or_else(|| unknown_handle(self.socket_path()));
-        match self.deps.driver.reattach(info).await {
+        let reattached = self.deps.driver.reattach(info).await;
+        // Done with, found or lost: written with what comes next, the
+        // attempt no longer reads as a launch under way (committed past
+        // launched), which a later agent would restore again, and count
+        // its end, or its loss, twice.
+        self.record.launched = Some(attempt);
+        match reattached {
             Ok(running) => {
                 self.deps.gate.restore_committed(&self.task.name, attempt);
                 if !matches!(self.record.state, TaskState::Running { .. }) {
@@ -89,11 +95,6 @@ impl TaskRunner {
                 let why = format!("could not re-attach to the executor: {err}");
                 self.lose_attempt(attempt, why.clone()).await;
                 self.record.handle = None;
-                // Done with: written with the decision, the attempt no
-                // longer reads as a launch under way (committed past
-                // launched), which a later agent would look for, find
-                // lost again, and count twice.
-                self.record.launched = Some(attempt);
                 self.seeded_lost_written_undecided();
                 // Written with what the loss leads to (the policy's decision,
                 // a doomed kill's end): written alone, a pending task told
