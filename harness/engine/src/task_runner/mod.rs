@@ -145,7 +145,17 @@ impl TaskRunner {
         let (definition_tx, definition_rx) = watch::channel(task.clone());
         let (restart_tx, restart_rx) = watch::channel(RestartAsk::default());
         let (restarted_tx, restarted_rx) = watch::channel(0);
-        let (state_tx, state_rx) = watch::channel(record.state.clone());
+        // A record dead yet holding a handle (a dead agent's panic cleanup)
+        // may have its task still running until `run` kills it: the alloc
+        // runner must not act on that death before (a sibling killed, a
+        // poststop task started, beside the task's tree).
+        let shown = match (&record.state, &record.handle) {
+            (TaskState::Dead { .. }, Some(_)) => TaskState::Running {
+                attempt: record.committed.unwrap_or(0),
+            },
+            (state, _) => state.clone(),
+        };
+        let (state_tx, state_rx) = watch::channel(shown);
         let state_tx = Arc::new(state_tx);
         let restoring =
             matches!(record.state, TaskState::Running { .. }) || record.committed > record.launched;
@@ -237,6 +247,7 @@ impl TaskRunner {
             let (alloc_id, task) = (&self.deps.alloc_id, &self.task.name);
             panic::kill_what_is_left(self.deps.driver.as_ref(), info, alloc_id, task).await;
             self.record.handle = None;
+            self.state_tx.send_replace(self.record.state.clone());
             self.publish();
         }
         loop {
