@@ -714,9 +714,12 @@ fn set_xattr(path: &Path, name: &str, value: &str) {
 /// must finish, every allocation with it, before it exits, even once its
 /// own allocation has finished. Another allocation's poststop task, held
 /// on a FIFO, keeps the drain going after the run's own allocation ended.
-#[test]
+/// A signal ends that wait (the drain goes on in the next agent).
+#[rstest]
+#[case::drained(None)]
+#[case::signalled(Some(Signal::SIGTERM))]
 #[serial]
-fn a_foreground_run_serves_a_drain_to_its_end() {
+fn a_foreground_run_serves_a_drain_to_its_end(#[case] signal: Option<Signal>) {
     let home = EngineHome::new();
     let hold = write_job(&home, "hold.hcl", HOLD_JOB);
     let gated = write_job(&home, "gated.hcl", GATED_JOB);
@@ -738,8 +741,11 @@ fn a_foreground_run_serves_a_drain_to_its_end() {
             Err(RecvTimeoutError::Timeout) => panic!("run hung:\n{}", run.printed()),
         }
     };
+    let signalled = signal
+        .filter(|_| waited)
+        .map(|signal| run.signal_and_wait(signal));
     // What a run that exited left, a new agent restores and drains.
-    let agent = (!waited).then(|| Running::agent(&home));
+    let agent = (!waited || signalled.is_some()).then(|| Running::agent(&home));
     let (opened, poststop_reads) = channel();
     std::thread::spawn(move || {
         let _ = opened.send(std::fs::OpenOptions::new().write(true).open(gate));
@@ -762,11 +768,21 @@ fn a_foreground_run_serves_a_drain_to_its_end() {
         drain.printed(),
         run.printed()
     );
+    assert!(run_status.success(), "{}", run.printed());
+    if signalled.is_some() {
+        assert!(
+            run.printed().contains("exiting before the drain ended"),
+            "{}",
+            run.printed()
+        );
+        // Its client is not told the drain ended: it did not, there.
+        assert!(!drained.success(), "{}", drain.printed());
+        return;
+    }
     assert!(drained.success(), "{}", drain.printed());
     assert!(
         drain.printed().contains("every allocation has finished"),
         "{}",
         drain.printed()
     );
-    assert!(run_status.success(), "{}", run.printed());
 }
