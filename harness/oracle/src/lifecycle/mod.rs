@@ -312,7 +312,7 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
 ///   was decided once the alloc was terminal;
 /// - its last attempt, none left, was lost with the agent that committed
 ///   it before any launch, and no stop came before the next agent found
-///   it;
+///   it, nor did that agent tell the task to die;
 /// - its last recorded exit was a failure its attempt was not told to die
 ///   or to restart for (a kill, restart or peek since its launch), and its
 ///   policy had no attempt left;
@@ -434,12 +434,18 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         }
         // An attempt whose agent was killed between its commit and its
         // launch is lost to the agent restored next, which counts it as a
-        // failed start; unless a stop came first (the loss is the stop's).
+        // failed start; unless a stop came first (the loss is the stop's),
+        // or that agent told the task to die (a leader dead, the main
+        // tasks done), which may have come first too.
+        let kill_asked = scoped(Some(&task.name), TR_KILL_ASKED);
         let lost_commit = all.last().filter(|a| {
             let found =
                 (a.at..history.len()).find(|&i| matches!(history[i], Event::AgentRestarted { .. }));
+            let judged = |r: usize| {
+                stop.is_none_or(|s| s > r) && !history[r..].iter().any(|e| e.is_hit(&kill_asked))
+            };
             matches!(a.began, Began::LostCommit)
-                && found.is_some_and(|r| stop.is_none_or(|s| s > r))
+                && found.is_some_and(judged)
                 && policy_gives_up(a.at + 1)
         });
         if let Some(a) = lost_commit {

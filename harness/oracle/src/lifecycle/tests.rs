@@ -690,7 +690,8 @@ fn a_lost_commit_uses_a_restart(#[case] reported: AllocStatus, #[case] holds: bo
 /// The restored agent counts an attempt lost at its commit, like any
 /// failed start: the policy's last fails the alloc, an earlier run or not;
 /// one with an attempt left, or found by an agent restored to stop, or
-/// after a stop, fails nothing.
+/// after a stop, or told to die by the agent that found it (which may
+/// have told it first), fails nothing.
 #[rstest]
 #[case::the_policys_last(1, committed_by_a_killed_agent().restart(false), AllocStatus::Failed, true)]
 #[case::the_policys_last_reported_complete(
@@ -709,6 +710,12 @@ fn a_lost_commit_uses_a_restart(#[case] reported: AllocStatus, #[case] holds: bo
 #[case::found_after_a_stop(
     1,
     committed_by_a_killed_agent().stop().restart(false),
+    AllocStatus::Complete,
+    true
+)]
+#[case::told_to_die_by_the_restored_agent(
+    1,
+    committed_by_a_killed_agent().restart(false).kill_asked("web"),
     AllocStatus::Complete,
     true
 )]
