@@ -174,13 +174,18 @@ impl Agents<'_> {
                     false
                 }
             };
+            let kills_it = faults.iter().any(|f| f.action == Action::KillAgent);
+            if killed && !kills_it {
+                problems.push(format!("{name} was SIGKILLed by no fault of the run"));
+                break;
+            }
             if killed {
                 kills += 1;
                 left_events.extend(left.into_iter().flat_map(|t| t.events));
                 continue;
             }
             let settled = matches!(waited, Err(Ended::Settled(_)));
-            if faults.iter().any(|f| f.action == Action::KillAgent) && !settled {
+            if kills_it && !settled {
                 problems.push(format!(
                     "the {name} was not SIGKILLed: its kill fault never fired"
                 ));
