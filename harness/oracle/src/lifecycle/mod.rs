@@ -312,7 +312,7 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
 ///   was decided once the alloc was terminal;
 /// - its last attempt, none left, was lost with the agent that committed
 ///   it before any launch, and no stop came before the next agent found
-///   it, nor did that agent tell the task to die;
+///   it (if that agent told the task to die, either status is right);
 /// - its last recorded exit was a failure its attempt was not told to die
 ///   or to restart for (a kill, restart or peek since its launch), and its
 ///   policy had no attempt left;
@@ -342,6 +342,8 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
             .is_some_and(|at| stop.is_none_or(|s| at < s))
     };
     let mut why = None;
+    // A task that may have failed or not: either status is right.
+    let mut may_have_failed = false;
     for task in tasks {
         // A user restart's kill tells the attempt to die too, and a runner
         // told to die decides at its peek.
@@ -434,25 +436,29 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         }
         // An attempt whose agent was killed between its commit and its
         // launch is lost to the agent restored next, which counts it as a
-        // failed start; unless a stop came first (the loss is the stop's),
-        // or that agent told the task to die (a leader dead, the main
-        // tasks done), which may have come first too.
-        let kill_asked = scoped(Some(&task.name), TR_KILL_ASKED);
+        // failed start; unless a stop came first (the loss is the stop's).
+        // If that agent told the task to die (a leader dead, the main
+        // tasks done), it may have done so before or after the runner
+        // found the loss: either status is the engine's to report.
         let lost_commit = all.last().filter(|a| {
             let found =
                 (a.at..history.len()).find(|&i| matches!(history[i], Event::AgentRestarted { .. }));
-            let judged = |r: usize| {
-                stop.is_none_or(|s| s > r) && !history[r..].iter().any(|e| e.is_hit(&kill_asked))
-            };
             matches!(a.began, Began::LostCommit)
-                && found.is_some_and(judged)
+                && found.is_some_and(|r| stop.is_none_or(|s| s > r))
                 && policy_gives_up(a.at + 1)
         });
         if let Some(a) = lost_commit {
-            why = Some(format!(
+            let kill_asked = scoped(Some(&task.name), TR_KILL_ASKED);
+            let told = history[a.at..].iter().any(|e| e.is_hit(&kill_asked));
+            let failed = format!(
                 "{}'s last attempt, committed at #{}, was lost with its agent, and its policy had no attempt left",
                 task.name, a.at
-            ));
+            );
+            if told {
+                may_have_failed = true;
+            } else {
+                why = Some(failed);
+            }
             continue;
         }
         match exits(history, &task.name).last() {
@@ -483,7 +489,7 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
     } else {
         AllocStatus::Complete
     };
-    if derived == reported {
+    if derived == reported || (may_have_failed && reported == AllocStatus::Failed) {
         return Vec::new();
     }
     vec![Invariant::StatusMatchesExits.violation(

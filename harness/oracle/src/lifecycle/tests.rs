@@ -690,8 +690,8 @@ fn a_lost_commit_uses_a_restart(#[case] reported: AllocStatus, #[case] holds: bo
 /// The restored agent counts an attempt lost at its commit, like any
 /// failed start: the policy's last fails the alloc, an earlier run or not;
 /// one with an attempt left, or found by an agent restored to stop, or
-/// after a stop, or told to die by the agent that found it (which may
-/// have told it first), fails nothing.
+/// after a stop, fails nothing; one the agent that found it told to die
+/// (maybe first) may have failed or not.
 #[rstest]
 #[case::the_policys_last(1, committed_by_a_killed_agent().restart(false), AllocStatus::Failed, true)]
 #[case::the_policys_last_reported_complete(
@@ -717,6 +717,12 @@ fn a_lost_commit_uses_a_restart(#[case] reported: AllocStatus, #[case] holds: bo
     1,
     committed_by_a_killed_agent().restart(false).kill_asked("web"),
     AllocStatus::Complete,
+    true
+)]
+#[case::told_to_die_by_the_restored_agent_reported_failed(
+    1,
+    committed_by_a_killed_agent().restart(false).kill_asked("web"),
+    AllocStatus::Failed,
     true
 )]
 fn an_attempt_lost_at_its_commit_is_a_failed_start(
