@@ -209,7 +209,7 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
     // Whatever still runs (a task's executor call) is not waited for: the
     // executors and their tasks outlive this process.
     runtime.shutdown_background();
-    let entries = taskgate_engine::agent::read_entries(agent.engine());
+    let entries = taskgate_engine::agent::read_entries(agent.engine().state());
     // The cgroup parent is given back, unless tasks live on for the next
     // agent; nothing launches any more.
     agent.engine().give_back_cgroups();

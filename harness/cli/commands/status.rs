@@ -99,14 +99,7 @@ pub fn read_status(client: &ClientArgs) -> anyhow::Result<Vec<AllocEntry>> {
         return Ok(entries);
     }
     match client.read_state() {
-        Ok(state) => Ok(state
-            .allocs()?
-            .into_iter()
-            .map(|alloc| {
-                let tasks = state.tasks(&alloc.alloc_id)?;
-                Ok(AllocEntry { alloc, tasks })
-            })
-            .collect::<Result<_, taskgate_engine::state::StateError>>()?),
+        Ok(state) => Ok(taskgate_engine::agent::read_entries(&state)?),
         // An agent started between the two, and wrote as the copy was read.
         Err(err) => ask()?.with_context(|| format!("{err:#}")),
     }

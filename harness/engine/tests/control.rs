@@ -518,7 +518,6 @@ fn a_drain_stops_every_alloc() {
 /// counted out as it unwinds: a drain after it does not wait for an alloc
 /// that was never placed.
 #[test]
-#[should_panic(expected = "known bug placing-panic-leaks-count")]
 fn a_placement_that_panics_is_counted_out() {
     let home = Home::new();
     home.faults
@@ -535,7 +534,7 @@ fn a_placement_that_panics_is_counted_out() {
     assert_eq!(
         home.agent.live_count(),
         0,
-        "known bug placing-panic-leaks-count: a drain waits for a placement that panicked"
+        "a drain waits for a placement that panicked"
     );
 }
 

@@ -14,7 +14,7 @@ pub use crate::control::AllocEntry;
 use crate::control::ControlError;
 use crate::engine::{Engine, EngineError, SkippedAlloc};
 use crate::job::Job;
-use crate::state::{AllocRecord, StateError};
+use crate::state::{AllocRecord, StateDb, StateError};
 use crate::task_state::TaskEvent;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,8 +24,15 @@ use tokio::sync::{broadcast, watch};
 const FOLLOW_BACKLOG: usize = 4096;
 
 /// One allocation counted live, from before it is placed until it has
-/// finished: what a drain waits for.
-struct Counted;
+/// finished: what a drain waits for. Counted out when dropped, so a
+/// placement or a follower task that panics is counted out as it unwinds.
+struct Counted(Arc<watch::Sender<usize>>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
 
 /// An allocation this agent runs.
 #[derive(Clone)]
@@ -87,7 +94,7 @@ pub struct Agent {
     engine: Engine,
     live: Mutex<BTreeMap<String, Live>>,
     /// How many allocations are live or being placed: idle at zero.
-    count: watch::Sender<usize>,
+    count: Arc<watch::Sender<usize>>,
     /// Set by a drain: nothing is placed any more.
     draining: std::sync::atomic::AtomicBool,
 }
@@ -97,7 +104,7 @@ impl Agent {
         Arc::new(Agent {
             engine,
             live: Mutex::default(),
-            count: watch::Sender::new(0),
+            count: Arc::new(watch::Sender::new(0)),
             draining: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -138,20 +145,13 @@ impl Agent {
         taskgate_faults::fault_point!(self.engine.faults(), taskgate_faults::points::AGENT_PLACING);
         match self.engine.submit(job, group) {
             Ok(handle) => Ok(self.adopt(handle, counted)),
-            Err(err) => {
-                self.count_out(counted);
-                Err(ControlError::NotPlaced(err.to_string()))
-            }
+            Err(err) => Err(ControlError::NotPlaced(err.to_string())),
         }
     }
 
     fn count_in(&self) -> Counted {
         self.count.send_modify(|n| *n += 1);
-        Counted
-    }
-
-    fn count_out(&self, _: Counted) {
-        self.count.send_modify(|n| *n -= 1);
+        Counted(self.count.clone())
     }
 
     /// Starts forwarding a running alloc's events to its followers; the
@@ -192,14 +192,11 @@ impl Agent {
             // record is terminal by now), never taken as if it still ran.
             // Counted out last, so an agent that exits once none runs (a
             // drain) has told every follower first.
-            let agent = agent.upgrade();
-            if let Some(agent) = &agent {
+            if let Some(agent) = agent.upgrade() {
                 agent.lock().remove(&id);
             }
             done.send_replace(Some(summary.status));
-            if let Some(agent) = agent {
-                agent.count_out(counted);
-            }
+            drop(counted);
         });
         Following {
             alloc_id,
@@ -283,7 +280,7 @@ impl Agent {
 
     /// Every allocation in the state database, with its tasks.
     pub fn status(&self) -> Result<Vec<AllocEntry>, StateError> {
-        read_entries(&self.engine)
+        read_entries(self.engine.state())
     }
 
     /// A running allocation by id or unique prefix; one that has finished
@@ -331,9 +328,8 @@ impl Agent {
     }
 }
 
-/// Every allocation of `engine`'s state database, with its tasks.
-pub fn read_entries(engine: &Engine) -> Result<Vec<AllocEntry>, StateError> {
-    let state = engine.state();
+/// Every allocation of a state database, with its tasks.
+pub fn read_entries(state: &StateDb) -> Result<Vec<AllocEntry>, StateError> {
     state
         .allocs()?
         .into_iter()
