@@ -154,6 +154,8 @@ impl Agents<'_> {
         // ones may be there and nowhere else.
         let mut left_events = Vec::new();
         let mut kills = 0;
+        // The state as the last agent to run left it.
+        let mut last = (None, Vec::new());
         for (name, args, faults) in lives {
             if kills > 0 {
                 let reached = taskgate_faults::read_log(log).map_err(io("reading", log))?;
@@ -163,8 +165,8 @@ impl Agents<'_> {
                 }
             }
             let waited = agent(&args, &faults, &records)?;
-            let (_, left) = read_state(data_dir)?;
-            records.restart_counts.extend(restart_counts(&left));
+            last = read_state(data_dir)?;
+            records.restart_counts.extend(restart_counts(&last.1));
             let killed = match &waited {
                 Ok(status) => {
                     std::os::unix::process::ExitStatusExt::signal(status) == Some(libc::SIGKILL)
@@ -181,7 +183,7 @@ impl Agents<'_> {
             }
             if killed {
                 kills += 1;
-                left_events.extend(left.into_iter().flat_map(|t| t.events));
+                left_events.extend(last.1.iter().flat_map(|t| t.events.iter().cloned()));
                 continue;
             }
             let settled = matches!(waited, Err(Ended::Settled(_)));
@@ -204,7 +206,7 @@ impl Agents<'_> {
             .cloned()
             .collect();
         problems.extend(unfired(&configured, &hits));
-        let (alloc, mut tasks) = read_state(data_dir)?;
+        let (alloc, mut tasks) = last;
         let followed = followed_events(data_dir, kills, &mut problems)?;
         let seen: Vec<&TaskEvent> = followed.iter().chain(&left_events).collect();
         problems.extend(with_every_event(&mut tasks, &seen));

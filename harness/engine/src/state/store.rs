@@ -39,11 +39,7 @@ pub(super) struct RedbStore(Database);
 
 impl RedbStore {
     pub(super) fn open(path: &Path) -> Result<Self, StateError> {
-        let db = Database::create(path).map_err(|source| StateError::Open {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::with_tables(db)
+        Self::with_tables(Database::create(path), path)
     }
 
     /// The database at `path` as its file holds it now, in memory.
@@ -56,16 +52,18 @@ impl RedbStore {
         let backend = InMemoryBackend::new();
         backend.set_len(bytes.len() as u64).map_err(copy_error)?;
         backend.write(0, &bytes).map_err(copy_error)?;
-        let db = Database::builder()
-            .create_with_backend(backend)
-            .map_err(|source| StateError::Open {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        Self::with_tables(db)
+        Self::with_tables(Database::builder().create_with_backend(backend), path)
     }
 
-    fn with_tables(db: Database) -> Result<Self, StateError> {
+    /// The database `opened` from `path`, with every table made.
+    fn with_tables(
+        opened: Result<Database, redb::DatabaseError>,
+        path: &Path,
+    ) -> Result<Self, StateError> {
+        let db = opened.map_err(|source| StateError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let tx = db.begin_write()?;
         tx.open_table(Table::Allocs.redb())?;
         tx.open_table(Table::Tasks.redb())?;
