@@ -1,6 +1,7 @@
 //! Lifecycle order, poststop, a leader's exit, and the task dirs.
 
 use super::*;
+use std::os::unix::process::CommandExt;
 
 // ---------------------------------------------------------------------------
 // 2. Lifecycle order
@@ -268,4 +269,42 @@ fn an_unprivileged_task_writes_its_own_dirs() {
     .unwrap();
     assert_eq!(out.trim(), "65534", "ran as nobody");
     bench.finish(&[alloc_id]);
+}
+
+/// A root task can make device nodes and set-uid files in its `/alloc`,
+/// which is a directory of the host's disk: no other host user reaches
+/// them there. Proved with a node of the null device, opened for writing
+/// (never written) as nobody from the host.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug alloc-dir-reachable")]
+fn a_node_a_root_task_made_is_out_of_other_users_reach() {
+    require_root();
+    let _faults = Faults::reset();
+    let bench = Bench::new();
+    let planter = as_root(script_task(
+        "planter",
+        "mknod /alloc/planted c 1 3 && chmod 666 /alloc/planted",
+    ));
+    let alloc = bench.submit(&job("planted", vec![planter]));
+    let alloc_id = alloc.alloc_id.clone();
+    let summary = bench.wait(alloc);
+    assert_exited_ok(task(&summary.tasks, "planter"));
+    let planted = bench.alloc_dir(&alloc_id).join("alloc/planted");
+    assert!(planted.symlink_metadata().is_ok(), "the task made no node");
+    let opened = Command::new("/bin/sh")
+        .args(["-c", "exec 3>>\"$1\"", "sh"])
+        .arg(&planted)
+        .uid(65534)
+        .gid(65534)
+        .stderr(Stdio::null())
+        .status()
+        .expect("sh as nobody");
+    let reached = opened.success();
+    bench.finish(&[alloc_id]);
+    assert!(
+        !reached,
+        "known bug alloc-dir-reachable: nobody opened {} for writing",
+        planted.display()
+    );
 }

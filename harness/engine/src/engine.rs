@@ -497,6 +497,26 @@ mod tests {
         }
     }
 
+    /// A root task can make device nodes and set-uid files in its alloc
+    /// dir, on the host's disk: only root may reach them.
+    #[test]
+    #[should_panic(expected = "known bug alloc-dir-reachable")]
+    fn the_allocs_dir_is_for_root_only() {
+        let home = tempfile::tempdir().unwrap();
+        let config = EngineConfig::for_fake(DataDir::new(home.path().join("data")));
+        let engine = Engine::open_on_fake(config.clone(), &config.fake_driver()).unwrap();
+        let mode = std::fs::metadata(config.data_dir.allocs())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        drop(engine);
+        assert_eq!(
+            mode, 0o700,
+            "known bug alloc-dir-reachable: allocs is {mode:o}"
+        );
+    }
+
     #[test]
     fn the_socket_dir_and_the_state_database_are_for_root_only() {
         let home = tempfile::tempdir().unwrap();
