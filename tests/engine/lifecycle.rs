@@ -277,7 +277,6 @@ fn an_unprivileged_task_writes_its_own_dirs() {
 /// (never written) as nobody from the host.
 #[test]
 #[serial]
-#[should_panic(expected = "known bug alloc-dir-reachable")]
 fn a_node_a_root_task_made_is_out_of_other_users_reach() {
     require_root();
     let _faults = Faults::reset();
@@ -302,9 +301,5 @@ fn a_node_a_root_task_made_is_out_of_other_users_reach() {
         .expect("sh as nobody");
     let reached = opened.success();
     bench.finish(&[alloc_id]);
-    assert!(
-        !reached,
-        "known bug alloc-dir-reachable: nobody opened {} for writing",
-        planted.display()
-    );
+    assert!(!reached, "nobody opened {} for writing", planted.display());
 }
