@@ -334,22 +334,32 @@ impl CgroupTree {
     /// parent itself moves into the `agent` leaf first; any other process
     /// there is an error, since a v2 cgroup with processes cannot give
     /// controllers to its children.
+    /// A claim that fails part way gives back what it made, as a release.
     pub fn claim(parent: &CgroupParent) -> Result<CgroupTree, ExecutorError> {
-        let layout = Layout::detect()?;
-        let dirs = layout.dirs(parent.relative());
+        let tree = CgroupTree {
+            parent: parent.clone(),
+            layout: Layout::detect()?,
+        };
+        tree.make_ready().inspect_err(|_| {
+            if let Err(err) = tree.release() {
+                tracing::warn!(parent = %tree.parent, error = %err, "giving back a failed claim");
+            }
+        })?;
+        Ok(tree)
+    }
+
+    fn make_ready(&self) -> Result<(), ExecutorError> {
+        let dirs = self.dirs();
         for dir in &dirs {
             create_parent_dir(dir)?;
         }
-        if layout.v2() {
+        if self.layout.v2() {
             enable_controllers(&dirs[0])?;
         }
         for dir in &dirs {
             create_dir_once(&dir.join(EXECUTORS_LEAF))?;
         }
-        Ok(CgroupTree {
-            parent: parent.clone(),
-            layout,
-        })
+        Ok(())
     }
 
     pub fn parent(&self) -> &CgroupParent {
@@ -488,8 +498,11 @@ fn enable_controllers(dir: &Path) -> Result<(), ExecutorError> {
         return Ok(());
     }
     make_room(dir)?;
+    // Recorded before they are enabled, so an agent killed between the two
+    // leaves no change unrecorded; a write that fails takes it back.
+    let before = get_xattr(dir, ENABLED_MARK);
     if get_xattr(dir, CREATED_MARK).is_none() {
-        let mut recorded = get_xattr(dir, ENABLED_MARK).unwrap_or_default();
+        let mut recorded = before.clone().unwrap_or_default();
         for c in &missing {
             if !recorded.split_whitespace().any(|r| r == *c) {
                 recorded = format!("{recorded} {c}").trim().to_string();
@@ -498,7 +511,12 @@ fn enable_controllers(dir: &Path) -> Result<(), ExecutorError> {
         set_xattr(dir, ENABLED_MARK, &recorded)?;
     }
     let change: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
-    write_subtree_control(dir, &change.join(" "))
+    write_subtree_control(dir, &change.join(" ")).inspect_err(|_| {
+        let _ = match &before {
+            Some(recorded) => set_xattr(dir, ENABLED_MARK, recorded),
+            None => remove_xattr(dir, ENABLED_MARK),
+        };
+    })
 }
 
 /// A v2 cgroup gives controllers to its children only while it holds no
