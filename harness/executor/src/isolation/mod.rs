@@ -134,9 +134,11 @@ fn child_main(
     taskgate_faults::fault_point!(launch.faults, points::EX_BEFORE_EXEC, scope, |msg| Err(
         ExecutorError::Injected(msg)
     ));
-    // Every inherited fd past stdio (spec, ready pipe, socket, error pipe) closes on exec.
+    // Every inherited fd past stdio (spec, ready pipe, socket, error pipe)
+    // closes on exec; a kernel without CLOSE_RANGE_CLOEXEC (before 5.11)
+    // fails the start rather than hand the task an open fd.
     // SAFETY: plain syscall, no pointers.
-    unsafe {
+    let closed = unsafe {
         libc::syscall(
             libc::SYS_close_range,
             3u32,
@@ -144,6 +146,11 @@ fn child_main(
             libc::CLOSE_RANGE_CLOEXEC,
         )
     };
+    if closed != 0 {
+        return Err(ExecutorError::io("close_range(3.., CLOEXEC)")(
+            std::io::Error::last_os_error(),
+        ));
+    }
     // Last: from here on the task's own restrictions apply to this process.
     seccomp::install(filters)?;
     let e = nix::unistd::execve(&program, argv, envp).unwrap_err();
