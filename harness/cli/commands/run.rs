@@ -179,18 +179,18 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                         // and its client is answered first.
                         if agent.draining() {
                             super::say!("==> waiting for the drain to finish every allocation");
-                            let signal = tokio::select! {
-                                () = server.drained() => None,
-                                _ = interrupt.recv() => Some(Signal::SIGINT),
-                                _ = terminate.recv() => Some(Signal::SIGTERM),
-                                _ = hangup.recv() => Some(Signal::SIGHUP),
-                            };
-                            if let Some(signal) = signal {
-                                super::say!(
-                                    "==> {signal}: exiting before the drain ended; what it has not \
-                                     stopped runs on for the next agent"
-                                );
-                            }
+                        }
+                        let signal = tokio::select! {
+                            () = server.close() => None,
+                            _ = interrupt.recv() => Some(Signal::SIGINT),
+                            _ = terminate.recv() => Some(Signal::SIGTERM),
+                            _ = hangup.recv() => Some(Signal::SIGHUP),
+                        };
+                        if let Some(signal) = signal {
+                            super::say!(
+                                "==> {signal}: exiting before the drain ended; what it has not \
+                                 stopped runs on for the next agent"
+                            );
                         }
                         return anyhow::Ok(Ended::Finished { alloc_id, status })
                     }

@@ -1,6 +1,7 @@
 //! The agent's control socket against the fake driver: what a client is
 //! told for each kind of request, and the socket file's life. No root.
 
+use std::future::Future;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -512,6 +513,44 @@ fn a_drain_stops_every_alloc() {
         matches!(&refused, ControlError::NotPlaced(why) if why.contains("draining")),
         "{refused:?}"
     );
+}
+
+/// A request the server took before it closed is answered before the close
+/// ends: a drain that reaches a foreground run just as its own alloc
+/// finished is carried out to its end, not dropped as the run exits.
+#[test]
+#[should_panic(expected = "known bug drain-as-the-run-ends")]
+fn a_server_closes_once_every_request_it_took_is_answered() {
+    let home = Home::new();
+    let server = home.serve().unwrap();
+    let mut following = home.submit();
+    home.next_start(&mut following);
+    home.faults
+        .configure(None, points::CONTROL_ANSWERING, Action::Park);
+    let drain = {
+        let data_dir = home.data_dir();
+        std::thread::spawn(move || control::request(&data_dir, &ControlRequest::Drain))
+    };
+    (home.faults)
+        .wait_any(&[Await::Parked(points::CONTROL_ANSWERING.into())], idle())
+        .unwrap();
+    let mut closing = {
+        let _rt = home.rt.enter();
+        Box::pin(server.close())
+    };
+    let waits = (closing.as_mut())
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+        .is_pending();
+    home.faults.release(None, points::CONTROL_ANSWERING);
+    assert!(
+        waits,
+        "known bug drain-as-the-run-ends: the server closed with a drain it took unanswered"
+    );
+    home.rt
+        .block_on(async { tokio::time::timeout(idle(), closing).await })
+        .expect("the close never ended");
+    assert_eq!(drain.join().unwrap().unwrap(), ControlAnswer::Done);
+    assert_eq!(home.finish(&mut following), ClientStatus::Complete);
 }
 
 /// A placement that panics where it is counted (a fault injected there) is

@@ -8,6 +8,9 @@ pub const HARNESS_STOP_DELIVERED: &str = "harness.stop_delivered";
 /// in-place update (the alloc's next job version).
 pub const HARNESS_UPDATE_DELIVERED: &str = "harness.update_delivered";
 
+/// The agent's control server read a request and is about to carry it out.
+pub const CONTROL_ANSWERING: &str = "control.answering";
+
 /// An agent passed its drain check and is placing a job: a drain that
 /// begins here must still wait for the alloc it places.
 pub const AGENT_PLACING: &str = "agent.placing";

@@ -30,6 +30,7 @@ pub struct BoundSocket {
 /// Serves the control socket until dropped; the drop removes the socket file.
 pub struct ControlServer {
     path: PathBuf,
+    agent: Arc<Agent>,
     accepting: JoinHandle<()>,
     drained: Arc<Notify>,
 }
@@ -70,6 +71,13 @@ impl ControlServer {
     pub async fn drained(&self) {
         self.drained.notified().await
     }
+
+    /// Ends the service, once a drain under way has finished.
+    pub async fn close(self) {
+        if self.agent.draining() {
+            self.drained().await
+        }
+    }
 }
 
 impl BoundSocket {
@@ -79,6 +87,7 @@ impl BoundSocket {
         let path = self.path.clone();
         let drained = Arc::new(Notify::new());
         let on_drain = drained.clone();
+        let served = agent.clone();
         let accepting = tokio::spawn(async move {
             loop {
                 match listener.accept().await {
@@ -96,6 +105,7 @@ impl BoundSocket {
         });
         ControlServer {
             path,
+            agent: served,
             accepting,
             drained,
         }
@@ -131,6 +141,10 @@ async fn answer(stream: tokio::net::UnixStream, agent: Arc<Agent>, drained: Arc<
         Ok(request) => request,
         Err(err) => return send(&mut write, &Err(err)).await.unwrap_or(()),
     };
+    taskgate_faults::fault_point!(
+        agent.engine().faults(),
+        taskgate_faults::points::CONTROL_ANSWERING
+    );
     let following = match carry_out(request, &agent).await {
         Ok(Reply::Line(answer)) => return send(&mut write, &Ok(answer)).await.unwrap_or(()),
         Ok(Reply::Drained) => {
