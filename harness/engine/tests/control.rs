@@ -519,7 +519,6 @@ fn a_drain_stops_every_alloc() {
 /// ends: a drain that reaches a foreground run just as its own alloc
 /// finished is carried out to its end, not dropped as the run exits.
 #[test]
-#[should_panic(expected = "known bug drain-as-the-run-ends")]
 fn a_server_closes_once_every_request_it_took_is_answered() {
     let home = Home::new();
     let server = home.serve().unwrap();
@@ -542,10 +541,7 @@ fn a_server_closes_once_every_request_it_took_is_answered() {
         .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
         .is_pending();
     home.faults.release(None, points::CONTROL_ANSWERING);
-    assert!(
-        waits,
-        "known bug drain-as-the-run-ends: the server closed with a drain it took unanswered"
-    );
+    assert!(waits, "the server closed with a drain it took unanswered");
     home.rt
         .block_on(async { tokio::time::timeout(idle(), closing).await })
         .expect("the close never ended");

@@ -23,10 +23,18 @@ use tokio::sync::{broadcast, watch};
 /// Events a follower may fall behind by before it is told it missed some.
 const FOLLOW_BACKLOG: usize = 4096;
 
-/// One allocation counted live, from before it is placed until it has
-/// finished: what a drain waits for. Counted out when dropped, so a
-/// placement or a follower task that panics is counted out as it unwinds.
+/// One thing counted under way while it lives: an allocation from before
+/// it is placed until it has finished (what a drain waits for), a request
+/// until it is answered (what a closing server waits for). Counted out
+/// when dropped, so whatever panics is counted out as it unwinds.
 struct Counted(Arc<watch::Sender<usize>>);
+
+impl Counted {
+    fn new(count: &Arc<watch::Sender<usize>>) -> Counted {
+        count.send_modify(|n| *n += 1);
+        Counted(count.clone())
+    }
+}
 
 impl Drop for Counted {
     fn drop(&mut self) {
@@ -150,8 +158,7 @@ impl Agent {
     }
 
     fn count_in(&self) -> Counted {
-        self.count.send_modify(|n| *n += 1);
-        Counted(self.count.clone())
+        Counted::new(&self.count)
     }
 
     /// Starts forwarding a running alloc's events to its followers; the

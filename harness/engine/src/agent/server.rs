@@ -1,7 +1,7 @@
 //! The agent's side of the control socket: each connection is answered on
 //! the Tokio runtime, concurrently with every other.
 
-use super::{Agent, Followed, Following};
+use super::{Agent, Counted, Followed, Following};
 use crate::control::{
     BindError, ControlAnswer, ControlError, ControlReply, ControlRequest, MAX_REQUEST_BYTES,
 };
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::OwnedWriteHalf;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 /// The pause after a failed accept.
@@ -30,8 +30,9 @@ pub struct BoundSocket {
 /// Serves the control socket until dropped; the drop removes the socket file.
 pub struct ControlServer {
     path: PathBuf,
-    agent: Arc<Agent>,
     accepting: JoinHandle<()>,
+    /// Requests taken and not yet answered.
+    answering: Arc<watch::Sender<usize>>,
     drained: Arc<Notify>,
 }
 
@@ -72,11 +73,14 @@ impl ControlServer {
         self.drained.notified().await
     }
 
-    /// Ends the service, once a drain under way has finished.
-    pub async fn close(self) {
-        if self.agent.draining() {
-            self.drained().await
-        }
+    /// Takes no more connections, and resolves once every request taken
+    /// is answered: a drain among them, to its end. What streams after an
+    /// answer (an allocation's events) is not waited for.
+    pub async fn close(mut self) {
+        self.accepting.abort();
+        // Once it has ended, every connection it took is counted.
+        let _ = (&mut self.accepting).await;
+        let _ = self.answering.subscribe().wait_for(|n| *n == 0).await;
     }
 }
 
@@ -87,12 +91,16 @@ impl BoundSocket {
         let path = self.path.clone();
         let drained = Arc::new(Notify::new());
         let on_drain = drained.clone();
-        let served = agent.clone();
+        let answering = Arc::new(watch::Sender::new(0));
+        let taken = answering.clone();
         let accepting = tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
-                        tokio::spawn(answer(stream, agent.clone(), on_drain.clone()));
+                        // Counted before any await: a close that ended the
+                        // loop finds every connection it took counted.
+                        let counted = Counted::new(&taken);
+                        tokio::spawn(answer(stream, agent.clone(), on_drain.clone(), counted));
                     }
                     Err(err) => {
                         tracing::warn!(error = %err, "accepting a control connection");
@@ -105,8 +113,8 @@ impl BoundSocket {
         });
         ControlServer {
             path,
-            agent: served,
             accepting,
+            answering,
             drained,
         }
     }
@@ -134,8 +142,13 @@ fn remove_socket(path: &Path) {
 }
 
 /// Reads one request, carries it out, writes the reply (or the stream of
-/// them) and hangs up.
-async fn answer(stream: tokio::net::UnixStream, agent: Arc<Agent>, drained: Arc<Notify>) {
+/// them) and hangs up. Counted as answering until its first reply is sent.
+async fn answer(
+    stream: tokio::net::UnixStream,
+    agent: Arc<Agent>,
+    drained: Arc<Notify>,
+    answering: Counted,
+) {
     let (read, mut write) = stream.into_split();
     let request = match read_request(read).await {
         Ok(request) => request,
@@ -170,6 +183,7 @@ async fn answer(stream: tokio::net::UnixStream, agent: Arc<Agent>, drained: Arc<
         Ok(Reply::Follow(following)) => following,
         Err(err) => return send(&mut write, &Err(err)).await.unwrap_or(()),
     };
+    drop(answering);
     stream_events(following, write).await
 }
 
