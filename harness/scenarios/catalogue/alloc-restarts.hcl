@@ -65,6 +65,33 @@ scenario "restart-stop-race" {
   }
 }
 
+scenario "restart-target-panics" {
+  about = "once everything runs, a restart's main target panics its task runner as it is told to restart: the restart holds the next wave until the runner's cleanup has killed that task (the cleanup is held 300 ms to widen the window a restart once went through, taking a gone runner for a task down)"
+  job   = "jobs/lifecycle.hcl"
+  faults {
+    host = "process"
+    then = "run-to-end"
+    each {
+      points = ["leader:tr.restart_signaled", "leader:hook.prekill.*", "worker:tr.restart_signaled"]
+      action = "panic"
+      with   = ["logship:tr.after_driver_start=restart-alloc", "leader:tr.main_exited=delay(300)",
+                "worker:tr.main_exited=delay(300)"]
+    }
+    each {
+      points = ["leader:tr.restart_signaled"]
+      action = "panic"
+      with   = ["logship:tr.after_driver_start=restart-all-tasks", "leader:tr.main_exited=delay(300)"]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "restart-target-panic-taken-down"
+      invariant = "restart-order"
+    }
+  }
+}
+
 scenario "restart-executor-death" {
   about = "a task's executor dies just as a restart tells the task to stop: the restart destroys the tree it left before the task comes back (it once went on without, and the old tree outlived the alloc)"
   job   = "jobs/lifecycle.hcl"
