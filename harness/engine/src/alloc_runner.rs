@@ -490,14 +490,20 @@ async fn restart(shared: &Shared, scope: &RestartScope) -> Result<(), RestartRef
             .into_iter()
             .map(|r| {
                 revived |= shared.ask_restart(r, all_tasks);
-                let mut restarted = r.restarted.clone();
+                let (mut restarted, mut state) = (r.restarted.clone(), r.state.clone());
                 let asked = r.restart.borrow().generation;
-                // A closed channel: the runner is gone, so down.
-                async move { restarted.wait_for(|&done| done >= asked).await.map(|_| ()) }
+                async move {
+                    // A closed channel: the runner is gone (it panicked).
+                    // Its task is down once the panic's cleanup has killed
+                    // what was left and published it dead.
+                    if restarted.wait_for(|&done| done >= asked).await.is_err() {
+                        let _ = state.wait_for(|s| s.is_dead()).await;
+                    }
+                }
             })
             .collect();
         for target in down {
-            let _ = target.await;
+            target.await;
         }
     }
     fault_point!(shared.faults, points::AR_RESTART_TARGETS_DOWN);

@@ -85,10 +85,6 @@ scenario "restart-target-panics" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "restart-target-panic-taken-down"
-      invariant = "restart-order"
-    }
   }
 }
 
