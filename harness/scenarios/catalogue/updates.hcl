@@ -154,3 +154,27 @@ scenario "after-stop" {
     status = "complete"
   }
 }
+
+scenario "setup-failure-update-agent-kill" {
+  about = "web's setup fails with an update waiting, and the agent dies in the update hooks, before the restart policy decided the failure: the restored agent counts it all the same (no attempt left, the alloc fails) and never sets web up again"
+  job   = "jobs/web.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-settled"
+    each {
+      points = ["web:hook.update.before.task_env", "web:hook.update.after.task_env"]
+      action = "kill"
+      with   = ["web:hook.prestart.before.validate=update-alloc",
+                "web:hook.prestart.before.task_env=await(ar.update_applied@1)",
+                "web:hook.prestart.after.task_env=error"]
+    }
+  }
+  expect {
+    status = "failed"
+    known_violation {
+      bug       = "setup-failure-unwritten-in-update"
+      invariant = "launches-accounted"
+    }
+  }
+}
