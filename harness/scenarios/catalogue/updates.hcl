@@ -172,9 +172,25 @@ scenario "setup-failure-update-agent-kill" {
   }
   expect {
     status = "failed"
-    known_violation {
-      bug       = "setup-failure-unwritten-in-update"
-      invariant = "launches-accounted"
+  }
+}
+
+scenario "setup-failure-update-agent-kill-retried" {
+  about = "as setup-failure-update-agent-kill, with a restart left: the restored agent decides the failure (restart 1 of 1), web runs once more, and the stop ends it"
+  job   = "jobs/web-retried.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "stop-when-running"
+    each {
+      points = ["web:hook.update.before.task_env", "web:hook.update.after.task_env"]
+      action = "kill"
+      with   = ["web:hook.prestart.before.validate=update-alloc",
+                "web:hook.prestart.before.task_env=await(ar.update_applied@1)",
+                "web:hook.prestart.after.task_env@1=error"]
     }
+  }
+  expect {
+    status = "complete"
   }
 }

@@ -102,6 +102,15 @@ impl From<Doom> for EndedBy {
     }
 }
 
+/// An attempt whose setup or start failed, written at once, before the
+/// restart policy decides on it (an in-place update is taken first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedStart {
+    pub attempt: u32,
+    pub message: String,
+    pub recoverable: bool,
+}
+
 /// An attempt its runner set out to end, told to die or to restart, once
 /// its executor doomed it (or did not answer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +145,11 @@ pub struct TaskRecord {
     /// record of the doom) takes the loss for that kill's or restart's end.
     #[serde(default)]
     pub doomed: Option<DoomedAttempt>,
+    /// A failed start the restart policy has not decided on yet: a
+    /// restored agent decides it, rather than set the task up again,
+    /// uncounted. Cleared with the decision's write.
+    #[serde(default)]
+    pub start_failed: Option<FailedStart>,
     /// The last attempt a user restart found already over (its own exit
     /// came first, or its executor was gone): the restart is still owed,
     /// and cuts short the restart delay that follows, in a restored agent
@@ -198,6 +212,7 @@ impl TaskRecord {
             handle: None,
             ended: None,
             doomed: None,
+            start_failed: None,
             restart_owed: None,
             restarts: 0,
             restart_window: None,

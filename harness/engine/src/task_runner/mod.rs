@@ -18,7 +18,7 @@ use crate::hooks::{
 use crate::job::{JobType, Task};
 use crate::restart::{Jitter, RestartDecision, RestartTracker};
 use crate::start_gate::{PrestartReceipt, StartGate, StartRefused};
-use crate::state::{AttemptEnded, DoomedAttempt, EndedBy, StateDb, TaskRecord};
+use crate::state::{AttemptEnded, DoomedAttempt, EndedBy, FailedStart, StateDb, TaskRecord};
 use crate::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -392,6 +392,13 @@ impl TaskRunner {
                         self.set_state(TaskState::Pending);
                     }
                 }
+            }
+        } else if let Some(failed) = self.record.start_failed.clone() {
+            // A dead agent's runner wrote this failed start and died taking
+            // an update, before its decision: decided here, as it would have.
+            attempt = failed.attempt;
+            if let Some(outcome) = self.decide_failed_start(failed, &mut tracker).await {
+                return outcome;
             }
         } else if let Some(outcome) = self.rest_of_restart_delay(attempt).await {
             return outcome;

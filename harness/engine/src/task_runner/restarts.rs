@@ -72,10 +72,32 @@ impl TaskRunner {
         tracker: &mut RestartTracker,
     ) -> Option<Outcome> {
         self.emit(kind, attempt, message.clone());
-        self.take_update(attempt, tracker);
-        let asked = Ask::StartError { recoverable };
-        self.restart_or_stop(tracker, asked, attempt, |_| Outcome::Failed {
-            reason: message,
+        // Written before the update hooks: an agent killed in them leaves
+        // the next one this failure to decide, not a setup to run again.
+        let failed = FailedStart {
+            attempt,
+            message,
+            recoverable,
+        };
+        self.record.start_failed = Some(failed.clone());
+        self.publish();
+        self.decide_failed_start(failed, tracker).await
+    }
+
+    /// Takes a waiting update, then asks the restart tracker about a
+    /// failed start (this runner's, or one a dead agent's runner wrote and
+    /// died before deciding). `Some` ends the MAIN loop.
+    pub(super) async fn decide_failed_start(
+        &mut self,
+        failed: FailedStart,
+        tracker: &mut RestartTracker,
+    ) -> Option<Outcome> {
+        self.take_update(failed.attempt, tracker);
+        let asked = Ask::StartError {
+            recoverable: failed.recoverable,
+        };
+        self.restart_or_stop(tracker, asked, failed.attempt, |_| Outcome::Failed {
+            reason: failed.message,
         })
         .await
     }
@@ -109,6 +131,8 @@ impl TaskRunner {
         stop: impl FnOnce(String) -> Outcome,
     ) -> Option<Outcome> {
         let now = self.deps.clock.now();
+        // Decided: written with the decision (or the death it leads to).
+        self.record.start_failed = None;
         let decision = match asked {
             Ask::Exit { success } => tracker.on_exit(success, now),
             Ask::StartError { recoverable } => tracker.on_start_error(recoverable, now),

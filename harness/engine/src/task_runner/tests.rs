@@ -379,11 +379,12 @@ impl crate::hooks::PrestartHook for FailingAfterAnUpdate {
     }
 }
 
-/// A failed start is written together with the restart policy's decision
-/// on it, even when an in-place update is taken with it: an agent killed
-/// after any write restores either the attempt before its start or the
-/// decision. (The update's own write came first: the next agent found the
-/// task pending and undecided, and ran the setup again, uncounted.)
+/// A failed start is written with the restart policy's decision on it, or
+/// as a failed start still to decide, even when an in-place update is
+/// taken with it: an agent killed after any write restores the attempt
+/// before its start, the failure to decide, or the decision. (The update's
+/// own write came first: the next agent found the task pending and
+/// undecided, and ran the setup again, uncounted.)
 #[tokio::test]
 async fn a_failed_start_is_written_with_its_decision() {
     let dir = tempfile::tempdir().unwrap();
@@ -401,7 +402,7 @@ async fn a_failed_start_is_written_with_its_decision() {
     assert!(record.state.is_dead(), "{:?}", record.state);
     let failed = |r: &TaskRecord| (r.events.iter()).any(|e| e.kind == EventKind::SetupFailure);
     let undecided: Vec<_> = (writes.records().into_iter())
-        .filter(|r| failed(r) && !r.state.is_dead())
+        .filter(|r| failed(r) && !r.state.is_dead() && r.start_failed.is_none())
         .collect();
     assert!(
         undecided.is_empty(),
