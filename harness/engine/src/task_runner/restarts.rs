@@ -171,12 +171,16 @@ impl TaskRunner {
     /// waited out as its policy asked: a restored agent shortens a restart
     /// delay only for a user restart still owed (Nomad's skips the rest).
     /// `Some` ends the MAIN loop.
-    pub(super) async fn rest_of_restart_delay(&mut self, attempt: u32) -> Option<Outcome> {
+    pub(super) async fn rest_of_restart_delay(
+        &mut self,
+        attempt: u32,
+        tracker: &RestartTracker,
+    ) -> Option<Outcome> {
         let due = self.record.restart_due?;
         if self.should_shutdown() {
             return None;
         }
-        let left = due.saturating_sub(self.deps.clock.now());
+        let left = tracker.rest_of_delay(due, self.deps.clock.now());
         fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
         let end = self.wait_restart_delay(left).await;
         self.restart_delay_over(end, attempt)
