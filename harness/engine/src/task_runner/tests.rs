@@ -356,6 +356,72 @@ async fn a_restored_runner_writes_a_lost_attempt_with_its_decision() {
     }
 }
 
+/// An exited hook that tells its task to die, as a stop reaching the runner
+/// while it decides the exit's restart would.
+struct KilledAsItExits(Arc<std::sync::OnceLock<watch::Sender<bool>>>);
+
+impl crate::hooks::Hook for KilledAsItExits {
+    fn name(&self) -> &'static str {
+        "killed_as_it_exits"
+    }
+}
+
+impl crate::hooks::ExitedHook for KilledAsItExits {
+    fn exited(
+        &self,
+        _: &mut HookContext<'_>,
+        _: &RunningTask,
+        _: Option<&ExitResult>,
+    ) -> Result<(), HookError> {
+        self.0
+            .get()
+            .expect("the runner's kill flag")
+            .send_replace(true);
+        Ok(())
+    }
+}
+
+/// A restart the policy grants and a kill refuses counts for nothing: the
+/// window persisted keeps the restarts it had, so a task a restart of all
+/// tasks revives later has its policy's attempts in full.
+#[tokio::test]
+#[should_panic(expected = "known bug refused-restart-counted")]
+async fn a_restart_a_kill_refused_is_not_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDb::open(&crate::DataDir::new(dir.path()).state_db()).unwrap();
+    let mut task = Task::new("web", "/bin/true", vec![]);
+    task.restart.attempts = 1;
+    let kill = Arc::new(std::sync::OnceLock::new());
+    let hook = KilledAsItExits(kill.clone());
+    let (runner, handle, driver) = runner_of(
+        dir.path(),
+        |hooks| hooks.exited = vec![Box::new(hook)],
+        task,
+        TaskRecord::new("web"),
+        state,
+    );
+    kill.set(handle.kill.clone()).unwrap();
+    let run = started(runner, &handle).await;
+    driver.exit("web", 1);
+    let record = run.await.unwrap();
+    assert!(
+        matches!(
+            record.state,
+            TaskState::Dead {
+                outcome: Outcome::Killed { .. }
+            }
+        ),
+        "{:?}",
+        record.state
+    );
+    let counted = record.restart_window.map_or(0, |w| w.count);
+    assert_eq!(
+        counted, 0,
+        "known bug refused-restart-counted: the refused restart is counted in {:?}",
+        record.restart_window
+    );
+}
+
 /// A prestart hook that fails once an in-place update has come in while it
 /// ran: the update is there for the runner to take with the failure.
 struct FailingAfterAnUpdate(Arc<std::sync::OnceLock<watch::Sender<Task>>>);
