@@ -50,7 +50,7 @@ impl Jitter {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 /// Times are readings of the engine's [`crate::clock::Clock`].
 pub struct RestartTracker {
     policy: RestartPolicy,

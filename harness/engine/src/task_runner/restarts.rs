@@ -133,13 +133,16 @@ impl TaskRunner {
         let now = self.deps.clock.now();
         // Decided: written with the decision (or the death it leads to).
         self.record.start_failed = None;
+        // Decided on a copy: a restart a kill refuses counts for nothing.
+        let mut deciding = tracker.clone();
         let decision = match asked {
-            Ask::Exit { success } => tracker.on_exit(success, now),
-            Ask::StartError { recoverable } => tracker.on_start_error(recoverable, now),
+            Ask::Exit { success } => deciding.on_exit(success, now),
+            Ask::StartError { recoverable } => deciding.on_start_error(recoverable, now),
         };
-        self.record.restart_window = Some(tracker.window());
         let (delay, reason) = match decision {
             RestartDecision::NotRestarting { reason } => {
+                *tracker = deciding;
+                self.record.restart_window = Some(tracker.window());
                 self.emit(EventKind::NotRestarting, attempt, reason.clone());
                 return Some(stop(reason));
             }
@@ -151,6 +154,8 @@ impl TaskRunner {
             self.emit(EventKind::NotRestarting, attempt, "allocation is terminal");
             return Some(Outcome::Killed { result: None });
         }
+        *tracker = deciding;
+        self.record.restart_window = Some(tracker.window());
         self.emit(
             EventKind::Restarting,
             attempt,
