@@ -23,10 +23,11 @@ use tokio::sync::{broadcast, watch};
 /// Events a follower may fall behind by before it is told it missed some.
 const FOLLOW_BACKLOG: usize = 4096;
 
-/// One thing counted under way while it lives: an allocation from before
-/// it is placed until it has finished (what a drain waits for), a request
-/// until it is answered (what a closing server waits for). Counted out
-/// when dropped, so whatever panics is counted out as it unwinds.
+/// One thing counted under way: an allocation from before it is placed
+/// until it has finished (what a drain waits for), a request until it is
+/// answered (what a closing server waits for). Counted out only by
+/// [`Counted::out`]: an allocation whose follower is dropped (its runner
+/// gone with the runtime, its tasks left running) has not finished.
 struct Counted(Arc<watch::Sender<usize>>);
 
 impl Counted {
@@ -34,11 +35,32 @@ impl Counted {
         count.send_modify(|n| *n += 1);
         Counted(count.clone())
     }
+
+    fn out(self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
 }
 
-impl Drop for Counted {
+/// A [`Counted`] given back when dropped, for what ends as it unwinds: a
+/// placement that fails or panics before it is adopted, a request.
+struct CountedUntilDropped(Option<Counted>);
+
+impl CountedUntilDropped {
+    fn new(count: &Arc<watch::Sender<usize>>) -> CountedUntilDropped {
+        CountedUntilDropped(Some(Counted::new(count)))
+    }
+
+    /// Kept counted past this guard's end.
+    fn keep(mut self) -> Counted {
+        self.0.take().expect("kept once")
+    }
+}
+
+impl Drop for CountedUntilDropped {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n -= 1);
+        if let Some(counted) = self.0.take() {
+            counted.out();
+        }
     }
 }
 
@@ -148,11 +170,11 @@ impl Agent {
                     "the agent is draining: it stops every allocation and exits".into(),
                 ));
             }
-            self.count_in()
+            CountedUntilDropped::new(&self.count)
         };
         taskgate_faults::fault_point!(self.engine.faults(), taskgate_faults::points::AGENT_PLACING);
         match self.engine.submit(job, group) {
-            Ok(handle) => Ok(self.adopt(handle, counted)),
+            Ok(handle) => Ok(self.adopt(handle, counted.keep())),
             Err(err) => Err(ControlError::NotPlaced(err.to_string())),
         }
     }
@@ -203,7 +225,7 @@ impl Agent {
                 agent.lock().remove(&id);
             }
             done.send_replace(Some(summary.status));
-            drop(counted);
+            counted.out();
         });
         Following {
             alloc_id,

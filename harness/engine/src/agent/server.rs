@@ -1,7 +1,7 @@
 //! The agent's side of the control socket: each connection is answered on
 //! the Tokio runtime, concurrently with every other.
 
-use super::{Agent, Counted, Followed, Following};
+use super::{Agent, CountedUntilDropped, Followed, Following};
 use crate::control::{
     BindError, ControlAnswer, ControlError, ControlReply, ControlRequest, MAX_REQUEST_BYTES,
 };
@@ -99,7 +99,7 @@ impl BoundSocket {
                     Ok((stream, _)) => {
                         // Counted before any await: a close that ended the
                         // loop finds every connection it took counted.
-                        let counted = Counted::new(&taken);
+                        let counted = CountedUntilDropped::new(&taken);
                         tokio::spawn(answer(stream, agent.clone(), on_drain.clone(), counted));
                     }
                     Err(err) => {
@@ -147,7 +147,7 @@ async fn answer(
     stream: tokio::net::UnixStream,
     agent: Arc<Agent>,
     drained: Arc<Notify>,
-    answering: Counted,
+    answering: CountedUntilDropped,
 ) {
     let (read, mut write) = stream.into_split();
     let request = match read_request(read).await {
