@@ -56,7 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             return harness.run(&agent, restored).await;
         }
         drop(restored);
-        wait_for_the_end(&agent, &server).await
+        wait_for_the_end(&agent, server).await
     });
     // Executor calls still under way are not waited for: the executors and
     // their tasks outlive this process, for the next agent.
@@ -74,17 +74,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     served
 }
 
-/// Serves until a signal (tasks left running) or a finished drain.
-async fn wait_for_the_end(agent: &Arc<Agent>, server: &ControlServer) -> anyhow::Result<()> {
+/// Serves until a signal (tasks left running) or a finished drain, after
+/// which every request already taken is answered (a `run` asking for its
+/// allocation's status as the drain finished it).
+async fn wait_for_the_end(agent: &Arc<Agent>, server: ControlServer) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut hangup = signal(SignalKind::hangup())?;
-    let why = tokio::select! {
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
-        _ = hangup.recv() => "SIGHUP",
-        () = server.drained() => "drained",
+    let signalled = tokio::select! {
+        _ = terminate.recv() => Some("SIGTERM"),
+        _ = interrupt.recv() => Some("SIGINT"),
+        _ = hangup.recv() => Some("SIGHUP"),
+        () = server.drained() => None,
     };
-    tracing::info!(allocs = agent.live_count(), "{why}: the agent exits");
+    if let Some(why) = signalled {
+        tracing::info!(allocs = agent.live_count(), "{why}: the agent exits");
+        return Ok(());
+    }
+    tracing::info!("drained: the agent answers what it took, and exits");
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+        _ = hangup.recv() => {}
+        () = server.close() => {}
+    };
     Ok(())
 }

@@ -87,9 +87,19 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
     }
     let (dir, id) = (data_dir.clone(), alloc_id.clone());
     std::thread::spawn(move || stop_on_interrupt(signals, &dir, &id));
-    let status = follow_remote(replies)?;
+    let followed = follow_remote(replies)?;
     let entries = super::status::read_status(&args.agent.client)?;
     let entry = super::status::find_alloc(&entries, &alloc_id, data_dir)?;
+    let status = match followed {
+        Some(status) => status,
+        // The agent exited as the allocation finished (a drain's end),
+        // before its last line: the record says how it ended.
+        None if entry.alloc.client.is_terminal() => AllocStatus {
+            desired: entry.alloc.desired,
+            client: entry.alloc.client,
+        },
+        None => anyhow::bail!(AGENT_GONE),
+    };
     finish(data_dir, entry, status)
 }
 
@@ -122,20 +132,22 @@ fn stop_on_interrupt(signals: SigSet, data_dir: &DataDir, alloc_id: &str) {
     }
 }
 
-/// Prints each event the agent streams until the allocation's end.
-pub fn follow_remote(mut replies: Replies) -> anyhow::Result<AllocStatus> {
+/// What a follower is told when the agent hung up before the end.
+pub const AGENT_GONE: &str =
+    "the agent exited before the allocation finished: its tasks run on, and the next agent restores them";
+
+/// Prints each event the agent streams until the allocation's end; `None`
+/// if the agent hung up before it.
+pub fn follow_remote(mut replies: Replies) -> anyhow::Result<Option<AllocStatus>> {
     loop {
         let answer = match replies.next_answer() {
-            Err(control::RequestError::NoReply(_)) => anyhow::bail!(
-                "the agent exited before the allocation finished: its tasks run on, \
-                 and the next agent restores them"
-            ),
+            Err(control::RequestError::NoReply(_)) => return Ok(None),
             answer => answer?,
         };
         match answer {
             ControlAnswer::Event(event) => print_event(&event),
             ControlAnswer::Missed(n) => print_missed(n),
-            ControlAnswer::Finished(status) => return Ok(status),
+            ControlAnswer::Finished(status) => return Ok(Some(status)),
             other => return Err(control::RequestError::Unexpected(Box::new(other)).into()),
         }
     }
@@ -186,7 +198,7 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                             _ = terminate.recv() => Some(Signal::SIGTERM),
                             _ = hangup.recv() => Some(Signal::SIGHUP),
                         };
-                        if let Some(signal) = signal {
+                        if let (Some(signal), true) = (signal, agent.draining()) {
                             super::say!(
                                 "==> {signal}: exiting before the drain ended; what it has not \
                                  stopped runs on for the next agent"
@@ -196,10 +208,14 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                     }
                     Followed::Gone => anyhow::bail!("the engine shut down under the allocation"),
                 },
-                _ = interrupt.recv(), if !stopping => {
-                    stopping = true;
-                    super::say!("==> interrupt: sending stop update");
-                    send_stop(&agent, &alloc_id)?;
+                _ = interrupt.recv() => {
+                    if stopping {
+                        super::say!("==> already stopping: waiting for the tasks");
+                    } else {
+                        stopping = true;
+                        super::say!("==> interrupt: sending stop update");
+                        send_stop(&agent, &alloc_id)?;
+                    }
                 }
                 _ = terminate.recv() => return Ok(Ended::Left(Signal::SIGTERM)),
                 _ = hangup.recv() => return Ok(Ended::Left(Signal::SIGHUP)),

@@ -92,7 +92,8 @@ pub fn read_status(client: &ClientArgs) -> anyhow::Result<Vec<AllocEntry>> {
     let ask = || match control::request(&client.data_dir, &ControlRequest::Status) {
         Ok(ControlAnswer::Status(entries)) => Ok(Some(entries)),
         Ok(other) => Err(RequestError::Unexpected(Box::new(other)).into()),
-        Err(RequestError::NoAgent(_)) => Ok(None),
+        // No agent, or one that exited as it was asked (a drain's end).
+        Err(RequestError::NoAgent(_) | RequestError::NoReply(_)) => Ok(None),
         Err(err) => Err(anyhow::Error::from(err)),
     };
     if let Some(entries) = ask()? {
@@ -366,5 +367,34 @@ mod tests {
             agent.err()
         );
         assert_eq!(reading.tasks("a1").unwrap()[0].task, "web");
+    }
+
+    /// An agent that hangs up without a reply (it exited as asked, a
+    /// drain's end) is no agent: the status is read from the database.
+    #[test]
+    fn an_agent_that_hangs_up_is_read_around() {
+        let home = tempfile::tempdir().unwrap();
+        let client = ClientArgs {
+            data_dir: DataDir::new(home.path()),
+        };
+        std::fs::create_dir_all(client.data_dir.run()).unwrap();
+        let state = StateDb::open(&client.data_dir.state_db()).unwrap();
+        let alloc = AllocRecord {
+            alloc_id: "a1".into(),
+            job: taskgate_engine::jobspec::builtin_default(),
+            group: "g".into(),
+            alloc_dir: home.path().join("allocs/a1"),
+            desired: taskgate_engine::DesiredStatus::Run,
+            client: taskgate_engine::ClientStatus::Complete,
+        };
+        state.put_alloc(&alloc).unwrap();
+        drop(state);
+        let listener =
+            std::os::unix::net::UnixListener::bind(client.data_dir.control_socket()).unwrap();
+        let hangs_up = std::thread::spawn(move || drop(listener.accept().unwrap()));
+        let entries = read_status(&client).expect("read around the agent");
+        hangs_up.join().unwrap();
+        let ids: Vec<&str> = entries.iter().map(|e| e.alloc.alloc_id.as_str()).collect();
+        assert_eq!(ids, ["a1"]);
     }
 }

@@ -28,7 +28,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.detach {
         return Ok(());
     }
-    let status = follow_remote(replies)?;
+    let Some(status) = follow_remote(replies)? else {
+        anyhow::bail!(super::run::AGENT_GONE);
+    };
     super::say!("==> alloc finished: {:?}", status.client);
     Ok(())
 }

@@ -13,7 +13,7 @@ use crate::state::{AllocRecord, TaskRecord};
 use crate::task_state::TaskEvent;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// One allocation and its tasks, as the state database holds them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -157,11 +157,7 @@ impl Replies {
         let read = self
             .lines
             .read_line(&mut line)
-            .map_err(|source| RequestError::Io {
-                what: "reading from",
-                path: self.path.clone(),
-                source,
-            })?;
+            .map_err(|source| io_error("reading from", &self.path, source))?;
         if read == 0 {
             return Err(RequestError::NoReply(self.path.clone()));
         }
@@ -176,6 +172,20 @@ impl Replies {
     }
 }
 
+/// An agent that hung up on the connection (it exited, say: a reset or a
+/// broken pipe is how the kernel tells) gave no reply; else an I/O error.
+fn io_error(what: &'static str, path: &Path, source: std::io::Error) -> RequestError {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+    match source.kind() {
+        ConnectionReset | BrokenPipe => RequestError::NoReply(path.to_path_buf()),
+        _ => RequestError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        },
+    }
+}
+
 /// Sends `req` to the agent serving `data_dir`; the replies follow.
 pub fn send(data_dir: &DataDir, req: &ControlRequest) -> Result<Replies, RequestError> {
     let path = data_dir.control_socket();
@@ -185,11 +195,7 @@ pub fn send(data_dir: &DataDir, req: &ControlRequest) -> Result<Replies, Request
     };
     let mut line = serde_json::to_vec(req).expect("a request serialises");
     line.push(b'\n');
-    stream.write_all(&line).map_err(|source| RequestError::Io {
-        what: "sending to",
-        path: path.clone(),
-        source,
-    })?;
+    (stream.write_all(&line)).map_err(|source| io_error("sending to", &path, source))?;
     Ok(Replies {
         path,
         lines: BufReader::new(stream),
