@@ -566,6 +566,32 @@ fn an_alloc_whose_runner_went_with_the_runtime_is_still_counted() {
     );
 }
 
+/// A prefix names an allocation only if it is unique among every one the
+/// agent knows, finished ones too, as `status` and `logs` take it (and
+/// Nomad does): a stop meant for a finished allocation never stops a
+/// running one that shares its prefix.
+#[test]
+#[should_panic(expected = "known bug prefix-among-live")]
+fn a_prefix_a_finished_alloc_shares_is_ambiguous() {
+    let home = Home::new();
+    let mut following = home.submit();
+    home.next_start(&mut following);
+    let live = following.alloc_id.clone();
+    let state = home.agent.engine().state();
+    let finished = taskgate_engine::state::AllocRecord {
+        alloc_id: format!("{}-finished", &live[..2]),
+        client: ClientStatus::Complete,
+        ..state.alloc(&live).unwrap().unwrap()
+    };
+    state.put_alloc(&finished).unwrap();
+    let stopped = home.agent.stop(&live[..2]);
+    assert!(
+        matches!(stopped, Err(ControlError::AmbiguousAlloc { .. })),
+        "known bug prefix-among-live: {stopped:?}"
+    );
+    home.stop_and_wait(following);
+}
+
 /// A placement that panics where it is counted (a fault injected there) is
 /// counted out as it unwinds: a drain after it does not wait for an alloc
 /// that was never placed.
