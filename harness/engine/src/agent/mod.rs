@@ -14,7 +14,7 @@ pub use crate::control::AllocEntry;
 use crate::control::ControlError;
 use crate::engine::{Engine, EngineError, SkippedAlloc};
 use crate::job::Job;
-use crate::state::{AllocRecord, StateDb, StateError};
+use crate::state::{StateDb, StateError};
 use crate::task_state::TaskEvent;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -312,44 +312,34 @@ impl Agent {
         read_entries(self.engine.state())
     }
 
-    /// A running allocation by id or unique prefix; one that has finished
-    /// is named as such.
+    /// A running allocation by id, or by a prefix unique among every
+    /// allocation recorded (finished ones too, as `status` takes it); one
+    /// that has finished is named as such.
     fn find_live(&self, name: &str) -> Result<(String, Live), ControlError> {
-        let found = {
-            let live = self.lock();
-            find_id(live.keys(), name).map(|id| (id.clone(), live[&id].clone()))
-        };
-        match found {
-            Err(ControlError::NoSuchAlloc(_)) => {
-                let record = self.find_recorded(name)?;
-                if !record.client.is_terminal() {
-                    return Err(ControlError::NotRestored(record.alloc_id));
-                }
-                Err(ControlError::Finished {
-                    alloc_id: record.alloc_id,
-                    status: AllocStatus {
-                        desired: record.desired,
-                        client: record.client,
-                    },
-                })
-            }
-            found => found,
-        }
-    }
-
-    /// A finished allocation's record, by id or unique prefix.
-    fn find_recorded(&self, name: &str) -> Result<AllocRecord, ControlError> {
-        let records = self
-            .engine
-            .state()
-            .allocs()
+        let state = self.engine.state();
+        let recorded = state
+            .alloc_entries()
             .map_err(|e| ControlError::State(e.to_string()))?;
-        let ids: Vec<String> = records.iter().map(|r| r.alloc_id.clone()).collect();
-        let id = find_id(ids.iter(), name)?;
-        Ok(records
-            .into_iter()
-            .find(|r| r.alloc_id == id)
-            .expect("found among these records"))
+        // Every live allocation was recorded before it was placed.
+        let id = find_id(recorded.iter().map(|(id, _)| id), name)?;
+        if let Some(live) = self.lock().get(&id) {
+            return Ok((id, live.clone()));
+        }
+        let record = match state.alloc(&id) {
+            Ok(Some(record)) => record,
+            Ok(None) => return Err(ControlError::NoSuchAlloc(name.to_string())),
+            Err(err) => return Err(ControlError::State(err.to_string())),
+        };
+        if !record.client.is_terminal() {
+            return Err(ControlError::NotRestored(record.alloc_id));
+        }
+        Err(ControlError::Finished {
+            alloc_id: record.alloc_id,
+            status: AllocStatus {
+                desired: record.desired,
+                client: record.client,
+            },
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Live>> {
