@@ -591,6 +591,26 @@ fn a_prefix_a_finished_alloc_shares_is_ambiguous() {
     home.stop_and_wait(following);
 }
 
+/// One allocation whose record cannot be read (written by another
+/// version, or damaged) hides no other from `status`, as it stops no other
+/// from being restored.
+#[test]
+#[should_panic(expected = "known bug unreadable-record-hides-all")]
+fn an_unreadable_record_hides_no_other_allocation() {
+    let home = Home::new();
+    let mut following = home.submit();
+    home.next_start(&mut following);
+    (home.agent.engine().state())
+        .put_raw_alloc("0bad", b"{not a record")
+        .unwrap();
+    let status = home.agent.status();
+    home.stop_and_wait(following);
+    assert!(
+        status.is_ok(),
+        "known bug unreadable-record-hides-all: {status:?}"
+    );
+}
+
 /// A placement that panics where it is counted (a fault injected there) is
 /// counted out as it unwinds: a drain after it does not wait for an alloc
 /// that was never placed.
