@@ -10,7 +10,7 @@
 use super::agent_config::ClientArgs;
 use anyhow::Context;
 use serde::Serialize;
-use taskgate_engine::agent::AllocEntry;
+use taskgate_engine::agent::{AllocEntry, StatusReport};
 use taskgate_engine::control::{self, ControlAnswer, ControlError, ControlRequest, RequestError};
 use taskgate_engine::state::{AllocRecord, TaskRecord};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
@@ -66,29 +66,38 @@ struct EventView {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let views: Vec<AllocView> = read_status(&args.client)?
-        .iter()
+    let report = read_status(&args.client)?;
+    let views: Vec<AllocView> = (report.allocs.iter())
         .map(|e| alloc_view(&e.alloc, &e.tasks))
         .collect();
     if args.json {
         crate::commands::say!("{}", serde_json::to_string_pretty(&views)?);
-        return Ok(());
-    }
-    if views.is_empty() {
-        crate::commands::say!("no allocations in {}", args.client.data_dir.display());
-    }
-    for (n, alloc) in views.iter().enumerate() {
-        if n > 0 {
-            crate::commands::say!();
+    } else {
+        if views.is_empty() && report.unreadable.is_empty() {
+            crate::commands::say!("no allocations in {}", args.client.data_dir.display());
         }
-        crate::commands::say_part!("{}", render(alloc, args.verbose));
+        for (n, alloc) in views.iter().enumerate() {
+            if n > 0 {
+                crate::commands::say!();
+            }
+            crate::commands::say_part!("{}", render(alloc, args.verbose));
+        }
     }
+    // Each one shown, the others named after them: the status is not whole.
+    for unreadable in &report.unreadable {
+        eprintln!("error: {unreadable}");
+    }
+    anyhow::ensure!(
+        report.unreadable.is_empty(),
+        "{} allocation(s) could not be read",
+        report.unreadable.len()
+    );
     Ok(())
 }
 
 /// Every allocation with its tasks: from the agent serving the data dir,
 /// else from the state database itself.
-pub fn read_status(client: &ClientArgs) -> anyhow::Result<Vec<AllocEntry>> {
+pub fn read_status(client: &ClientArgs) -> anyhow::Result<StatusReport> {
     let ask = || match control::request(&client.data_dir, &ControlRequest::Status) {
         Ok(ControlAnswer::Status(entries)) => Ok(Some(entries)),
         Ok(other) => Err(RequestError::Unexpected(Box::new(other)).into()),
@@ -106,13 +115,16 @@ pub fn read_status(client: &ClientArgs) -> anyhow::Result<Vec<AllocEntry>> {
     }
 }
 
-/// The allocation `name` is the id of, or a unique prefix of.
+/// The allocation `name` is the id of, or a prefix unique among all
+/// (those that cannot be read too).
 pub fn find_alloc<'a>(
-    entries: &'a [AllocEntry],
+    report: &'a StatusReport,
     name: &str,
     data_dir: &DataDir,
 ) -> anyhow::Result<&'a AllocEntry> {
-    let ids: Vec<String> = entries.iter().map(|e| e.alloc.alloc_id.clone()).collect();
+    let ids: Vec<String> = (report.allocs.iter().map(|e| e.alloc.alloc_id.clone()))
+        .chain(report.unreadable.iter().map(|u| u.alloc_id.clone()))
+        .collect();
     let id = match taskgate_engine::agent::find_id(ids.iter(), name) {
         Ok(id) => id,
         Err(ControlError::NoSuchAlloc(_)) => {
@@ -120,8 +132,10 @@ pub fn find_alloc<'a>(
         }
         Err(err) => return Err(err.into()),
     };
-    Ok(entries
-        .iter()
+    if let Some(unreadable) = report.unreadable.iter().find(|u| u.alloc_id == id) {
+        anyhow::bail!("{unreadable}");
+    }
+    Ok((report.allocs.iter())
         .find(|e| e.alloc.alloc_id == id)
         .expect("found among these"))
 }
@@ -394,7 +408,9 @@ mod tests {
         let hangs_up = std::thread::spawn(move || drop(listener.accept().unwrap()));
         let entries = read_status(&client).expect("read around the agent");
         hangs_up.join().unwrap();
-        let ids: Vec<&str> = entries.iter().map(|e| e.alloc.alloc_id.as_str()).collect();
+        let ids: Vec<&str> = (entries.allocs.iter())
+            .map(|e| e.alloc.alloc_id.as_str())
+            .collect();
         assert_eq!(ids, ["a1"]);
     }
 }

@@ -10,8 +10,8 @@ pub use server::{BoundSocket, ControlServer};
 
 use crate::alloc::{AllocStatus, RestartRefused, RestartScope};
 use crate::alloc_runner::{AllocControl, AllocHandle};
-pub use crate::control::AllocEntry;
 use crate::control::ControlError;
+pub use crate::control::{AllocEntry, StatusReport, UnreadableAlloc};
 use crate::engine::{Engine, EngineError, SkippedAlloc};
 use crate::job::Job;
 use crate::state::{StateDb, StateError};
@@ -308,7 +308,7 @@ impl Agent {
     }
 
     /// Every allocation in the state database, with its tasks.
-    pub fn status(&self) -> Result<Vec<AllocEntry>, StateError> {
+    pub fn status(&self) -> Result<StatusReport, StateError> {
         read_entries(self.engine.state())
     }
 
@@ -347,16 +347,24 @@ impl Agent {
     }
 }
 
-/// Every allocation of a state database, with its tasks.
-pub fn read_entries(state: &StateDb) -> Result<Vec<AllocEntry>, StateError> {
-    state
-        .allocs()?
-        .into_iter()
-        .map(|alloc| {
+/// Every allocation of a state database, with its tasks; one whose
+/// records cannot be decoded is named, with why.
+pub fn read_entries(state: &StateDb) -> Result<StatusReport, StateError> {
+    let mut report = StatusReport::default();
+    for (alloc_id, alloc) in state.alloc_entries()? {
+        let read = alloc.and_then(|alloc| {
             let tasks = state.tasks(&alloc.alloc_id)?;
             Ok(AllocEntry { alloc, tasks })
-        })
-        .collect()
+        });
+        match read {
+            Ok(entry) => report.allocs.push(entry),
+            Err(err) => report.unreadable.push(UnreadableAlloc {
+                alloc_id,
+                why: err.to_string(),
+            }),
+        }
+    }
+    Ok(report)
 }
 
 /// The id `name` is, or else the one it is a unique prefix of, as Nomad

@@ -22,6 +22,33 @@ pub struct AllocEntry {
     pub tasks: Vec<TaskRecord>,
 }
 
+/// Every allocation of a state database: those it could read, with their
+/// tasks, and those it could not, each named with why (one hides no other,
+/// as one skipped by a restore stops no other).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub allocs: Vec<AllocEntry>,
+    pub unreadable: Vec<UnreadableAlloc>,
+}
+
+/// An allocation whose record, or one of its tasks' records, cannot be
+/// decoded (written by another version, or damaged).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnreadableAlloc {
+    pub alloc_id: String,
+    pub why: String,
+}
+
+impl std::fmt::Display for UnreadableAlloc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "allocation {} cannot be read: {}",
+            self.alloc_id, self.why
+        )
+    }
+}
+
 /// The longest request line the server reads: a job with its environment
 /// fits (the jobspec caps it at `ARG_MAX` per task), garbage does not.
 pub const MAX_REQUEST_BYTES: usize = 16 << 20;
@@ -61,7 +88,7 @@ pub enum ControlAnswer {
     Placed {
         alloc_id: String,
     },
-    Status(Vec<AllocEntry>),
+    Status(StatusReport),
     Event(TaskEvent),
     /// A follower fell this many events behind and lost them.
     Missed(u64),
