@@ -143,3 +143,46 @@ impl AgentArgs {
         Ok(Engine::open(self.engine_config(faults)?)?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        agent: AgentArgs,
+    }
+
+    fn agent(extra: &[&str]) -> AgentArgs {
+        let fixed = [
+            "t",
+            "--executor-bin",
+            "/bin/true",
+            "--cgroup-parent",
+            "/tg-test",
+        ];
+        let args = fixed.iter().chain(extra).copied();
+        Cli::try_parse_from(args).expect("arguments parse").agent
+    }
+
+    /// A relative data dir is taken from where the agent starts, not from
+    /// wherever a task's paths are later resolved; a chroot_env entry no
+    /// task could start with is refused at the start, not at each launch
+    /// (where it failed every task, a restart at a time).
+    #[test]
+    #[should_panic(expected = "known bug paths-checked-at-launch")]
+    fn paths_are_made_absolute_or_refused_at_the_start() {
+        let relative = agent(&["--data-dir", "tg"]);
+        let refused: Vec<bool> = [["--chroot-env", "usr"], ["--chroot-env", "/no/such/dir"]]
+            .iter()
+            .map(|env| agent(env).engine_config(Faults::default()).is_err())
+            .collect();
+        assert!(
+            relative.data_dir().path().is_absolute() && refused == [true, true],
+            "known bug paths-checked-at-launch: data dir {}, refused {refused:?}",
+            relative.data_dir().display()
+        );
+    }
+}
