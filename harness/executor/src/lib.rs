@@ -36,5 +36,6 @@ pub use protocol::{check_socket_path, lock_path, socket_path, spec_file_name, Do
 pub use signal::KillSignal;
 pub use spec::*;
 pub use validate::{
-    component_problem, task_name_problem, EXECUTOR_LOG, SECRETS_DIR, SHARED_ALLOC_DIR, TASK_SUBDIRS,
+    check_chroot_env, component_problem, task_name_problem, EXECUTOR_LOG, SECRETS_DIR,
+    SHARED_ALLOC_DIR, TASK_SUBDIRS,
 };

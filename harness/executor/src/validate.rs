@@ -6,6 +6,7 @@ use crate::confined::{ConfinedDir, ConfinedError};
 use crate::error::ExecutorError;
 use crate::spec::TaskSpec;
 use nix::unistd::{Gid, Uid, User};
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 /// The host user a task runs as, resolved before the task's root hides the host's /etc.
@@ -27,6 +28,24 @@ pub const SHARED_ALLOC_DIR: &str = "alloc";
 pub const EXECUTOR_LOG: &str = "executor.out";
 
 const DEFAULT_USER: &str = "nobody";
+
+/// Each host dir bound into a task root (host path, path in the task
+/// root): both absolute, the host's existing, the task's below its root.
+/// An agent checks its own at start, and each launch again.
+pub fn check_chroot_env(env: &BTreeMap<PathBuf, PathBuf>) -> Result<(), ExecutorError> {
+    for (src, dst) in env {
+        absolute("chroot_env source", src)?;
+        absolute("chroot_env target", dst)?;
+        if dst.parent().is_none() || dst.components().any(|c| c == Component::ParentDir) {
+            return Err(ExecutorError::UnsafePath {
+                what: "chroot_env target".into(),
+                path: dst.clone(),
+            });
+        }
+        existing("chroot_env source", src)?;
+    }
+    Ok(())
+}
 
 pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
     if let Some(reason) = task_name_problem(&spec.task_name) {
@@ -50,17 +69,7 @@ pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
     absolute("task_dir", &spec.task_dir)?;
     absolute("shared_alloc_dir", &spec.shared_alloc_dir)?;
     existing("shared_alloc_dir", &spec.shared_alloc_dir)?;
-    for (src, dst) in &spec.chroot_env {
-        absolute("chroot_env source", src)?;
-        absolute("chroot_env target", dst)?;
-        if dst.parent().is_none() || dst.components().any(|c| c == Component::ParentDir) {
-            return Err(ExecutorError::UnsafePath {
-                what: "chroot_env target".into(),
-                path: dst.clone(),
-            });
-        }
-        existing("chroot_env source", src)?;
-    }
+    check_chroot_env(&spec.chroot_env)?;
     if spec.command.trim().is_empty() {
         return Err(ExecutorError::MissingCommand);
     }
