@@ -158,3 +158,29 @@ impl Report {
         Ok(written)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run interrupted after its first failing run was kept (its data in
+    /// `runs/`, no `index.html` yet) leaves a report the next run with the
+    /// same `--report` takes over, never one it refuses.
+    #[test]
+    #[should_panic(expected = "known bug interrupted-report-refused")]
+    fn an_interrupted_report_is_taken_over() {
+        let home = tempfile::tempdir().unwrap();
+        let args = ReportArgs {
+            report: Some(home.path().join("r")),
+        };
+        let report = args.prepare(false).unwrap().expect("a report");
+        std::fs::create_dir_all(report.dir.join(html::kept::RUNS_DIR).join("run-1")).unwrap();
+        drop(report);
+        let again = args.prepare(false);
+        assert!(
+            again.is_ok(),
+            "known bug interrupted-report-refused: {:#}",
+            again.err().unwrap()
+        );
+    }
+}
