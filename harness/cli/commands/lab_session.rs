@@ -1,13 +1,12 @@
 //! What explore, replay and gate share: a private mount namespace and the
 //! labs (marked filesystem + exec gate): one, or one per worker with `--jobs`.
 
+pub use super::interrupt::interrupted;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::io::{IsTerminal, Write};
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use taskgate_scenarios::lab_run::{LabRunner, LabWorkshop};
 use taskgate_scenarios::{Lab, RunReport};
 
@@ -40,7 +39,7 @@ impl Session {
     pub fn open() -> anyhow::Result<Session> {
         super::require_root()?;
         taskgate_faults::quiet_injected_panics();
-        catch_interrupts().context("catching SIGINT, SIGTERM and SIGHUP")?;
+        super::interrupt::catch().context("catching SIGINT, SIGTERM and SIGHUP")?;
         taskgate_oracle::enter_private_mount_namespace()
             .context("entering a private mount namespace")?;
         let agent_bin = std::env::current_exe().context("locating the taskgate binary")?;
@@ -71,45 +70,9 @@ impl Session {
     }
 }
 
-/// Set by the first SIGINT, SIGTERM or SIGHUP: the run in progress ends,
-/// no other starts, and the lab is taken down as after a last run (its
-/// tasks, cgroups and mount). Killed outright, a lab would leave all three.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// Whether a signal asked the session to stop after the run in progress.
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
 /// The error a command that stopped early ends with: no verdict.
 pub fn interrupted_after(done: usize, planned: usize) -> anyhow::Error {
     anyhow::anyhow!("interrupted after {done} of {planned} runs: no verdict")
-}
-
-extern "C" fn on_interrupt(_: libc::c_int) {
-    if INTERRUPTED.swap(true, Ordering::SeqCst) {
-        // SAFETY: _exit is async-signal-safe; a second signal means now.
-        unsafe { libc::_exit(130) };
-    }
-    let said = b"\ninterrupted: ending the run in progress, then taking the lab down (again to quit at once, leaving it behind)\n";
-    // SAFETY: write(2) is async-signal-safe, on a buffer that lives forever.
-    unsafe { libc::write(2, said.as_ptr().cast(), said.len()) };
-}
-
-/// A handler, not a blocked mask: handlers are reset at exec, so the
-/// agents, executors and tasks a run starts keep the default dispositions.
-fn catch_interrupts() -> nix::Result<()> {
-    let action = SigAction::new(
-        SigHandler::Handler(on_interrupt),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only touches an atomic and calls
-        // async-signal-safe functions.
-        unsafe { sigaction(signal, &action)? };
-    }
-    Ok(())
 }
 
 /// Prints the failures of a batch, at most `limit` in full.

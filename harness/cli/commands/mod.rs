@@ -29,6 +29,7 @@ pub mod explore;
 pub mod gate;
 #[cfg(feature = "failpoints")]
 mod html_report;
+mod interrupt;
 #[cfg(feature = "failpoints")]
 mod lab_session;
 pub mod logs;

@@ -98,6 +98,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.runs > 0 && args.rss_tasks > 0 && args.allocs > 0 && args.concurrency > 0,
         "--runs, --rss-tasks, --allocs and --concurrency must be at least 1"
     );
+    // Stopped by a signal between two of its steps, the bench takes down
+    // what it made (its scratch dir, cgroups and executors) as it returns.
+    super::interrupt::catch().context("catching SIGINT, SIGTERM and SIGHUP")?;
     let runc = RUNC_PATHS
         .iter()
         .map(PathBuf::from)
@@ -122,6 +125,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         crate::commands::say!("{}", serde_json::to_string_pretty(&report.to_json())?);
     }
+    Ok(())
+}
+
+/// An error once a signal asked the bench to stop (see [`Args`]'s run).
+fn not_interrupted() -> anyhow::Result<()> {
+    ensure!(
+        !super::interrupt::interrupted(),
+        "interrupted: no figures; what the bench made is taken down"
+    );
     Ok(())
 }
 
@@ -354,6 +366,7 @@ impl Bench {
         // Round 0 is the warm-up.
         for round in 0..=runs {
             for which in ORDERS[round % ORDERS.len()] {
+                not_interrupted()?;
                 std::thread::sleep(pause);
                 record(&mut lat, round, which)?;
             }
@@ -365,6 +378,7 @@ impl Bench {
     fn rss(&self, scratch: &mut Scratch, count: usize) -> anyhow::Result<Vec<Memory>> {
         let mut execs = Vec::new();
         for i in 0..count {
+            not_interrupted()?;
             let spec = self.spec(
                 &format!("sleep{i}"),
                 "/bin/sh",
@@ -418,6 +432,10 @@ impl Bench {
             let mut running = Vec::new();
             let mut submit_error = None;
             for _ in 0..allocs {
+                if let Err(interrupted) = not_interrupted() {
+                    submit_error = Some(interrupted);
+                    break;
+                }
                 let permit = permits
                     .clone()
                     .acquire_owned()
@@ -429,7 +447,7 @@ impl Bench {
                         running.push(tokio::spawn(start_and_stop(handle, submitted, permit)))
                     }
                     Err(e) => {
-                        submit_error = Some(e);
+                        submit_error = Some(e.into());
                         break;
                     }
                 }
@@ -450,7 +468,7 @@ impl Bench {
             }
             let elapsed = began.elapsed();
             if let Some(e) = submit_error {
-                return Err(e.into());
+                return Err(e);
             }
             if let Some(e) = failure {
                 return Err(e);

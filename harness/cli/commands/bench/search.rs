@@ -84,6 +84,7 @@ pub(super) use measure::measure;
 #[cfg(feature = "failpoints")]
 mod measure {
     use super::{Search, Throughput};
+    use crate::commands::interrupt::interrupted;
     use anyhow::{ensure, Context};
     use std::path::Path;
     use std::process::{Command, Stdio};
@@ -154,8 +155,9 @@ mod measure {
         let runner = FakeRunner { runtime: &runtime };
         let mut fakes = Vec::new();
         for jobs in JOBS {
-            let ran = run_jobs(&runner, jobs, &runs, StopAt::End, &|| false, |_| {})
+            let ran = run_jobs(&runner, jobs, &runs, StopAt::End, &interrupted, |_| {})
                 .unwrap_or_else(|n| match n {});
+            ensure!(!interrupted(), "interrupted: no figures");
             ensure!(
                 ran.failed() == 0,
                 "{} fake schedules failed at --jobs {jobs}: a failing build has no speed to \
