@@ -92,6 +92,46 @@ scenario "delay-mode-stop" {
   }
 }
 
+scenario "delay-mode-agent-kill" {
+  about = "a batch task failing in delay mode uses up its attempt, and the agent dies as it begins to wait out the rest of the interval: the restored agent waits out that rest (not a restart delay), and the third attempt, in the next window, completes"
+  job "delay" {
+    type = "batch"
+    group "g" {
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "if [ -e /local/failed-twice ]; then echo web done; exit 0; fi; if [ -e /local/failed-once ]; then touch /local/failed-twice; else touch /local/failed-once; fi; echo web fails; exit 1"]
+        }
+        restart {
+          attempts = 1
+          interval = "1s"
+          delay    = "10ms"
+          mode     = "delay"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["web:tr.restart_delay"]
+      action = "kill"
+      hit    = 2
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "delay-wait-cut-short"
+      invariant = "launches-accounted"
+    }
+  }
+}
+
 scenario "task-tree-killed" {
   about = "a running task's whole tree is SIGKILLed behind the engine's back: it restarts once, then the alloc stops"
   job   = "jobs/web-retried.hcl"
