@@ -82,29 +82,22 @@ impl RestartTracker {
     /// does not grant the policy's attempts afresh, nor count restarts of
     /// an interval that has passed, nor draw the same jitter twice. A task
     /// persisted before windows were has its restarts counted in a window
-    /// beginning now.
-    pub fn resumed(self, restarts: u32, window: Option<RestartWindow>) -> Self {
+    /// beginning now. A window begins at most `ahead` after now: the rest
+    /// of a restart delay under way, at whose end a delay-mode policy
+    /// begins its next window; one further ahead was persisted before the
+    /// clock was set back, and is read as beginning then.
+    pub fn resumed(self, restarts: u32, window: Option<RestartWindow>, ahead: Duration) -> Self {
         let window = window.unwrap_or(RestartWindow {
             start: self.window_start,
             count: restarts,
         });
-        // A window begun ahead of now (the clock was set back since it was
-        // persisted) begins now.
-        let start = window.start.min(self.window_start);
+        let start = window.start.min(self.window_start + ahead);
         RestartTracker {
             count: window.count,
             window_start: start,
             restarts,
             ..self
         }
-    }
-
-    /// What is left at `now` of the restart delay that ends at `due`: at
-    /// most the delay the policy chose for the last restart, should `due`
-    /// lie further ahead (the clock was set back since it was persisted).
-    pub fn rest_of_delay(&self, due: Duration, now: Duration) -> Duration {
-        let chosen = (self.jitter).delay(self.policy.delay, self.restarts.saturating_sub(1));
-        due.saturating_sub(now).min(chosen)
     }
 
     /// The window this tracker is in, to persist.
@@ -194,6 +187,7 @@ impl RestartTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::TaskRecord;
     use rstest::rstest;
 
     fn policy(attempts: u32, mode: RestartMode) -> RestartPolicy {
@@ -231,7 +225,7 @@ mod tests {
             RestartDecision::Restart { .. }
         ));
         let restored = tracker(1, RestartMode::Fail, start + later)
-            .resumed(1, Some(first.window()))
+            .resumed(1, Some(first.window()), Duration::ZERO)
             .on_exit(false, start + later);
         assert_eq!(
             matches!(restored, RestartDecision::Restart { .. }),
@@ -243,7 +237,7 @@ mod tests {
     /// The wall clock set back between two agents (NTP, a VM snapshot):
     /// what the dead agent persisted lies ahead of this one's clock, and is
     /// read as now. A window ahead begins now, and a restart delay ahead
-    /// lasts at most the delay the policy chose, not the clock's step too.
+    /// lasts at most the wait chosen for it, not the clock's step too.
     #[test]
     fn readings_persisted_ahead_of_the_clock_are_read_as_now() {
         let now = Duration::from_secs(10);
@@ -253,13 +247,47 @@ mod tests {
         let RestartDecision::Restart { delay, .. } = decision else {
             panic!("{decision:?}")
         };
-        let mut restored = tracker(1, RestartMode::Fail, now).resumed(1, Some(first.window()));
-        let left = restored.rest_of_delay(now + hour + delay, now);
-        let a_minute_on = restored.on_exit(false, now + Duration::from_secs(61));
+        let record = TaskRecord {
+            restart_due: Some(now + hour + delay),
+            restart_wait: Some(delay),
+            ..TaskRecord::new("t")
+        };
+        let left = record.rest_of_restart_delay(now).unwrap();
+        let mut restored =
+            tracker(1, RestartMode::Fail, now).resumed(1, Some(first.window()), left);
+        let a_minute_on = restored.on_exit(false, now + left + Duration::from_secs(61));
         assert!(
             left <= delay && matches!(a_minute_on, RestartDecision::Restart { .. }),
             "{left:?} left of a {delay:?} delay; {a_minute_on:?} a minute on"
         );
+    }
+
+    /// A delay-mode policy that used up its attempts waits out the rest of
+    /// its interval, its next window beginning then (ahead of now on
+    /// purpose): a restored agent waits out that rest too, and keeps that
+    /// window, granting no attempt before it.
+    #[test]
+    fn a_restored_delay_mode_wait_for_the_interval_is_waited_in_full() {
+        let start = Duration::ZERO;
+        let mut first = tracker(1, RestartMode::Delay, start);
+        let _ = first.on_exit(false, start);
+        let second = start + Duration::from_secs(1);
+        let decision = first.on_exit(false, second);
+        let RestartDecision::Restart { delay: wait, .. } = decision else {
+            panic!("{decision:?}")
+        };
+        assert_eq!(wait, Duration::from_secs(59));
+        let record = TaskRecord {
+            restart_due: Some(second + wait),
+            restart_wait: Some(wait),
+            ..TaskRecord::new("t")
+        };
+        let restored_at = second + Duration::from_secs(1);
+        let left = record.rest_of_restart_delay(restored_at).unwrap();
+        assert_eq!(left, Duration::from_secs(58));
+        let restored =
+            tracker(1, RestartMode::Delay, restored_at).resumed(2, Some(first.window()), left);
+        assert_eq!(restored.window(), first.window());
     }
 
     /// A record from before windows were persisted: its restarts count in
@@ -267,7 +295,7 @@ mod tests {
     #[test]
     fn a_record_without_a_window_counts_its_restarts_from_now() {
         let now = Duration::from_secs(3600);
-        let mut t = tracker(1, RestartMode::Fail, now).resumed(1, None);
+        let mut t = tracker(1, RestartMode::Fail, now).resumed(1, None, Duration::ZERO);
         assert_eq!(
             t.window(),
             RestartWindow {
@@ -305,7 +333,7 @@ mod tests {
         fresh.on_exit(false, now);
         let second = fresh.on_exit(false, now);
         let restored = RestartTracker::new(policy(5, RestartMode::Fail), false, jitter, now)
-            .resumed(1, Some(fresh_window(&jitter, now)))
+            .resumed(1, Some(fresh_window(&jitter, now)), Duration::ZERO)
             .on_exit(false, now);
         assert_eq!(second, restored);
         match second {

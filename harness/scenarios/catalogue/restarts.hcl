@@ -125,10 +125,6 @@ scenario "delay-mode-agent-kill" {
   }
   expect {
     status = "complete"
-    known_violation {
-      bug       = "delay-wait-cut-short"
-      invariant = "launches-accounted"
-    }
   }
 }
 

@@ -165,6 +165,10 @@ pub struct TaskRecord {
     /// agent killed inside it leaves the rest for the next one to wait.
     #[serde(default)]
     pub restart_due: Option<Duration>,
+    /// The wait chosen for that restart delay: the most a restored agent
+    /// waits of it, whatever the clock now says of `restart_due`.
+    #[serde(default)]
+    pub restart_wait: Option<Duration>,
     pub events: Vec<TaskEvent>,
     /// How many events the task ever had: the next one's `seq`.
     #[serde(default)]
@@ -197,6 +201,15 @@ impl TaskRecord {
             || (self.events.iter()).any(|e| e.attempt == attempt && e.kind.ends_attempt())
     }
 
+    /// What is left at `now` of the restart delay under way, if one is:
+    /// never more than the wait chosen for it (a due further ahead was
+    /// persisted before the wall clock was set back: it is read as now);
+    /// a record without its wait (an older version's) waits to its due.
+    pub fn rest_of_restart_delay(&self, now: Duration) -> Option<Duration> {
+        let left = self.restart_due?.saturating_sub(now);
+        Some(self.restart_wait.map_or(left, |wait| left.min(wait)))
+    }
+
     /// Why `attempt` was doomed, if its runner set out to end it.
     pub fn doomed_by(&self, attempt: u32) -> Option<Doom> {
         (self.doomed).filter(|d| d.attempt == attempt).map(|d| d.by)
@@ -217,6 +230,7 @@ impl TaskRecord {
             restarts: 0,
             restart_window: None,
             restart_due: None,
+            restart_wait: None,
             events: Vec::new(),
             events_added: 0,
             end_reported_for: None,

@@ -307,6 +307,7 @@ impl TaskRunner {
         // afresh, in the restart window the task was in.
         self.restoring = false;
         self.record.restart_due = None;
+        self.record.restart_wait = None;
         self.record.restart_owed = None;
         let attempt = self.current_attempt();
         self.emit(
@@ -335,13 +336,15 @@ impl TaskRunner {
     }
 
     async fn main_loop(&mut self) -> Outcome {
+        let now = self.deps.clock.now();
+        let delay_left = self.record.rest_of_restart_delay(now).unwrap_or_default();
         let mut tracker = RestartTracker::new(
             self.task.restart.clone(),
             self.deps.job_type.restarts_on_success(&self.task),
             Jitter::new(self.deps.restart_seed, &self.deps.alloc_id, self.name()),
-            self.deps.clock.now(),
+            now,
         )
-        .resumed(self.record.restarts, self.record.restart_window);
+        .resumed(self.record.restarts, self.record.restart_window, delay_left);
         self.record.restart_window = Some(tracker.window());
         let mut attempt = self.record.committed.unwrap_or(0);
         if self.record.restart_owed == Some(attempt) {
@@ -400,7 +403,7 @@ impl TaskRunner {
             if let Some(outcome) = self.decide_failed_start(failed, &mut tracker).await {
                 return outcome;
             }
-        } else if let Some(outcome) = self.rest_of_restart_delay(attempt, &tracker).await {
+        } else if let Some(outcome) = self.rest_of_restart_delay(attempt).await {
             return outcome;
         }
         // Nomad's `MAIN: for !tr.shouldShutdown()`.

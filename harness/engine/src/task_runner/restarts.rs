@@ -166,6 +166,7 @@ impl TaskRunner {
         }
         self.record.restarts += 1;
         self.record.restart_due = Some(now + delay);
+        self.record.restart_wait = Some(delay);
         self.publish();
         fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
         let end = self.wait_restart_delay(delay).await;
@@ -176,16 +177,11 @@ impl TaskRunner {
     /// waited out as its policy asked: a restored agent shortens a restart
     /// delay only for a user restart still owed (Nomad's skips the rest).
     /// `Some` ends the MAIN loop.
-    pub(super) async fn rest_of_restart_delay(
-        &mut self,
-        attempt: u32,
-        tracker: &RestartTracker,
-    ) -> Option<Outcome> {
-        let due = self.record.restart_due?;
+    pub(super) async fn rest_of_restart_delay(&mut self, attempt: u32) -> Option<Outcome> {
+        let left = self.record.rest_of_restart_delay(self.deps.clock.now())?;
         if self.should_shutdown() {
             return None;
         }
-        let left = tracker.rest_of_delay(due, self.deps.clock.now());
         fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
         let end = self.wait_restart_delay(left).await;
         self.restart_delay_over(end, attempt)
@@ -195,6 +191,7 @@ impl TaskRunner {
     /// ends the MAIN loop (killed while waiting).
     pub(super) fn restart_delay_over(&mut self, end: DelayEnd, attempt: u32) -> Option<Outcome> {
         self.record.restart_due = None;
+        self.record.restart_wait = None;
         self.record.restart_owed = None;
         match end {
             DelayEnd::Elapsed => None,
