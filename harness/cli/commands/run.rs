@@ -92,13 +92,7 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
     let entry = super::status::find_alloc(&entries, &alloc_id, data_dir)?;
     let status = match followed {
         Some(status) => status,
-        // The agent exited as the allocation finished (a drain's end),
-        // before its last line: the record says how it ended.
-        None if entry.alloc.client.is_terminal() => AllocStatus {
-            desired: entry.alloc.desired,
-            client: entry.alloc.client,
-        },
-        None => anyhow::bail!(AGENT_GONE),
+        None => recorded_end(entry)?,
     };
     finish(data_dir, entry, status)
 }
@@ -130,6 +124,17 @@ fn stop_on_interrupt(signals: SigSet, data_dir: &DataDir, alloc_id: &str) {
             Err(_) => return,
         }
     }
+}
+
+/// The end of an allocation whose follow stream the agent hung up before
+/// its last line (it exited as the allocation finished, a drain's end):
+/// the record says how it ended, once it has.
+pub fn recorded_end(entry: &AllocEntry) -> anyhow::Result<AllocStatus> {
+    anyhow::ensure!(entry.alloc.client.is_terminal(), AGENT_GONE);
+    Ok(AllocStatus {
+        desired: entry.alloc.desired,
+        client: entry.alloc.client,
+    })
 }
 
 /// What a follower is told when the agent hung up before the end.

@@ -28,8 +28,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.detach {
         return Ok(());
     }
-    let Some(status) = follow_remote(replies)? else {
-        anyhow::bail!(super::run::AGENT_GONE);
+    let status = match follow_remote(replies)? {
+        Some(status) => status,
+        None => {
+            let report = super::status::read_status(&args.client)?;
+            let entry = super::status::find_alloc(&report, &args.alloc, &args.client.data_dir)?;
+            super::run::recorded_end(entry)?
+        }
     };
     super::say!("==> alloc finished: {:?}", status.client);
     Ok(())

@@ -109,7 +109,13 @@ pub struct AllocWaiter {
 
 impl AllocWaiter {
     pub async fn wait(self) -> AllocSummary {
-        self.done.await.expect("alloc runner panicked")
+        self.ended().await.expect("alloc runner panicked")
+    }
+
+    /// The final state, or how the alloc runner went without one: it
+    /// panicked (a bug), or was dropped with the runtime.
+    pub async fn ended(self) -> Result<AllocSummary, tokio::task::JoinError> {
+        self.done.await
     }
 }
 

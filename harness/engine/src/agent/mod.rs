@@ -206,16 +206,28 @@ impl Agent {
         let id = alloc_id.clone();
         let (mut stream, waiter) = handle.into_parts();
         tokio::spawn(async move {
-            let mut wait = Box::pin(waiter.wait());
-            let summary = loop {
+            let mut wait = Box::pin(waiter.ended());
+            let ended = loop {
                 tokio::select! {
-                    summary = &mut wait => break summary,
+                    ended = &mut wait => break ended,
                     Some(event) = stream.recv() => { let _ = events.send(event); }
                 }
             };
             while let Ok(event) = stream.try_recv() {
                 let _ = events.send(event);
             }
+            let summary = match ended {
+                Ok(summary) => Some(summary),
+                // A bug: the agent can do no more for the allocation, and a
+                // drain must not wait for it (a next agent restores it).
+                Err(panic) if panic.is_panic() => {
+                    tracing::error!(alloc = %id, error = %panic, "the alloc runner panicked");
+                    None
+                }
+                // Dropped with the runtime: the agent is going, and the
+                // allocation runs on, still counted.
+                Err(_) => return,
+            };
             // No longer live before a follower hears of its end: a stop or
             // restart sent on that news is told the alloc finished (the
             // record is terminal by now), never taken as if it still ran.
@@ -224,7 +236,13 @@ impl Agent {
             if let Some(agent) = agent.upgrade() {
                 agent.lock().remove(&id);
             }
-            done.send_replace(Some(summary.status));
+            match summary {
+                Some(summary) => {
+                    done.send_replace(Some(summary.status));
+                }
+                // Its followers are told it is gone.
+                None => drop(done),
+            }
             counted.out();
         });
         Following {

@@ -16,6 +16,11 @@ use tokio::task::JoinHandle;
 /// The pause after a failed accept.
 const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// How long a client has to send its request line, and to take the first
+/// reply: a client stopped halfway (a Ctrl-Z) must not hold a closing
+/// server for good. Generous: a client writes its one line at once.
+const CLIENT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The control socket, bound and not served yet: an agent binds it before
 /// it restores anything (a second agent of the data dir fails here and
 /// restores nothing), and serves it once it has restored (a client never
@@ -150,38 +155,46 @@ async fn answer(
     answering: CountedUntilDropped,
 ) {
     let (read, mut write) = stream.into_split();
-    let request = match read_request(read).await {
+    let read = tokio::time::timeout(CLIENT_PATIENCE, read_request(read)).await;
+    let request = match read.unwrap_or_else(|_| {
+        Err(ControlError::BadRequest(format!(
+            "no request line within {CLIENT_PATIENCE:?}"
+        )))
+    }) {
         Ok(request) => request,
-        Err(err) => return send(&mut write, &Err(err)).await.unwrap_or(()),
+        Err(err) => return send_first(&mut write, &Err(err)).await.unwrap_or(()),
     };
     taskgate_faults::fault_point!(
         agent.engine().faults(),
         taskgate_faults::points::CONTROL_ANSWERING
     );
     let following = match carry_out(request, &agent).await {
-        Ok(Reply::Line(answer)) => return send(&mut write, &Ok(answer)).await.unwrap_or(()),
+        Ok(Reply::Line(answer)) => return send_first(&mut write, &Ok(answer)).await.unwrap_or(()),
         Ok(Reply::Drained) => {
             // Answered first: the agent exits once told.
-            let _ = send(&mut write, &Ok(ControlAnswer::Done)).await;
+            let _ = send_first(&mut write, &Ok(ControlAnswer::Done)).await;
             return drained.notify_one();
         }
         Ok(Reply::Placed(following)) => {
             let placed = ControlAnswer::Placed {
                 alloc_id: following.alloc_id.clone(),
             };
-            if send(&mut write, &Ok(placed)).await.is_err() {
+            if send_first(&mut write, &Ok(placed)).await.is_err() {
                 return;
             }
             following
         }
         Ok(Reply::Stopped(following)) => {
-            if send(&mut write, &Ok(ControlAnswer::Done)).await.is_err() {
+            if send_first(&mut write, &Ok(ControlAnswer::Done))
+                .await
+                .is_err()
+            {
                 return;
             }
             following
         }
         Ok(Reply::Follow(following)) => following,
-        Err(err) => return send(&mut write, &Err(err)).await.unwrap_or(()),
+        Err(err) => return send_first(&mut write, &Err(err)).await.unwrap_or(()),
     };
     drop(answering);
     stream_events(following, write).await
@@ -252,6 +265,13 @@ async fn stream_events(mut following: Following, mut write: OwnedWriteHalf) {
             return;
         }
     }
+}
+
+/// The first reply to a request, which the client has [`CLIENT_PATIENCE`]
+/// to take.
+async fn send_first(write: &mut OwnedWriteHalf, reply: &ControlReply) -> std::io::Result<()> {
+    (tokio::time::timeout(CLIENT_PATIENCE, send(write, reply)).await)
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
 async fn send(write: &mut OwnedWriteHalf, reply: &ControlReply) -> std::io::Result<()> {
