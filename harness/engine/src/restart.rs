@@ -250,12 +250,16 @@ mod tests {
         let record = TaskRecord {
             restart_due: Some(now + hour + delay),
             restart_wait: Some(delay),
+            restart_window: Some(first.window()),
             ..TaskRecord::new("t")
         };
         let left = record.rest_of_restart_delay(now).unwrap();
+        let ahead = record.window_ahead(now);
         let mut restored =
-            tracker(1, RestartMode::Fail, now).resumed(1, Some(first.window()), left);
-        let a_minute_on = restored.on_exit(false, now + left + Duration::from_secs(61));
+            tracker(1, RestartMode::Fail, now).resumed(1, Some(first.window()), ahead);
+        // An interval after now, and less than the delay after it: a
+        // window kept even the delay's length ahead would not reset yet.
+        let a_minute_on = restored.on_exit(false, now + Duration::from_secs(60) + left / 2);
         assert!(
             left <= delay && matches!(a_minute_on, RestartDecision::Restart { .. }),
             "{left:?} left of a {delay:?} delay; {a_minute_on:?} a minute on"
@@ -280,13 +284,15 @@ mod tests {
         let record = TaskRecord {
             restart_due: Some(second + wait),
             restart_wait: Some(wait),
+            restart_window: Some(first.window()),
             ..TaskRecord::new("t")
         };
         let restored_at = second + Duration::from_secs(1);
         let left = record.rest_of_restart_delay(restored_at).unwrap();
         assert_eq!(left, Duration::from_secs(58));
+        let ahead = record.window_ahead(restored_at);
         let restored =
-            tracker(1, RestartMode::Delay, restored_at).resumed(2, Some(first.window()), left);
+            tracker(1, RestartMode::Delay, restored_at).resumed(2, Some(first.window()), ahead);
         assert_eq!(restored.window(), first.window());
     }
 

@@ -210,6 +210,22 @@ impl TaskRecord {
         Some(self.restart_wait.map_or(left, |wait| left.min(wait)))
     }
 
+    /// How far past `now` its restart window may begin: to the end of the
+    /// restart delay under way when the window begins then (a delay-mode
+    /// policy that used up its attempts waits out its interval, its next
+    /// window beginning when that wait ends); else not at all, a window
+    /// persisted ahead of now (the wall clock set back) beginning now.
+    pub fn window_ahead(&self, now: Duration) -> Duration {
+        let begins_as_delay_ends = self
+            .restart_window
+            .map(|w| w.start)
+            .is_some_and(|start| Some(start) == self.restart_due);
+        match self.rest_of_restart_delay(now) {
+            Some(left) if begins_as_delay_ends => left,
+            _ => Duration::ZERO,
+        }
+    }
+
     /// Why `attempt` was doomed, if its runner set out to end it.
     pub fn doomed_by(&self, attempt: u32) -> Option<Doom> {
         (self.doomed).filter(|d| d.attempt == attempt).map(|d| d.by)

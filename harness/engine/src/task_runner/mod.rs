@@ -337,14 +337,17 @@ impl TaskRunner {
 
     async fn main_loop(&mut self) -> Outcome {
         let now = self.deps.clock.now();
-        let delay_left = self.record.rest_of_restart_delay(now).unwrap_or_default();
         let mut tracker = RestartTracker::new(
             self.task.restart.clone(),
             self.deps.job_type.restarts_on_success(&self.task),
             Jitter::new(self.deps.restart_seed, &self.deps.alloc_id, self.name()),
             now,
         )
-        .resumed(self.record.restarts, self.record.restart_window, delay_left);
+        .resumed(
+            self.record.restarts,
+            self.record.restart_window,
+            self.record.window_ahead(now),
+        );
         self.record.restart_window = Some(tracker.window());
         let mut attempt = self.record.committed.unwrap_or(0);
         if self.record.restart_owed == Some(attempt) {
