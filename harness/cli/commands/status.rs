@@ -101,11 +101,8 @@ pub fn read_status(client: &ClientArgs) -> anyhow::Result<StatusReport> {
     let ask = || match control::request(&client.data_dir, &ControlRequest::Status) {
         Ok(ControlAnswer::Status(entries)) => Ok(Some(entries)),
         Ok(other) => Err(RequestError::Unexpected(Box::new(other)).into()),
-        // No agent, one that exited as it was asked (a drain's end), or
-        // one of another version whose answer this one cannot read.
-        Err(RequestError::NoAgent(_) | RequestError::NoReply(_) | RequestError::BadReply(_)) => {
-            Ok(None)
-        }
+        // No agent, or one that exited as it was asked (a drain's end).
+        Err(RequestError::NoAgent(_) | RequestError::NoReply(_)) => Ok(None),
         Err(err) => Err(anyhow::Error::from(err)),
     };
     if let Some(entries) = ask()? {
