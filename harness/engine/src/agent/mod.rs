@@ -334,8 +334,7 @@ impl Agent {
     /// allocation recorded (finished ones too, as `status` takes it); one
     /// that has finished is named as such.
     fn find_live(&self, name: &str) -> Result<(String, Live), ControlError> {
-        let state = self.engine.state();
-        let recorded = state
+        let recorded = (self.engine.state())
             .alloc_entries()
             .map_err(|e| ControlError::State(e.to_string()))?;
         // Every live allocation was recorded before it was placed.
@@ -343,11 +342,10 @@ impl Agent {
         if let Some(live) = self.lock().get(&id) {
             return Ok((id, live.clone()));
         }
-        let record = match state.alloc(&id) {
-            Ok(Some(record)) => record,
-            Ok(None) => return Err(ControlError::NoSuchAlloc(name.to_string())),
-            Err(err) => return Err(ControlError::State(err.to_string())),
-        };
+        let (_, record) = (recorded.into_iter())
+            .find(|(key, _)| *key == id)
+            .expect("found among these records");
+        let record = record.map_err(|e| ControlError::State(e.to_string()))?;
         if !record.client.is_terminal() {
             return Err(ControlError::NotRestored(record.alloc_id));
         }
