@@ -81,22 +81,17 @@ async fn wait_for_the_end(agent: &Arc<Agent>, server: ControlServer) -> anyhow::
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut hangup = signal(SignalKind::hangup())?;
-    let signalled = tokio::select! {
-        _ = terminate.recv() => Some("SIGTERM"),
-        _ = interrupt.recv() => Some("SIGINT"),
-        _ = hangup.recv() => Some("SIGHUP"),
-        () = server.drained() => None,
+    let drained = async {
+        server.drained().await;
+        tracing::info!("drained: the agent answers what it took, and exits");
+        server.close().await
     };
-    if let Some(why) = signalled {
-        tracing::info!(allocs = agent.live_count(), "{why}: the agent exits");
-        return Ok(());
-    }
-    tracing::info!("drained: the agent answers what it took, and exits");
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
-        _ = hangup.recv() => {}
-        () = server.close() => {}
+    let why = tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+        _ = hangup.recv() => "SIGHUP",
+        () = drained => return Ok(()),
     };
+    tracing::info!(allocs = agent.live_count(), "{why}: the agent exits");
     Ok(())
 }
