@@ -5,9 +5,8 @@
 //! cases. On real executors under the exec oracle, or on the fake driver.
 
 use super::html_report::ReportArgs;
-use super::lab_session::{
-    interrupted, interrupted_after, print_failures, JobsArgs, Progress, Session,
-};
+use super::interrupt::interrupted;
+use super::lab_session::{interrupted_after, print_failures, JobsArgs, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
 use taskgate_scenarios::catalogue;

@@ -4,9 +4,8 @@
 //! `--merge` joins the shards' reports into one verdict.
 
 use super::html_report::ReportArgs;
-use super::lab_session::{
-    interrupted, interrupted_after, print_failures, JobsArgs, Progress, Session,
-};
+use super::interrupt::interrupted;
+use super::lab_session::{interrupted_after, print_failures, JobsArgs, Progress, Session};
 use anyhow::Context;
 use std::path::PathBuf;
 use taskgate_scenarios::gate::{self, Gate, StopAt};

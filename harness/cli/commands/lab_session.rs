@@ -1,7 +1,6 @@
 //! What explore, replay and gate share: a private mount namespace and the
 //! labs (marked filesystem + exec gate): one, or one per worker with `--jobs`.
 
-pub use super::interrupt::interrupted;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};

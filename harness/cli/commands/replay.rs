@@ -3,7 +3,8 @@
 //! repetition must reach the same verdict).
 
 use super::html_report::ReportArgs;
-use super::lab_session::{interrupted, interrupted_after, Session};
+use super::interrupt::interrupted;
+use super::lab_session::{interrupted_after, Session};
 use std::path::PathBuf;
 use taskgate_scenarios::gate::{self, replay_verdict, run_all, Runner, StopAt};
 use taskgate_scenarios::{catalogue, RunReport, RunVerdict, Token};
