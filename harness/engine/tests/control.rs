@@ -319,6 +319,38 @@ fn a_finished_alloc_refuses_a_restart_and_a_stop() {
     );
 }
 
+/// An alloc that ends while a request is resolving its name is told
+/// finished: the request takes its record as it is once the alloc is no
+/// longer live, not as it was read before (a harness's restored agent
+/// exited on a stop refused as "not restored").
+#[test]
+#[should_panic(expected = "known bug find-live-stale-record")]
+fn an_alloc_ending_as_its_name_resolves_is_finished() {
+    let home = Home::new();
+    let mut following = home.submit();
+    home.next_start(&mut following);
+    let alloc_id = following.alloc_id.clone();
+    let (_, control) = home.agent.control(&alloc_id).unwrap();
+    home.faults
+        .configure(None, points::AGENT_RESOLVED, Action::Park);
+    let resolving = {
+        let agent = home.agent.clone();
+        let alloc_id = alloc_id.clone();
+        std::thread::spawn(move || agent.stop(&alloc_id))
+    };
+    (home.faults)
+        .wait_any(&[Await::Parked(points::AGENT_RESOLVED.into())], idle())
+        .unwrap();
+    control.stop();
+    assert_eq!(home.finish(&mut following), ClientStatus::Complete);
+    home.faults.release(None, points::AGENT_RESOLVED);
+    let stopped = resolving.join().unwrap();
+    assert!(
+        matches!(&stopped, Err(ControlError::Finished { alloc_id: id, .. }) if *id == alloc_id),
+        "known bug find-live-stale-record: {stopped:?}"
+    );
+}
+
 /// A unique prefix of an id names its alloc, and the empty one none.
 #[test]
 fn an_alloc_is_named_by_a_unique_prefix_of_its_id() {

@@ -15,6 +15,11 @@ pub const CONTROL_ANSWERING: &str = "control.answering";
 /// begins here must still wait for the alloc it places.
 pub const AGENT_PLACING: &str = "agent.placing";
 
+/// An agent resolved a name to an allocation from its records and is about
+/// to look for it among those it runs: an alloc that ends here is told
+/// finished, never taken for one no agent restored.
+pub const AGENT_RESOLVED: &str = "agent.resolved";
+
 // Alloc runner, while applying an alloc update (handleAllocUpdate in
 // docs/nomad-prestart-race-report.txt).
 pub const AR_UPDATE_RECEIVED: &str = "ar.update_received";

@@ -339,6 +339,10 @@ impl Agent {
             .map_err(|e| ControlError::State(e.to_string()))?;
         // Every live allocation was recorded before it was placed.
         let id = find_id(recorded.iter().map(|(id, _)| id), name)?;
+        taskgate_faults::fault_point!(
+            self.engine.faults(),
+            taskgate_faults::points::AGENT_RESOLVED
+        );
         if let Some(live) = self.lock().get(&id) {
             return Ok((id, live.clone()));
         }
