@@ -56,6 +56,11 @@ build() {
     cargo build --bins --features failpoints
 }
 
+# kept_labs OUT: the labs a gate whose output is OUT kept for its failing runs.
+kept_labs() {
+    sed -n "s/^failing runs' data kept in //p" "$1" | grep '/taskgate-lab\.' || true
+}
+
 # catch NAME: the zoo's gate with bug NAME chosen must fail on a violation;
 # its time to that failure is written to $RESULTS/NAME (judged once paced).
 catch() {
@@ -69,9 +74,7 @@ catch() {
     # The gate keeps a failing run's lab for a person to read; here the
     # failure is the point (its history is in the JUnit file). The lab stays
     # where a gate puts it: a deeper one changes the runs' socket paths.
-    while IFS= read -r kept; do
-        case $kept in */taskgate-lab.*) rm -rf -- "$kept" ;; esac
-    done < <(sed -n "s/^failing runs' data kept in //p" "$out")
+    kept_labs "$out" | while IFS= read -r kept; do rm -rf -- "$kept"; done
     line=$(grep '^first failure: ' "$out" || true)
     secs=$(sed -n 's/.*, after \([0-9.]*\)s$/\1/p' <<<"$line")
     if [ "$rc" = 0 ] || [ -z "$secs" ] || ! grep -q '^  violation: ' "$out"; then
@@ -113,6 +116,12 @@ pace() {
     env RUST_BACKTRACE=0 "$@" gate --jobs 1 --junit "$out.xml" >"$out" 2>&1 || {
         echo "ci/zoo.sh: a bug-free gate failed ($*): the zoo cannot be paced; its failures:" >&2
         grep -v '^\[[0-9]*/[0-9]*] pass ' "$out" >&2
+        # Kept for a person, out of the shared memory the host's leftover
+        # check watches.
+        kept_labs "$out" | while IFS= read -r kept; do
+            mkdir -p "$ZOO_DIR/kept" && mv -- "$kept" "$ZOO_DIR/kept/" &&
+                echo "ci/zoo.sh: its data moved to $ZOO_DIR/kept/${kept##*/}" >&2
+        done
         rm -f "$out" "$out.xml"
         return 1
     }

@@ -324,7 +324,6 @@ fn a_finished_alloc_refuses_a_restart_and_a_stop() {
 /// longer live, not as it was read before (a harness's restored agent
 /// exited on a stop refused as "not restored").
 #[test]
-#[should_panic(expected = "known bug find-live-stale-record")]
 fn an_alloc_ending_as_its_name_resolves_is_finished() {
     let home = Home::new();
     let mut following = home.submit();
@@ -347,7 +346,7 @@ fn an_alloc_ending_as_its_name_resolves_is_finished() {
     let stopped = resolving.join().unwrap();
     assert!(
         matches!(&stopped, Err(ControlError::Finished { alloc_id: id, .. }) if *id == alloc_id),
-        "known bug find-live-stale-record: {stopped:?}"
+        "{stopped:?}"
     );
 }
 

@@ -194,7 +194,10 @@ impl Agents<'_> {
             }
             match waited {
                 Ok(status) if kills > 0 && !status.success() => {
-                    problems.push(format!("{name} failed: {status}"));
+                    let said = last_line(&data_dir.join(AGENT_LOG))
+                        .map(|line| format!("; its log ends: {line}"))
+                        .unwrap_or_default();
+                    problems.push(format!("{name} failed: {status}{said}"));
                 }
                 _ => {}
             }
@@ -239,6 +242,14 @@ fn stopped_while_down(data_dir: &Path) -> Result<(), LabError> {
         state.put_alloc(&alloc)?;
     }
     Ok(())
+}
+
+/// The last line a log holds (the error an agent exited on), if any.
+fn last_line(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines()
+        .rfind(|l| !l.trim().is_empty())
+        .map(str::to_string)
 }
 
 fn read_state(data_dir: &Path) -> Result<(Option<AllocRecord>, Vec<TaskRecord>), LabError> {

@@ -346,10 +346,13 @@ impl Agent {
         if let Some(live) = self.lock().get(&id) {
             return Ok((id, live.clone()));
         }
-        let (_, record) = (recorded.into_iter())
-            .find(|(key, _)| *key == id)
-            .expect("found among these records");
-        let record = record.map_err(|e| ControlError::State(e.to_string()))?;
+        // Read again, after the live allocations were looked at: one that
+        // ended since the first read was written terminal before it left
+        // them, and the first read may predate that.
+        let record = (self.engine.state())
+            .alloc(&id)
+            .map_err(|e| ControlError::State(e.to_string()))?
+            .ok_or_else(|| ControlError::NoSuchAlloc(name.to_string()))?;
         if !record.client.is_terminal() {
             return Err(ControlError::NotRestored(record.alloc_id));
         }
