@@ -180,3 +180,26 @@ fn a_claim_that_fails_leaves_nothing_it_made() {
     sb.assert_no_leftovers();
     assert!(left.is_empty(), "a failed claim left {left:?}");
 }
+
+/// Two agents, each with its data dir, may claim one parent (the default
+/// one, say). The first to go gives back nothing the other still holds:
+/// its idle `executors` leaf gone, the other's next task could not start.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug shared-parent-released")]
+fn a_parent_another_agent_claims_is_kept() {
+    let sb = Sandbox::new();
+    let other = taskgate_executor::CgroupTree::claim(sb.cgroups.parent()).expect("a second claim");
+    let released = other.release().expect("release");
+    drop(other);
+    let spec = sb.spec("web", "true");
+    let started = sb.launch(&spec).map(|exec| {
+        assert!(exec.wait().expect("wait").successful());
+        exec.shutdown().expect("shutdown");
+    });
+    sb.assert_no_leftovers();
+    assert!(
+        released != taskgate_executor::Released::Undone && started.is_ok(),
+        "known bug shared-parent-released: the second agent's release {released:?}, then a task's launch {started:?}"
+    );
+}
