@@ -206,6 +206,9 @@ impl Engine {
             Ok(Released::InUse) => {
                 tracing::info!(%parent, "tasks live on in the cgroup parent: kept for the next agent")
             }
+            Ok(Released::Shared) => {
+                tracing::info!(%parent, "another agent claims the cgroup parent: kept for it")
+            }
             Err(err) => tracing::warn!(%parent, error = %err, "giving back the cgroup parent"),
         }
     }

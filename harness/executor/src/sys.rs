@@ -59,3 +59,32 @@ pub(crate) fn now_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+/// `flock(file, op)` with `LOCK_NB` in `op`: whether the lock was taken
+/// (`false`: another open file holds a conflicting one). Without
+/// `LOCK_NB` it waits, retrying a wait a signal cut short.
+pub(crate) fn flock(file: &std::fs::File, op: libc::c_int) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: plain syscall on an fd the caller owns.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(true);
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(err),
+        }
+    }
+}
+
+/// Whether `path` still names the open `file` (a holder may have removed
+/// it between our open and our lock).
+pub(crate) fn same_file(file: &std::fs::File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(held), Ok(named)) => held.dev() == named.dev() && held.ino() == named.ino(),
+        _ => false,
+    }
+}

@@ -15,10 +15,10 @@
 
 use crate::error::ExecutorError;
 use crate::protocol::{RunPaths, LOCK_FD, SPEC_FD};
-use crate::sys::{pidfd_open, pidfd_send_signal, wait_exited};
+use crate::sys::{flock, pidfd_open, pidfd_send_signal, same_file, wait_exited};
 use nix::sys::signal::Signal;
 use std::fs::{File, OpenOptions};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -89,15 +89,8 @@ impl TaskLock {
 
 /// `flock(LOCK_EX | LOCK_NB)`: whether the lock was taken.
 fn try_lock(file: &File, path: &Path) -> Result<bool, ExecutorError> {
-    // SAFETY: plain syscall on an fd we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(true);
-    }
-    let err = std::io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        return Ok(false);
-    }
-    Err(ExecutorError::io(format!("lock {}", path.display()))(err))
+    flock(file, libc::LOCK_EX | libc::LOCK_NB)
+        .map_err(ExecutorError::io(format!("lock {}", path.display())))
 }
 
 /// Waits until `file` holds the lock, unless the task's executors hold it
@@ -134,13 +127,6 @@ fn wait_unless_executors(
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(MAX_PAUSE);
-    }
-}
-
-fn same_file(file: &File, path: &Path) -> bool {
-    match (file.metadata(), std::fs::metadata(path)) {
-        (Ok(held), Ok(named)) => held.dev() == named.dev() && held.ino() == named.ino(),
-        _ => false,
     }
 }
 

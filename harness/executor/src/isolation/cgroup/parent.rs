@@ -17,6 +17,7 @@
 
 use super::xattr::{get_xattr, remove_xattr, set_xattr};
 use crate::error::ExecutorError;
+use crate::sys::{flock, same_file};
 use cgroups_rs::hierarchies::{self, UNIFIED_MOUNTPOINT, V1};
 use cgroups_rs::Controllers;
 use serde::{Deserialize, Serialize};
@@ -311,10 +312,16 @@ fn own_v2_cgroup() -> Result<String, ExecutorError> {
 
 /// A parent claimed by an agent (or a test): it exists, gives the task
 /// controllers to its children, and holds the executors' leaf.
+///
+/// Agents of different data dirs may claim one parent (the default one).
+/// Each claim holds the parent's directory (the first hierarchy's) with a
+/// shared `flock` for its life, and only a release that takes it exclusive
+/// gives anything back; a crashed agent's hold goes with it.
 #[derive(Debug)]
 pub struct CgroupTree {
     parent: CgroupParent,
     layout: Layout,
+    hold: std::fs::File,
 }
 
 /// What [`CgroupTree::release`] did.
@@ -324,6 +331,8 @@ pub enum Released {
     Undone,
     /// An executor or a task cgroup lives on, for the next agent: all kept.
     InUse,
+    /// Another agent's claim holds the parent: all kept, for it.
+    Shared,
 }
 
 impl CgroupTree {
@@ -336,9 +345,25 @@ impl CgroupTree {
     /// controllers to its children.
     /// A claim that fails part way gives back what it made, as a release.
     pub fn claim(parent: &CgroupParent) -> Result<CgroupTree, ExecutorError> {
+        let layout = Layout::detect()?;
+        let first = layout.dirs(parent.relative()).swap_remove(0);
+        let hold = loop {
+            create_parent_dir(&first)?;
+            let dir = match std::fs::File::open(&first) {
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                opened => opened.map_err(ExecutorError::io(format!("open {}", first.display())))?,
+            };
+            // Waits out a release under way, which may remove the parent.
+            flock(&dir, libc::LOCK_SH)
+                .map_err(ExecutorError::io(format!("lock {}", first.display())))?;
+            if same_file(&dir, &first) {
+                break dir;
+            }
+        };
         let tree = CgroupTree {
             parent: parent.clone(),
-            layout: Layout::detect()?,
+            layout,
+            hold,
         };
         tree.make_ready().inspect_err(|_| {
             if let Err(err) = tree.release() {
@@ -378,6 +403,25 @@ impl CgroupTree {
     /// the next agent. The kernel refuses to remove a cgroup that holds a
     /// process or a child, so nothing alive is ever pulled out from under.
     pub fn release(&self) -> Result<Released, ExecutorError> {
+        let lock = |op| {
+            flock(&self.hold, op).map_err(ExecutorError::io(format!(
+                "lock cgroup parent {}",
+                self.parent
+            )))
+        };
+        if !lock(libc::LOCK_EX | libc::LOCK_NB)? {
+            // The kernel dropped the shared hold as it refused the
+            // exclusive one: taken again, this claim holds on as it did.
+            lock(libc::LOCK_SH)?;
+            return Ok(Released::Shared);
+        }
+        let released = self.give_back();
+        lock(libc::LOCK_SH)?;
+        released
+    }
+
+    /// [`CgroupTree::release`]'s work, with the parent held exclusive.
+    fn give_back(&self) -> Result<Released, ExecutorError> {
         let dirs = self.dirs();
         for dir in &dirs {
             if !remove_cgroup(&dir.join(EXECUTORS_LEAF))? {
