@@ -35,6 +35,20 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    match print(args) {
+        // The reader went away (`logs | head`): the end, as for `cat`.
+        Err(err)
+            if err
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(())
+        }
+        printed => printed,
+    }
+}
+
+fn print(args: Args) -> anyhow::Result<()> {
     let entries = read_status(&args.client)?;
     let entry = find_alloc(&entries, &args.alloc, &args.client.data_dir)?;
     let task = task_name(entry, args.task.as_deref())?;
