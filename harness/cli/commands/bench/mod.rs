@@ -647,3 +647,27 @@ async fn start_and_stop(
         to_exec.with_context(|| format!("alloc {alloc_id} ended without its task starting"))?;
     Ok((took, killed))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: Args,
+    }
+
+    /// A scenario name the gate does not know is refused as the command
+    /// line is read, not after minutes of the bench's other figures.
+    #[test]
+    #[should_panic(expected = "known bug gate-only-checked-late")]
+    fn an_unknown_gate_only_scenario_is_refused_at_once() {
+        let parsed = Cli::try_parse_from(["bench", "--gate-only", "no-such-scenario"]);
+        assert!(
+            parsed.is_err_and(|e| e.to_string().contains("no-such-scenario")),
+            "known bug gate-only-checked-late: accepted"
+        );
+    }
+}
