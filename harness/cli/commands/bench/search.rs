@@ -81,6 +81,24 @@ impl Search {
 #[cfg(feature = "failpoints")]
 pub(super) use measure::measure;
 
+/// `--gate-only`'s parser: a scenario of the gate's, refused as the
+/// command line is read rather than after the bench's other figures.
+#[cfg(feature = "failpoints")]
+pub(super) fn scenario_name(name: &str) -> Result<String, String> {
+    let scenarios = taskgate_scenarios::catalogue::catalogue();
+    taskgate_scenarios::catalogue::find(&scenarios, name)
+        .map(|s| s.name.clone())
+        .map_err(|unknown| unknown.to_string())
+}
+
+/// A build without fault points times no gate.
+#[cfg(not(feature = "failpoints"))]
+pub(super) fn scenario_name(name: &str) -> Result<String, String> {
+    Err(format!(
+        "{name}: a build without fault points has no gate to time"
+    ))
+}
+
 #[cfg(feature = "failpoints")]
 mod measure {
     use super::{Search, Throughput};
