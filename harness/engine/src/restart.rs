@@ -100,6 +100,13 @@ impl RestartTracker {
         }
     }
 
+    /// A restart delay ended `now`, before its time (a user restart cut it
+    /// short): a window that was to begin at its end (delay mode, waiting
+    /// for its next window) begins now, when the wait did end.
+    pub fn delay_cut_short(&mut self, now: Duration) {
+        self.window_start = self.window_start.min(now);
+    }
+
     /// The window this tracker is in, to persist.
     pub fn window(&self) -> RestartWindow {
         RestartWindow {

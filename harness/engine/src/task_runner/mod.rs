@@ -406,7 +406,7 @@ impl TaskRunner {
             if let Some(outcome) = self.decide_failed_start(failed, &mut tracker).await {
                 return outcome;
             }
-        } else if let Some(outcome) = self.rest_of_restart_delay(attempt).await {
+        } else if let Some(outcome) = self.rest_of_restart_delay(attempt, &mut tracker).await {
             return outcome;
         }
         // Nomad's `MAIN: for !tr.shouldShutdown()`.

@@ -170,32 +170,43 @@ impl TaskRunner {
         self.publish();
         fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
         let end = self.wait_restart_delay(delay).await;
-        self.restart_delay_over(end, attempt)
+        self.restart_delay_over(end, attempt, tracker)
     }
 
     /// The rest of a restart delay the previous agent began, and died in,
     /// waited out as its policy asked: a restored agent shortens a restart
     /// delay only for a user restart still owed (Nomad's skips the rest).
     /// `Some` ends the MAIN loop.
-    pub(super) async fn rest_of_restart_delay(&mut self, attempt: u32) -> Option<Outcome> {
+    pub(super) async fn rest_of_restart_delay(
+        &mut self,
+        attempt: u32,
+        tracker: &mut RestartTracker,
+    ) -> Option<Outcome> {
         let left = self.record.rest_of_restart_delay(self.deps.clock.now())?;
         if self.should_shutdown() {
             return None;
         }
         fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
         let end = self.wait_restart_delay(left).await;
-        self.restart_delay_over(end, attempt)
+        self.restart_delay_over(end, attempt, tracker)
     }
 
     /// A restart delay ended: `None` goes on to the next attempt, `Some`
     /// ends the MAIN loop (killed while waiting).
-    pub(super) fn restart_delay_over(&mut self, end: DelayEnd, attempt: u32) -> Option<Outcome> {
+    pub(super) fn restart_delay_over(
+        &mut self,
+        end: DelayEnd,
+        attempt: u32,
+        tracker: &mut RestartTracker,
+    ) -> Option<Outcome> {
         self.record.restart_due = None;
         self.record.restart_wait = None;
         self.record.restart_owed = None;
         match end {
             DelayEnd::Elapsed => None,
             DelayEnd::Restart => {
+                tracker.delay_cut_short(self.deps.clock.now());
+                self.record.restart_window = Some(tracker.window());
                 self.emit(
                     EventKind::RestartSignaled,
                     attempt,
