@@ -591,7 +591,6 @@ fn run_submits_to_a_running_agent_and_a_drain_ends_it() {
 /// logs, which used to wait for good for an agent that would never come.
 #[test]
 #[serial]
-#[should_panic(expected = "known bug logs-follow-outlives-end")]
 fn logs_follow_ends_with_an_allocation_no_agent_is_left_to_report() {
     let home = EngineHome::new();
     let hold = write_job(&home, "hold.hcl", HOLD_JOB);
@@ -636,7 +635,7 @@ fn logs_follow_ends_with_an_allocation_no_agent_is_left_to_report() {
     home.finish(std::slice::from_ref(&held));
     assert!(
         ended.is_some_and(|status| status.success()),
-        "known bug logs-follow-outlives-end: logs -f still waits ({ended:?})"
+        "logs -f still waits ({ended:?})"
     );
 }
 

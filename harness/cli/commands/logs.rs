@@ -75,18 +75,35 @@ fn print(args: Args) -> anyhow::Result<()> {
         };
         control::send(&args.client.data_dir, &req).ok()
     };
+    // Each time no agent is found to follow, the record says whether an
+    // agent finished the allocation first (and exited before it told us).
+    let finished_on_record = || -> anyhow::Result<bool> {
+        let entries = read_status(&args.client)?;
+        let entry = find_alloc(&entries, &alloc_id, &args.client.data_dir)?;
+        Ok(entry.alloc.client.is_terminal())
+    };
     let mut end = follow();
+    let mut look_at_record = end.is_none();
     log.copy_to(&mut out)?;
     loop {
+        // The executors drained their pipes before their tasks' exits
+        // were reported: once it finished, what is on disk is all there is.
+        if std::mem::take(&mut look_at_record) && finished_on_record()? {
+            return Ok(log.copy_to(&mut out)?);
+        }
         match watch.wait(end.as_ref().map(|r| r.socket()))? {
             Woke::Agent => match end.as_mut().map(|r| r.next_answer()) {
-                // The executors drained their pipes before their tasks'
-                // exits were reported: what is on disk now is all there is.
                 Some(Ok(ControlAnswer::Finished(_))) => return Ok(log.copy_to(&mut out)?),
                 Some(Ok(_)) | None => {}
-                Some(Err(_)) => end = None,
+                Some(Err(_)) => {
+                    end = None;
+                    look_at_record = true;
+                }
             },
-            Woke::RunDir if end.is_none() => end = follow(),
+            Woke::RunDir if end.is_none() => {
+                end = follow();
+                look_at_record = end.is_none();
+            }
             Woke::RunDir | Woke::Logs => {}
         }
         log.copy_to(&mut out)?;
