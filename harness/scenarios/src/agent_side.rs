@@ -12,6 +12,7 @@ use crate::server::{Server, Servers};
 use crate::until_running::UntilRunning;
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -173,9 +174,8 @@ impl AgentSide {
         };
         for following in followings {
             let alloc_id = following.alloc_id.clone();
-            if let Some(status) = self.see_through(agent, following).await? {
-                finished(&alloc_id, &status);
-            }
+            let status = self.see_through(agent, following).await?;
+            finished(&alloc_id, &status);
         }
         // An action that ran on while the alloc ended records its pass
         // late: this agent exits only once it has (the harness's check of
@@ -186,30 +186,33 @@ impl AgentSide {
     }
 
     /// Delivers the orders' stop to one allocation and follows it to its
-    /// end (`None`: it had ended before the harness could ask).
+    /// end.
     async fn see_through(
         &self,
         agent: &Agent,
         mut following: Following,
-    ) -> Result<Option<AllocStatus>, AgentSideError> {
+    ) -> Result<AllocStatus, AgentSideError> {
         let alloc_id = following.alloc_id.clone();
         let state = agent.engine().state();
         let record = state
             .alloc(&alloc_id)?
             .ok_or_else(|| AgentSideError::Vanished(alloc_id.clone()))?;
-        let control = match agent.control(&alloc_id) {
-            Ok((_, control)) => control,
+        let server = match agent.control(&alloc_id) {
+            Ok((_, control)) => {
+                let server = Arc::new(Server::new(
+                    control,
+                    record.job.clone(),
+                    self.faults.clone(),
+                ));
+                self.servers.add(server.clone());
+                server
+            }
             // Every task was dead at the restore, and the alloc ended
-            // before the harness asked: nothing is left to deliver to it.
-            Err(ControlError::Finished { status, .. }) => return Ok(Some(status)),
+            // before the harness asked: nothing is left to deliver to it,
+            // but what it did in this agent is followed to its end.
+            Err(ControlError::Finished { .. }) => return self.follow_to_end(following).await,
             Err(err) => return Err(err.into()),
         };
-        let server = Arc::new(Server::new(
-            control,
-            record.job.clone(),
-            self.faults.clone(),
-        ));
-        self.servers.add(server.clone());
         if self.orders.stop {
             server.deliver(Intervention::StopAlloc);
         }
@@ -227,17 +230,39 @@ impl AgentSide {
                 until = None;
                 server.deliver(Intervention::StopAlloc);
             }
-            match following.next().await {
-                Followed::Event(event) => {
-                    self.log(&event)?;
+            match self.next_logged(&mut following).await? {
+                ControlFlow::Continue(event) => {
                     if let Some(until) = &mut until {
                         until.saw(&event.task, event.kind);
                     }
                 }
-                Followed::Missed(n) => return Err(AgentSideError::Missed(n)),
-                Followed::Finished(status) => return Ok(Some(status)),
-                Followed::Gone => return Err(AgentSideError::Gone),
+                ControlFlow::Break(status) => return Ok(status),
             }
+        }
+    }
+
+    /// Logs an allocation's events up to its end.
+    async fn follow_to_end(&self, mut following: Following) -> Result<AllocStatus, AgentSideError> {
+        loop {
+            if let ControlFlow::Break(status) = self.next_logged(&mut following).await? {
+                return Ok(status);
+            }
+        }
+    }
+
+    /// The allocation's next event, logged, or its end.
+    async fn next_logged(
+        &self,
+        following: &mut Following,
+    ) -> Result<ControlFlow<AllocStatus, TaskEvent>, AgentSideError> {
+        match following.next().await {
+            Followed::Event(event) => {
+                self.log(&event)?;
+                Ok(ControlFlow::Continue(event))
+            }
+            Followed::Missed(n) => Err(AgentSideError::Missed(n)),
+            Followed::Finished(status) => Ok(ControlFlow::Break(status)),
+            Followed::Gone => Err(AgentSideError::Gone),
         }
     }
 }
