@@ -202,3 +202,38 @@ fn a_parent_another_agent_claims_is_kept() {
         "the second agent's release {released:?}, then a task's launch {started:?}"
     );
 }
+
+/// A claim released twice (an agent's exit, then its engine's drop) gives
+/// back nothing the second time: the parent it held is gone, and one at
+/// the same path now is another agent's claim, whose leaf its next task
+/// joins.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug released-twice")]
+fn a_second_release_leaves_a_later_claim_alone() {
+    let sb = Sandbox::new();
+    let first = taskgate_executor::CgroupTree::claim(&common::test_cgroup_parent(&format!(
+        "twice-{}",
+        sb.alloc_id
+    )))
+    .expect("a claim");
+    assert_eq!(
+        first.release().unwrap(),
+        taskgate_executor::Released::Undone
+    );
+    let later = taskgate_executor::CgroupTree::claim(first.parent()).expect("a later claim");
+    let again = first.release().unwrap();
+    let leaves_kept =
+        (later.dirs().iter()).all(|d| d.join(taskgate_executor::EXECUTORS_LEAF).is_dir());
+    drop(first);
+    assert_eq!(
+        later.release().unwrap(),
+        taskgate_executor::Released::Undone
+    );
+    common::assert_parent_gone(later.parent());
+    sb.assert_no_leftovers();
+    assert!(
+        again == taskgate_executor::Released::Undone && leaves_kept,
+        "known bug released-twice: the second release {again:?}, the later claim's leaves kept: {leaves_kept}"
+    );
+}
