@@ -411,11 +411,18 @@ impl CgroupTree {
         };
         if !lock(libc::LOCK_EX | libc::LOCK_NB)? {
             // The kernel dropped the shared hold as it refused the
-            // exclusive one: taken again, this claim holds on as it did.
+            // exclusive one: taken again (another release may run between).
             lock(libc::LOCK_SH)?;
             return Ok(Released::Shared);
         }
-        let released = self.give_back();
+        // Released before (an agent's exit, then its engine's drop): the
+        // parent this claim held is gone, and the one at its path now, if
+        // any, is another agent's claim.
+        let released = if same_file(&self.hold, &self.dirs()[0]) {
+            self.give_back()
+        } else {
+            Ok(Released::Undone)
+        };
         lock(libc::LOCK_SH)?;
         released
     }
@@ -443,7 +450,9 @@ impl CgroupTree {
             disable_enabled_controllers(dir)?;
             leave_agent_leaf(dir)?;
         }
-        for dir in &dirs {
+        // The held directory last: a claim waiting for it finds every
+        // hierarchy's parent gone once it may go on.
+        for dir in dirs.iter().rev() {
             if get_xattr(dir, CREATED_MARK).is_some() && !remove_cgroup(dir)? {
                 return Ok(Released::InUse);
             }
