@@ -77,10 +77,12 @@ fn print(args: Args) -> anyhow::Result<()> {
     };
     // Each time no agent is found to follow, the record says whether an
     // agent finished the allocation first (and exited before it told us).
-    let finished_on_record = || -> anyhow::Result<bool> {
-        let entries = read_status(&args.client)?;
-        let entry = find_alloc(&entries, &alloc_id, &args.client.data_dir)?;
-        Ok(entry.alloc.client.is_terminal())
+    // A read that fails (a copy taken as an agent wrote) says not yet:
+    // the next time no agent is found, it is read again.
+    let finished_on_record = || {
+        let entries = read_status(&args.client).ok()?;
+        let entry = find_alloc(&entries, &alloc_id, &args.client.data_dir).ok()?;
+        Some(entry.alloc.client.is_terminal())
     };
     let mut end = follow();
     let mut look_at_record = end.is_none();
@@ -88,7 +90,7 @@ fn print(args: Args) -> anyhow::Result<()> {
     loop {
         // The executors drained their pipes before their tasks' exits
         // were reported: once it finished, what is on disk is all there is.
-        if std::mem::take(&mut look_at_record) && finished_on_record()? {
+        if std::mem::take(&mut look_at_record) && finished_on_record() == Some(true) {
             return Ok(log.copy_to(&mut out)?);
         }
         match watch.wait(end.as_ref().map(|r| r.socket()))? {

@@ -673,4 +673,15 @@ mod tests {
             "accepted"
         );
     }
+
+    /// One the gate knows is taken.
+    #[cfg(feature = "failpoints")]
+    #[test]
+    fn a_known_gate_only_scenario_is_taken() {
+        let parsed = Cli::try_parse_from(["bench", "--gate-only", "sidecar-stop"]);
+        assert_eq!(
+            parsed.map(|cli| cli.bench.gate_only).ok(),
+            Some(vec!["sidecar-stop".to_string()])
+        );
+    }
 }

@@ -261,7 +261,7 @@ impl Report {
         );
         put!();
         match &self.search {
-            Some(search) => search.print(),
+            Some(search) => search.print(out),
             None if cfg!(feature = "failpoints") => {
                 put!("search: skipped (--no-search)")
             }

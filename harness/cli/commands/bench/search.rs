@@ -43,14 +43,20 @@ impl Search {
         figures.last().unwrap().per_sec() / figures[0].per_sec()
     }
 
-    pub fn print(&self) {
-        crate::commands::say!("search (the harness's own speed, this build)");
+    pub fn print(&self, out: &mut dyn std::io::Write) {
+        // A reader that went away loses the table, nothing else.
+        macro_rules! put {
+            ($($arg:tt)*) => {{
+                let _ = writeln!(out, $($arg)*);
+            }};
+        }
+        put!("search (the harness's own speed, this build)");
         for (what, unit, figures) in [
             ("gate, real executors", "runs", &self.gate),
             ("fake driver, sidecar-stop", "schedules", &self.fake),
         ] {
             for t in figures {
-                crate::commands::say!(
+                put!(
                     "  {what:<26} --jobs {}: {} {unit} in {:.2} s, {:.1} {unit}/s",
                     t.jobs,
                     t.runs,
@@ -58,7 +64,7 @@ impl Search {
                     t.per_sec()
                 );
             }
-            crate::commands::say!(
+            put!(
                 "  {what:<26} --jobs {} / --jobs {}: {:.2}x",
                 figures.last().unwrap().jobs,
                 figures[0].jobs,
