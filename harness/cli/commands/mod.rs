@@ -17,6 +17,21 @@ macro_rules! say_part {
 }
 pub(crate) use say_part;
 
+/// [`say!`] into the caller's writer (a table on stderr beside a JSON
+/// report on stdout).
+macro_rules! say_to {
+    ($out:expr) => {{
+        let _ = std::io::Write::write_fmt(&mut *$out, format_args!("\n"));
+    }};
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = std::io::Write::write_fmt(
+            &mut *$out,
+            format_args!("{}\n", format_args!($($arg)*)),
+        );
+    }};
+}
+pub(crate) use say_to;
+
 pub mod agent;
 pub mod agent_config;
 #[cfg(feature = "failpoints")]

@@ -150,28 +150,25 @@ impl Report {
     /// The figures as a table, for a person (stdout, or stderr beside the
     /// JSON).
     pub(super) fn print_table(&self, out: &mut dyn std::io::Write) {
-        // A reader that went away loses the table, nothing else.
-        macro_rules! put {
-            ($($arg:tt)*) => {{
-                let _ = writeln!(out, $($arg)*);
-            }};
-        }
         let met = |ok: bool| if ok { "met" } else { "NOT met" };
-        put!(
+        crate::commands::say_to!(
+            out,
             "taskgate bench: {} build ({}), /bin/true under full isolation",
             self.build,
             self.binary.display(),
         );
-        put!(
+        crate::commands::say_to!(
+            out,
             "  {} interleaved runs each, {} ms pause before each",
             self.runs,
             self.pause.as_millis()
         );
         if self.build == "debug" {
-            put!("  (debug build: for real numbers use cargo build --release, target/release/taskgate)");
+            crate::commands::say_to!(out, "  (debug build: for real numbers use cargo build --release, target/release/taskgate)");
         }
-        put!();
-        put!(
+        crate::commands::say_to!(out);
+        crate::commands::say_to!(
+            out,
             "start-to-exit wall time, ms        {:>8} {:>8} {:>8} {:>8}",
             "min",
             "median",
@@ -179,7 +176,8 @@ impl Report {
             "max"
         );
         let mut row = |name: &str, s: &Stats| {
-            put!(
+            crate::commands::say_to!(
+                out,
                 "  {name:<32} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
                 s.min,
                 s.median,
@@ -200,72 +198,82 @@ impl Report {
         }
         row("runc run", &self.runc);
         row("unshare+chroot floor", &self.floor);
-        put!(
+        crate::commands::say_to!(
+            out,
             "  taskgate/runc: median ratio {:.3} (target <= {TARGET_RATIO}: {}), min ratio {:.3}",
             self.ratio(),
             met(self.ratio() <= TARGET_RATIO),
             self.taskgate.min / self.runc.min
         );
-        put!(
+        crate::commands::say_to!(
+            out,
             "  taskgate/floor median ratio {:.2}; floor/runc {:.3}",
             self.taskgate.median / self.floor.median,
             self.floor.median / self.runc.median
         );
-        put!();
+        crate::commands::say_to!(out);
         let mean = self.mean_rss_kib();
         let n = self.memory.len() as f64;
         let avg = |f: fn(&Memory) -> u64| self.memory.iter().map(|m| f(m) as f64).sum::<f64>() / n;
-        put!(
+        crate::commands::say_to!(
+            out,
             "executor resident memory, {} running tasks (per executor process)",
             self.memory.len()
         );
-        put!(
+        crate::commands::say_to!(
+            out,
             "  VmRSS mean {:.0} KiB ({:.2} MiB), max {} KiB (target < 4 MiB: {})",
             mean,
             mean / 1024.0,
             self.max_rss_kib(),
             met(self.max_rss_kib() < RSS_TARGET_KIB)
         );
-        put!(
+        crate::commands::say_to!(
+            out,
             "  of which anon {:.0} KiB, file {:.0} KiB; PSS {:.0} KiB; {:.0} threads",
             avg(|m| m.rss_anon_kib),
             avg(|m| m.rss_file_kib),
             avg(|m| m.pss_kib),
             avg(|m| m.threads)
         );
-        put!();
+        crate::commands::say_to!(out);
         let e = &self.engine_to_exec;
-        put!(
+        crate::commands::say_to!(
+            out,
             "engine: {} allocs, at most {} in flight, each stopped at Started",
             self.engine.allocs,
             self.engine.concurrency
         );
-        put!(
+        crate::commands::say_to!(
+            out,
             "  {:.1} allocs started-and-stopped per second ({:.0} ms each, {:.2} s total)",
             self.allocs_per_sec(),
             1e3 / self.allocs_per_sec(),
             self.engine.elapsed.as_secs_f64()
         );
-        put!(
+        crate::commands::say_to!(
+            out,
             "  submit-to-exec ms: p50 {:.2}, p99 {:.2} (min {:.2}, max {:.2})",
             e.median,
             e.p99,
             e.min,
             e.max
         );
-        put!(
+        crate::commands::say_to!(
+            out,
             "  {} of {} stops came before the task's SIGINT trap and waited out the {} ms kill_timeout",
             self.engine.escalated,
             self.engine.allocs,
             KILL_TIMEOUT.as_millis()
         );
-        put!();
+        crate::commands::say_to!(out);
         match &self.search {
             Some(search) => search.print(out),
             None if cfg!(feature = "failpoints") => {
-                put!("search: skipped (--no-search)")
+                crate::commands::say_to!(out, "search: skipped (--no-search)")
             }
-            None => put!(
+            None => crate::commands::say_to!(
+                out,
                 "search: timed only by a build with fault points \
                  (cargo build --release --features failpoints)"
             ),

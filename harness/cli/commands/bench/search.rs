@@ -44,19 +44,14 @@ impl Search {
     }
 
     pub fn print(&self, out: &mut dyn std::io::Write) {
-        // A reader that went away loses the table, nothing else.
-        macro_rules! put {
-            ($($arg:tt)*) => {{
-                let _ = writeln!(out, $($arg)*);
-            }};
-        }
-        put!("search (the harness's own speed, this build)");
+        crate::commands::say_to!(out, "search (the harness's own speed, this build)");
         for (what, unit, figures) in [
             ("gate, real executors", "runs", &self.gate),
             ("fake driver, sidecar-stop", "schedules", &self.fake),
         ] {
             for t in figures {
-                put!(
+                crate::commands::say_to!(
+                    out,
                     "  {what:<26} --jobs {}: {} {unit} in {:.2} s, {:.1} {unit}/s",
                     t.jobs,
                     t.runs,
@@ -64,7 +59,8 @@ impl Search {
                     t.per_sec()
                 );
             }
-            put!(
+            crate::commands::say_to!(
+                out,
                 "  {what:<26} --jobs {} / --jobs {}: {:.2}x",
                 figures.last().unwrap().jobs,
                 figures[0].jobs,
