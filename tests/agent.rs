@@ -585,6 +585,38 @@ fn run_submits_to_a_running_agent_and_a_drain_ends_it() {
     );
 }
 
+/// Under systemd (`Type=notify`) the agent says it is ready once its
+/// socket serves, so a unit's start, and a `run` right after it, never
+/// race the agent's own start (a `run` that won became a second agent).
+#[test]
+#[serial]
+#[should_panic(expected = "known bug ready-before-serving")]
+fn the_agent_tells_systemd_it_is_ready_once_it_serves() {
+    let home = EngineHome::new();
+    let notify = home.path().join("notify.sock");
+    let systemd = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    systemd.set_read_timeout(Some(idle())).unwrap();
+    let mut args = vec!["agent"];
+    let agent_args = home.agent_args();
+    args.extend(agent_args.iter().map(String::as_str));
+    let mut cmd = taskgate(&home, &args);
+    cmd.env("NOTIFY_SOCKET", &notify);
+    let mut agent = Running::spawn(cmd);
+    let mut said = [0u8; 64];
+    let ready = systemd.recv(&mut said).map(|n| said[..n].to_vec());
+    let served = taskgate_engine::control::agent_serves(&home.data_dir());
+    assert!(
+        agent.signal_and_wait(Signal::SIGTERM).success(),
+        "{}",
+        agent.printed()
+    );
+    home.finish(&[]);
+    assert!(
+        ready.as_deref().is_ok_and(|m| m == b"READY=1") && served,
+        "known bug ready-before-serving: told {ready:?}, serving {served}"
+    );
+}
+
 /// `logs -f` with no agent to follow waits for one, and reads the record
 /// again each time it finds none: an allocation an agent finished just
 /// before it exited (its follower cut off, or reached too late) ends the
