@@ -8,6 +8,7 @@
 //! (dist/systemd/taskgate.service) supervises it.
 
 use super::agent_config::AgentArgs;
+use anyhow::Context;
 use std::sync::Arc;
 use taskgate_engine::agent::{Agent, ControlServer};
 use taskgate_engine::control;
@@ -29,7 +30,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let faults = taskgate_faults::Faults::default();
     let data_dir = args.agent.data_dir();
     anyhow::ensure!(
-        !control::agent_serves(data_dir),
+        !control::agent_serves(data_dir)?,
         "another agent already serves {} (its socket: {})",
         data_dir.display(),
         data_dir.control_socket().display()
@@ -51,6 +52,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             socket = %data_dir.control_socket().display(),
             "agent serving"
         );
+        tell_systemd_ready()?;
         #[cfg(feature = "failpoints")]
         if let Some(harness) = harness {
             return harness.run(&agent, restored).await;
@@ -72,6 +74,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // agent; nothing launches any more.
     agent.engine().give_back_cgroups();
     served
+}
+
+/// Under systemd (`Type=notify`, dist/systemd/taskgate.service): the
+/// agent serves, so its unit has started; a `run` right after `systemctl
+/// start` finds the socket instead of racing the agent for the data dir.
+fn tell_systemd_ready() -> anyhow::Result<()> {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return Ok(());
+    };
+    let name = path.as_bytes();
+    // A name starting with '@' is in the abstract namespace.
+    let addr = match name.strip_prefix(b"@") {
+        Some(abstract_name) => SocketAddr::from_abstract_name(abstract_name),
+        None => SocketAddr::from_pathname(&path),
+    }
+    .with_context(|| format!("NOTIFY_SOCKET {}", path.to_string_lossy()))?;
+    UnixDatagram::unbound()
+        .and_then(|socket| socket.send_to_addr(b"READY=1", &addr))
+        .with_context(|| {
+            format!(
+                "telling systemd at {} the agent is ready",
+                path.to_string_lossy()
+            )
+        })?;
+    Ok(())
 }
 
 /// Serves until a signal (tasks left running) or a finished drain, after

@@ -53,7 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let unknown = jobspec::unknown_users(&job, &args.agent.user);
     anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
-    if control::agent_serves(args.agent.data_dir()) {
+    if control::agent_serves(args.agent.data_dir())? {
         return submit(&args, job);
     }
     anyhow::ensure!(

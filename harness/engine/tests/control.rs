@@ -254,10 +254,10 @@ fn a_stale_socket_is_replaced() {
     let home = Home::new();
     drop(UnixListener::bind(home.socket()).unwrap());
     assert!(home.socket().exists());
-    assert!(!control::agent_serves(&home.data_dir()));
+    assert!(!control::agent_serves(&home.data_dir()).unwrap());
     assert_no_agent_at(&home.socket(), home.restart("5f0c", RestartScope::Running));
     let _server = home.serve().unwrap();
-    assert!(control::agent_serves(&home.data_dir()));
+    assert!(control::agent_serves(&home.data_dir()).unwrap());
     assert_eq!(
         refusal(home.restart("5f0c", RestartScope::Running)),
         ControlError::NoSuchAlloc("5f0c".into())

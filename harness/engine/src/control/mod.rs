@@ -166,9 +166,17 @@ pub enum RequestError {
     Control(#[from] ControlError),
 }
 
-/// Whether an agent serves `data_dir` right now.
-pub fn agent_serves(data_dir: &DataDir) -> bool {
-    std::os::unix::net::UnixStream::connect(data_dir.control_socket()).is_ok()
+/// Whether an agent serves `data_dir` right now; a socket this user may
+/// not reach is an error (run it with sudo), not "no agent".
+pub fn agent_serves(data_dir: &DataDir) -> Result<bool, RequestError> {
+    let path = data_dir.control_socket();
+    match std::os::unix::net::UnixStream::connect(&path) {
+        Ok(_) => Ok(true),
+        Err(err) => match connect_error(path, err) {
+            RequestError::NoAgent(_) => Ok(false),
+            other => Err(other),
+        },
+    }
 }
 
 /// A reply stream: each line the agent sends for one request.

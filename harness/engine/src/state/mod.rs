@@ -24,6 +24,10 @@ pub enum StateError {
         path: PathBuf,
         source: redb::DatabaseError,
     },
+    /// Another process has it open: an agent of the data dir, running or
+    /// starting.
+    #[error("state database {path} is in use by another process: an agent of this data dir is running or starting (wait for it to serve, or stop it)")]
+    InUse { path: PathBuf },
     #[error("state database {path}: reading a copy: {source}")]
     Copy {
         path: PathBuf,

@@ -60,9 +60,14 @@ impl RedbStore {
         opened: Result<Database, redb::DatabaseError>,
         path: &Path,
     ) -> Result<Self, StateError> {
-        let db = opened.map_err(|source| StateError::Open {
-            path: path.to_path_buf(),
-            source,
+        let db = opened.map_err(|source| match source {
+            redb::DatabaseError::DatabaseAlreadyOpen => StateError::InUse {
+                path: path.to_path_buf(),
+            },
+            source => StateError::Open {
+                path: path.to_path_buf(),
+                source,
+            },
         })?;
         let tx = db.begin_write()?;
         tx.open_table(Table::Allocs.redb())?;
@@ -164,6 +169,20 @@ impl Store for RecordingStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A database another process (here another open file) holds is
+    /// named in use, the message saying by whom, not only redb's lock.
+    #[test]
+    fn a_database_held_elsewhere_is_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let _held = RedbStore::open(&path).unwrap();
+        let second = RedbStore::open(&path).err().expect("opened twice");
+        assert!(
+            matches!(&second, StateError::InUse { path: p } if *p == path),
+            "{second}"
+        );
+    }
 
     /// Both stores answer alike: what an engine on either reads back.
     #[test]
