@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use taskgate_executor::{
     Doom, Executor, ExecutorError, ExitPeek, ExitResult, ReattachInfo, TaskSpec,
 };
+use taskgate_oracle::identity::running;
 
 /// Nomad's default exec-driver capabilities as a /proc/<pid>/status mask:
 /// CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5, SETGID 6, SETUID 7,
@@ -549,17 +550,6 @@ fn kill_and_wait(pid: i32) {
     unsafe { libc::close(pidfd) };
 }
 
-/// Whether `pid` still runs: a process that exited shows as a zombie
-/// (`Z`) until reaped, or, when its parent reaps it at once (an init that
-/// ignores SIGCHLD, as a guest's may), as dead (`X`) for the moment before
-/// its /proc entry goes.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with(['Z', 'X']))
-    })
-}
-
 /// B3 at the executor's layer: a task whose executor was SIGKILLed keeps
 /// running (PID 1 of its namespace, in its own session); the next launch
 /// of the task kills that tree before it starts anything, so the new
@@ -571,13 +561,13 @@ fn a_dead_executors_task_is_killed_before_the_next_launch() {
     let spec = sb.spec("web", "sleep 1000");
     let first = sb.launch(&spec).expect("launch").reattach_info();
     kill_and_wait(first.executor_pid);
-    assert!(alive(first.task_pid), "the orphaned task still runs");
+    assert!(running(first.task_pid), "the orphaned task still runs");
 
     let second = sb.launch(&spec).expect("launch again");
-    assert!(!alive(first.task_pid), "the orphan was killed first");
+    assert!(!running(first.task_pid), "the orphan was killed first");
     let info = second.reattach_info();
     assert_ne!(info.task_pid, first.task_pid);
-    assert!(alive(info.task_pid));
+    assert!(running(info.task_pid));
     second.shutdown().expect("shutdown");
     sb.assert_no_leftovers();
 }
@@ -605,7 +595,7 @@ fn an_unreachable_executor_holds_its_task_until_destroyed() {
         taskgate_executor::destroy_remains(&sb.config(), &sb.alloc_id, "web").expect("destroy");
     assert_eq!(remains.executors, [info.executor_pid], "{remains}");
     assert!(remains.task_processes.contains(&info.task_pid), "{remains}");
-    assert!(!alive(info.executor_pid) && !alive(info.task_pid));
+    assert!(!running(info.executor_pid) && !running(info.task_pid));
     sb.assert_no_leftovers();
     // With nothing left, destroying again finds nothing.
     let none =

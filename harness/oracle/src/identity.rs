@@ -75,6 +75,17 @@ fn split_alloc_task(s: &str) -> Option<(String, String)> {
     (!alloc.is_empty() && !task.is_empty()).then(|| (alloc.to_string(), task.to_string()))
 }
 
+/// Whether `pid` still runs: one that exited shows as a zombie (`Z`)
+/// until reaped, or, when its parent reaps it at once (an init that
+/// ignores SIGCHLD, as a guest's may), as dead (`X`) for the moment before
+/// its /proc entry goes. Either still names its cgroup.
+pub fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with(['Z', 'X']))
+    })
+}
+
 /// Parses the target of `/proc/<pid>/fd/3`: a file named
 /// `<alloc_id>.<task>.spec.json` (possibly already unlinked).
 pub fn parse_spec_fd_target(target: &Path) -> Option<(String, String)> {

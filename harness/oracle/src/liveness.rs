@@ -20,12 +20,13 @@
 use crate::attempts::attempts;
 use crate::history::{AllocStatus, Event, TaskShape};
 use crate::invariant::{Invariant, Violation};
+use std::time::Duration;
 use taskgate_faults::points::{
     AR_ALLOC_TERMINAL, AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, AR_UPDATE_APPLIED,
     HARNESS_UPDATE_DELIVERED, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DECIDED,
     TR_RESTART_DELAY, TR_RESTART_DELAY_ELAPSED, TR_RESTART_KEPT, TR_START_CONDITION_MET,
 };
-use taskgate_faults::scoped;
+use taskgate_faults::{patience, scoped};
 
 /// [`Invariant::CommandsTakeEffect`], over each agent's life: no task's restart
 /// delay runs out in full once its runner was told to die or asked to
@@ -163,7 +164,14 @@ fn kept_restarts_cut_delays(history: &[Event], task: &str) -> Vec<Violation> {
 /// last half: a runner takes a moment to wind down, never half a delay.
 /// The delay is the one the policy draws for that restart (its jitter
 /// too); a delay-mode restart past its attempts is not judged (it waits
-/// for the next window instead).
+/// for the next window instead), nor a delay whose half is within what a
+/// loaded machine may take to wake a runner (the verdict must not hang on
+/// the machine's speed).
+/// The longest a runner told to die may take to wind down on an idle
+/// machine before its restart delay counts as waited out (scaled by the
+/// machine's speed).
+const WAKE_MARGIN: Duration = Duration::from_millis(250);
+
 fn kills_end_delays(history: &[Event], task: &TaskShape, from: usize, to: usize) -> Vec<Violation> {
     let (begun, told, done) = (
         scoped(Some(&task.name), TR_RESTART_DELAY),
@@ -184,6 +192,9 @@ fn kills_end_delays(history: &[Event], task: &TaskShape, from: usize, to: usize)
         let Some(wait) = task.restart_waits.get(k).filter(|_| !exhausted) else {
             continue;
         };
+        if *wait / 2 < patience::scaled(WAKE_MARGIN) {
+            continue;
+        }
         let wait = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
         let next = all.iter().map(|a| a.at).find(|&a| a > b).unwrap_or(to);
         let Some(t) = (b..next.min(to)).find(|&i| history[i].is_hit(&told)) else {
@@ -410,6 +421,28 @@ mod tests {
             .status(AllocStatus::Complete);
         let v = check_commands_take_effect(&h.events, &[web]);
         assert_eq!(v.len(), expected, "{v:#?}");
+    }
+
+    /// A delay whose half a loaded machine may take to wake its runner
+    /// (100 ms here) is not judged: the verdict would be the machine's
+    /// speed, not the engine's.
+    #[test]
+    fn a_delay_shorter_than_a_wake_up_is_not_judged() {
+        let web = TaskShape {
+            restart_waits: vec![std::time::Duration::from_millis(100)],
+            ..tasks().remove(0)
+        };
+        let h = T::run()
+            .start("web")
+            .exit("web", crate::history::TaskExit::Code(1))
+            .at(1000)
+            .task_hit("web", TR_RESTART_DELAY)
+            .at(1010)
+            .task_hit("web", TR_KILL_ASKED)
+            .at(1120)
+            .task_hit("web", TR_MAIN_EXITED)
+            .status(AllocStatus::Complete);
+        assert_eq!(check_commands_take_effect(&h.events, &[web]), []);
     }
 
     /// Told in the delay's last half, the tie may go either way.

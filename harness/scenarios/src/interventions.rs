@@ -50,7 +50,9 @@ fn processes_by_task(data_dir: &Path) -> BTreeMap<String, TaskProcesses> {
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok());
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        // A task killed and not yet reaped (by PID 1, under load) is gone.
+        .filter(|&pid| taskgate_oracle::identity::running(pid));
     for pid in pids {
         match ExecIdentity::of_pid(pid) {
             ExecIdentity::Executor { alloc_id, task } if allocs.contains(&alloc_id) => {
