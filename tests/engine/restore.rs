@@ -344,3 +344,63 @@ fn agent_killed_after_leader_launch_reattaches_the_leader() {
     let AgentRestart { home, alloc_id, .. } = run;
     home.finish(&[alloc_id]);
 }
+
+/// After a reboot every cgroup is gone, the parent a data dir's tasks
+/// lived under with them: no task of an unfinished allocation can live
+/// there, so an engine given another parent (`auto` chose anew) opens,
+/// and finds them lost. While the recorded parent exists, it is refused,
+/// named in the error.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug gone-parent-refused")]
+fn a_recorded_parent_gone_with_a_reboot_holds_no_engine_back() {
+    require_root();
+    let home = EngineHome::new();
+    // The data dir, as an earlier agent made it.
+    home.open().give_back_cgroups();
+    let state = StateDb::open(&home.data_dir().state_db()).unwrap();
+    let alloc_id = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+    let job = jobspec::builtin_default();
+    state
+        .put_alloc(&taskgate_engine::state::AllocRecord {
+            alloc_id: alloc_id.into(),
+            group: job.groups[0].name.clone(),
+            job,
+            alloc_dir: home.data_dir().alloc(alloc_id),
+            desired: DesiredStatus::Run,
+            client: ClientStatus::Running,
+        })
+        .unwrap();
+    drop(state);
+    let elsewhere = common::test_cgroup_parent(&format!("elsewhere-{}", std::process::id()));
+    let recorded = home.data_dir().cgroup_parent_file();
+    std::fs::write(&recorded, format!("{elsewhere}\n")).unwrap();
+    // Still there: refused.
+    let made: Vec<PathBuf> = (common::cgroup_mounts().into_iter())
+        .map(|m| m.join(elsewhere.as_str().trim_start_matches('/')))
+        .collect();
+    for dir in &made {
+        std::fs::create_dir(dir).unwrap();
+    }
+    let while_there = Engine::open(home.config()).err().map(|e| e.to_string());
+    for dir in &made {
+        std::fs::remove_dir(dir).unwrap();
+    }
+    assert!(
+        while_there
+            .as_deref()
+            .is_some_and(|e| e.contains(elsewhere.as_str())),
+        "{while_there:?}"
+    );
+    // Gone: taken.
+    let once_gone = Engine::open(home.config()).map(|engine| engine.give_back_cgroups());
+    let recorded_now = std::fs::read_to_string(&recorded).unwrap();
+    let given = home.cgroup_parent.clone();
+    home.finish(&[]);
+    assert!(
+        once_gone.is_ok(),
+        "known bug gone-parent-refused: {:?}",
+        once_gone.err().map(|e| e.to_string())
+    );
+    assert_eq!(recorded_now.trim(), given.as_str());
+}
