@@ -404,13 +404,15 @@ pub fn recorded_cgroup_parent(data_dir: &DataDir) -> Option<CgroupParent> {
 
 /// Refuses a parent other than the one the data dir's unfinished allocs
 /// live under (a restore would not find their task cgroups, and could start
-/// an attempt beside a task it lost), then records the parent.
+/// an attempt beside a task it lost), then records the parent. One that is
+/// gone (a reboot removes every cgroup) holds no task: it refuses nothing.
 fn record_cgroup_parent(config: &EngineConfig, state: &StateDb) -> Result<(), EngineError> {
     let file = config.data_dir.cgroup_parent_file();
     let given = &config.cgroup_parent;
     if let Ok(recorded) = std::fs::read_to_string(&file) {
         let recorded = recorded.trim();
-        if recorded != given.as_str() {
+        let still_there = CgroupParent::new(recorded).map_or(true, |p| p.exists());
+        if recorded != given.as_str() && still_there {
             let live = (state.alloc_entries()?.iter())
                 .filter(|(_, r)| r.as_ref().map_or(true, |r| !r.client.is_terminal()))
                 .count();
