@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use taskgate_engine::state::StateDb;
 use taskgate_engine::{DataDir, Engine, EngineConfig};
-use taskgate_executor::{CgroupParent, ParentChoice};
+use taskgate_executor::CgroupParent;
 use taskgate_faults::Faults;
 
 /// Where `--data-dir` points unless given.
@@ -44,6 +44,10 @@ impl ClientArgs {
     }
 }
 
+const DEFAULT_USER: &str = "nobody";
+const DEFAULT_PIDS_MAX: u64 = 256;
+const AUTO_PARENT: &str = "auto";
+
 #[derive(clap::Args, Clone)]
 pub struct AgentArgs {
     #[command(flatten)]
@@ -53,10 +57,10 @@ pub struct AgentArgs {
     #[arg(long = "chroot-env", value_name = "HOST[:TASK]")]
     pub chroot_env: Vec<String>,
     /// User tasks run as unless the job says otherwise.
-    #[arg(long, default_value = "nobody")]
+    #[arg(long, default_value = DEFAULT_USER)]
     pub user: String,
     /// Ceiling on processes per task.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = DEFAULT_PIDS_MAX)]
     pub pids_max: u64,
     /// The executor binary run for each task (default: `taskgate-executor`
     /// next to this binary).
@@ -71,11 +75,27 @@ pub struct AgentArgs {
     /// in, else the cgroup systemd delegated to the agent, else
     /// /taskgate.slice (v2) or /taskgate (v1). See docs/isolation.md,
     /// "Cgroups".
-    #[arg(long, value_name = "CGROUP|auto", default_value = "auto")]
+    #[arg(long, value_name = "CGROUP|auto", default_value = AUTO_PARENT)]
     pub cgroup_parent: String,
 }
 
 impl AgentArgs {
+    /// The agent's own options given other than by default: a command that
+    /// submits to a running agent cannot apply them.
+    pub fn agents_own_given(&self) -> Vec<&'static str> {
+        [
+            ("--chroot-env", !self.chroot_env.is_empty()),
+            ("--user", self.user != DEFAULT_USER),
+            ("--pids-max", self.pids_max != DEFAULT_PIDS_MAX),
+            ("--executor-bin", self.executor_bin.is_some()),
+            ("--restart-seed", self.restart_seed.is_some()),
+            ("--cgroup-parent", self.cgroup_parent != AUTO_PARENT),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
     pub fn data_dir(&self) -> &DataDir {
         &self.client.data_dir
     }
@@ -101,7 +121,7 @@ impl AgentArgs {
 
     /// The cgroup parent, given or chosen (see `--cgroup-parent`).
     pub fn cgroup_parent(&self) -> anyhow::Result<CgroupParent> {
-        if self.cgroup_parent != "auto" {
+        if self.cgroup_parent != AUTO_PARENT {
             return CgroupParent::new(&self.cgroup_parent).context("--cgroup-parent");
         }
         if let Some(recorded) = taskgate_engine::recorded_cgroup_parent(self.data_dir()) {
@@ -111,12 +131,9 @@ impl AgentArgs {
             }
         }
         let choice = taskgate_executor::auto_parent().context("choosing the cgroup parent")?;
-        match &choice {
-            ParentChoice::Dedicated { note: Some(_), .. } => {
-                tracing::warn!("cgroup parent: {choice}")
-            }
-            _ => tracing::info!("cgroup parent: {choice}"),
-        }
+        // Said, not warned: the shipped unit without a DelegateSubgroup=
+        // drop-in is the usual case, and its dedicated parent works.
+        tracing::info!("cgroup parent: {choice}");
         Ok(choice.parent().clone())
     }
 
@@ -176,6 +193,27 @@ mod tests {
         ];
         let args = fixed.iter().chain(extra).copied();
         Cli::try_parse_from(args).expect("arguments parse").agent
+    }
+
+    /// The agent's own options a `run` given to a running agent names
+    /// (they are the agent's, set when it started).
+    #[test]
+    fn the_agents_own_options_given_are_named() {
+        assert_eq!(
+            agent(&[]).agents_own_given(),
+            ["--executor-bin", "--cgroup-parent"]
+        );
+        let given = agent(&["--user", "root", "--pids-max", "9", "--chroot-env", "/usr"]);
+        assert_eq!(
+            given.agents_own_given(),
+            [
+                "--chroot-env",
+                "--user",
+                "--pids-max",
+                "--executor-bin",
+                "--cgroup-parent"
+            ]
+        );
     }
 
     /// A relative data dir is taken from where the agent starts, not from

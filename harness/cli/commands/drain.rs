@@ -12,11 +12,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Said once an agent took it: with none, the error alone.
+    let mut replies = control::send(&args.client.data_dir, &ControlRequest::Drain)?;
     super::say!("==> draining: stopping every allocation");
-    super::expect_done(control::request(
-        &args.client.data_dir,
-        &ControlRequest::Drain,
-    )?)?;
+    super::expect_done(replies.next_answer()?)?;
     super::say!("==> drained: every allocation has finished; the agent exits");
     Ok(())
 }

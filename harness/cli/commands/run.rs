@@ -54,6 +54,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let unknown = jobspec::unknown_users(&job, &args.agent.user);
     anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
     if control::agent_serves(args.agent.data_dir())? {
+        let ignored = args.agent.agents_own_given();
+        if !ignored.is_empty() {
+            eprintln!(
+                "warning: {} ignored: the running agent keeps the options it was started with",
+                ignored.join(", ")
+            );
+        }
         return submit(&args, job);
     }
     anyhow::ensure!(
