@@ -52,8 +52,11 @@ const CREATED_MARK: &str = "trusted.taskgate.created";
 /// On a v2 parent taskgate did not create: the controllers it enabled for
 /// the parent's children, disabled again on release.
 const ENABLED_MARK: &str = "trusted.taskgate.enabled";
-/// How systemd marks a cgroup it delegated (`Delegate=yes`).
-const DELEGATE_MARKS: [&str; 2] = ["trusted.delegate", "user.delegate"];
+/// How systemd's system manager marks a cgroup it delegated
+/// (`Delegate=yes`); a user's manager, which cannot write `trusted.*`,
+/// marks its own [`USER_DELEGATE_MARK`].
+const SYSTEM_DELEGATE_MARK: &str = "trusted.delegate";
+const USER_DELEGATE_MARK: &str = "user.delegate";
 
 /// A cgroup path from the hierarchy's root (`/taskgate.slice`), the same
 /// in every hierarchy. Never the root itself.
@@ -294,10 +297,23 @@ pub fn auto_parent() -> Result<ParentChoice, ExecutorError> {
     let own = own_v2_cgroup()?;
     Ok(choose_parent(Some(&own), |path| {
         let dir = Path::new(UNIFIED_MOUNTPOINT).join(path.trim_start_matches('/'));
-        DELEGATE_MARKS
-            .iter()
-            .any(|mark| get_xattr(&dir, mark).as_deref() == Some("1"))
+        let marked = |mark| get_xattr(&dir, mark).as_deref() == Some("1");
+        let owner =
+            std::fs::metadata(&dir).map_or(u32::MAX, |m| std::os::unix::fs::MetadataExt::uid(&m));
+        delegation_trusted(
+            marked(SYSTEM_DELEGATE_MARK),
+            marked(USER_DELEGATE_MARK),
+            owner,
+        )
     }))
+}
+
+/// Whether a cgroup marked so, owned by `owner`, was delegated to this
+/// agent's tasks: a `user.*` mark its owner could set, and so, on a
+/// cgroup a user owns, could hand root's tasks to a user who can strip
+/// their limits (its `cgroup.subtree_control` is theirs).
+fn delegation_trusted(system_mark: bool, user_mark: bool, owner: u32) -> bool {
+    system_mark || (user_mark && owner == 0)
 }
 
 /// This process's cgroup from the `0::<path>` line of `/proc/self/cgroup`.
@@ -662,6 +678,16 @@ fn read_words(file: &Path) -> Result<Vec<String>, ExecutorError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// systemd's own mark is taken; a user's, only on a cgroup root owns
+    /// (its owner could have set it, and would control the tasks' limits).
+    #[test]
+    fn a_delegation_a_user_could_fake_is_not_taken() {
+        assert!(delegation_trusted(true, false, 1000));
+        assert!(delegation_trusted(false, true, 0));
+        assert!(!delegation_trusted(false, true, 1000));
+        assert!(!delegation_trusted(false, false, 0));
+    }
 
     #[test]
     fn a_parent_is_a_plain_path_below_the_root() {
