@@ -70,10 +70,23 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 
-# sudo resets PATH (secure_path): find a rustup/cargo install of root or of the invoking user.
+# sudo resets PATH (secure_path) and HOME: find a rustup/cargo install of
+# root or of the invoking user, whose rustup also needs its RUSTUP_HOME
+# (beside its .cargo).
 if ! command -v cargo >/dev/null 2>&1; then
-    for d in "${CARGO_HOME:-$HOME/.cargo}/bin" /root/.cargo/bin /usr/local/cargo/bin; do
-        if [ -x "$d/cargo" ]; then PATH=$d:$PATH; break; fi
+    user_home=
+    if [ -n "${SUDO_USER:-}" ]; then
+        user_home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+    fi
+    for bin in ${CARGO_HOME:+"$CARGO_HOME/bin"} ${user_home:+"$user_home/.cargo/bin"} \
+        "$HOME/.cargo/bin" /root/.cargo/bin /usr/local/cargo/bin; do
+        [ -x "$bin/cargo" ] || continue
+        PATH=$bin:$PATH
+        rustup_home=$(dirname "$(dirname "$bin")")/.rustup
+        if [ -z "${RUSTUP_HOME:-}" ] && [ -d "$rustup_home" ]; then
+            export RUSTUP_HOME=$rustup_home
+        fi
+        break
     done
 fi
 command -v cargo >/dev/null 2>&1 || {
