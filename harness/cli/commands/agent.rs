@@ -12,7 +12,7 @@ use anyhow::Context;
 use std::sync::Arc;
 use taskgate_engine::agent::{Agent, ControlServer};
 use taskgate_engine::control;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -47,18 +47,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for skipped in &skipped {
             eprintln!("error: {skipped}");
         }
-        tracing::info!(
-            restored = restored.len(),
-            socket = %data_dir.control_socket().display(),
-            "agent serving"
-        );
-        tell_systemd_ready()?;
+        let serving = |restored: usize| {
+            tracing::info!(
+                restored,
+                socket = %data_dir.control_socket().display(),
+                "agent serving"
+            );
+            tell_systemd_ready()
+        };
         #[cfg(feature = "failpoints")]
         if let Some(harness) = harness {
+            serving(restored.len())?;
             return harness.run(&agent, restored).await;
         }
+        // Caught before the agent says it serves: a signal from then on is
+        // its orderly exit, never the default death.
+        let signals = EndSignals::catch()?;
+        serving(restored.len())?;
         drop(restored);
-        wait_for_the_end(&agent, server).await
+        wait_for_the_end(&agent, server, signals).await
     });
     // Executor calls still under way are not waited for: the executors and
     // their tasks outlive this process, for the next agent.
@@ -104,13 +111,36 @@ fn tell_systemd_ready() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The signals that end an agent, leaving its tasks running.
+struct EndSignals {
+    terminate: Signal,
+    interrupt: Signal,
+    hangup: Signal,
+}
+
+impl EndSignals {
+    fn catch() -> std::io::Result<EndSignals> {
+        Ok(EndSignals {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
 /// Serves until a signal (tasks left running) or a finished drain, after
 /// which every request already taken is answered (a `run` asking for its
 /// allocation's status as the drain finished it).
-async fn wait_for_the_end(agent: &Arc<Agent>, server: ControlServer) -> anyhow::Result<()> {
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut hangup = signal(SignalKind::hangup())?;
+async fn wait_for_the_end(
+    agent: &Arc<Agent>,
+    server: ControlServer,
+    signals: EndSignals,
+) -> anyhow::Result<()> {
+    let EndSignals {
+        mut terminate,
+        mut interrupt,
+        mut hangup,
+    } = signals;
     let drained = async {
         server.drained().await;
         tracing::info!("drained: the agent answers what it took, and exits");
