@@ -10,7 +10,7 @@ use taskgate_engine::state::{AttemptEnded, DoomedAttempt, EndedBy, MAX_TASK_EVEN
 use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
 use taskgate_engine::{AllocSummary, ClientStatus};
 use taskgate_executor::{Doom, ExitResult};
-use taskgate_faults::{points, Await};
+use taskgate_faults::{points, scoped, Await};
 
 /// An agent that dies while attempt 2 runs: the restored agent reattaches
 /// to attempt 2's executor (not attempt 1's, whose handle the record held
@@ -504,4 +504,41 @@ fn a_lost_attempt_a_dead_agent_doomed_ends_as_it_was_told(#[case] by: Doom, #[ca
         .expect("alloc hung");
     assert_eq!(summary.status.client, ClientStatus::Complete);
     assert_eq!(home.driver.starts("web"), starts);
+}
+
+/// A dead agent's runner doomed `web` for a user restart and persisted it,
+/// but its peek never reached the executor; the restored runner reattaches,
+/// and the executor dies before it answers whether `web` was doomed. The
+/// record's word stands: the loss is that restart's (here, with a stop,
+/// the stop's), never the policy's (no restart left: the task failed).
+#[test]
+#[should_panic(expected = "known bug doom-unread-on-error")]
+fn a_doom_the_executor_cannot_tell_is_read_from_the_record() {
+    let second = runtime();
+    let home = Home::new();
+    let first = runtime();
+    let alloc_id = agent_died_while_web_ran(&home, &first, 0);
+    first.shutdown_timeout(idle());
+    edit_web_record(&home, &alloc_id, |web| {
+        web.doomed = Some(DoomedAttempt {
+            attempt: 1,
+            by: Doom::Restart,
+        });
+    });
+    let reattached = scoped(Some("web"), points::TR_REATTACHED);
+    home.faults
+        .configure_fault(&format!("{reattached}=park").parse().unwrap());
+    let engine = home.engine();
+    let alloc = restore_one(&engine, &second);
+    home.wait_for(Await::Parked(reattached));
+    home.driver.lose_executor("web");
+    home.faults.release(Some("web"), points::TR_REATTACHED);
+    alloc.stop();
+    let summary = wait(&second, alloc);
+    assert_eq!(
+        summary.status.client,
+        ClientStatus::Complete,
+        "known bug doom-unread-on-error: {:?}",
+        summary.tasks[0].events.last()
+    );
 }

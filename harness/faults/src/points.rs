@@ -112,6 +112,10 @@ pub const TR_KILL_ASKED: &str = "tr.kill_asked";
 /// A restored task runner is about to look for the executor of the attempt
 /// the dead agent committed (running, lost, or ended while no agent ran).
 pub const TR_RESTORING: &str = "tr.restoring";
+/// A restored task runner reattached to the committed attempt's executor,
+/// and is about to ask it whether a dead runner doomed its task. Engine
+/// tests lose the executor here; scenario files do not name it.
+pub const TR_REATTACHED: &str = "tr.reattached";
 
 /// Task runner boundaries in the order one attempt passes them.
 pub const TASK_RUNNER_BOUNDARIES: [&str; 5] = [

@@ -86,6 +86,7 @@ impl TaskRunner {
                 );
                 self.record.handle = Some(running.reattach_info());
                 self.publish();
+                fault_point!(self.deps.faults, points::TR_REATTACHED, self.name());
                 Ok(running)
             }
             Err(err) => {
