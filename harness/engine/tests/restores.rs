@@ -512,7 +512,6 @@ fn a_lost_attempt_a_dead_agent_doomed_ends_as_it_was_told(#[case] by: Doom, #[ca
 /// record's word stands: the loss is that restart's (here, with a stop,
 /// the stop's), never the policy's (no restart left: the task failed).
 #[test]
-#[should_panic(expected = "known bug doom-unread-on-error")]
 fn a_doom_the_executor_cannot_tell_is_read_from_the_record() {
     let second = runtime();
     let home = Home::new();
@@ -538,7 +537,7 @@ fn a_doom_the_executor_cannot_tell_is_read_from_the_record() {
     assert_eq!(
         summary.status.client,
         ClientStatus::Complete,
-        "known bug doom-unread-on-error: {:?}",
+        "{:?}",
         summary.tasks[0].events.last()
     );
 }

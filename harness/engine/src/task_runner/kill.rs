@@ -83,12 +83,10 @@ impl TaskRunner {
     pub(super) async fn supervise_restored(&mut self, running: &RunningTask) -> AttemptEnd {
         let attempt = self.current_attempt();
         // The executor's record, or the dead runner's (its peek may not
-        // have reached the executor). Not doomed, or not answering: its
-        // wait finds out.
-        let Some(doom) = (match running.doomed().await {
-            Ok(doom) => doom.or(self.record.doomed_by(attempt)),
-            Err(_) => None,
-        }) else {
+        // have reached the executor, nor may this ask, the executor gone).
+        // Doomed by neither: its wait finds out.
+        let doomed = running.doomed().await.ok().flatten();
+        let Some(doom) = doomed.or(self.record.doomed_by(attempt)) else {
             return self.supervise(running).await;
         };
         if self.should_shutdown() || self.killed() {
