@@ -363,6 +363,34 @@ fn a_restart_owed_across_a_restore_cuts_the_delay_short() {
     assert!(web.events_added > 4, "{:?}", web.events);
 }
 
+/// The agent died in `web`'s restart delay, and the alloc was stopped
+/// while no agent ran: the restored runner ends `web` as the live one
+/// would, killed while waiting to restart, never as a task that did not
+/// start (it ran attempt 1).
+#[test]
+#[should_panic(expected = "known bug stopped-in-delay-not-started")]
+fn a_task_restored_in_its_delay_of_a_stopped_alloc_is_killed() {
+    let second = runtime();
+    let home = Home::new();
+    let alloc_id = agent_died_in_an_hour_long_restart_delay(&home);
+    {
+        let state = StateDb::open(&home.data_dir().state_db()).unwrap();
+        let mut alloc = state.alloc(&alloc_id).unwrap().unwrap();
+        alloc.desired = taskgate_engine::DesiredStatus::Stop;
+        state.put_alloc(&alloc).unwrap();
+    }
+    let engine = home.engine_on(Arc::new(SystemClock::default()));
+    let summary = wait(&second, restore_one(&engine, &second));
+    assert_eq!(summary.status.client, ClientStatus::Complete);
+    let (kind, message) = last_event(&summary, "web");
+    assert_eq!(
+        kind,
+        EventKind::Killed,
+        "known bug stopped-in-delay-not-started: {message}"
+    );
+    assert_eq!(summary.tasks[0].restart_due, None);
+}
+
 /// Fails `web` (one restart left, an hour's delay) in a first engine, and
 /// lets that engine die as its runner begins the delay; returns the alloc id.
 fn agent_died_in_an_hour_long_restart_delay(home: &Home) -> String {
