@@ -368,7 +368,6 @@ fn a_restart_owed_across_a_restore_cuts_the_delay_short() {
 /// would, killed while waiting to restart, never as a task that did not
 /// start (it ran attempt 1).
 #[test]
-#[should_panic(expected = "known bug stopped-in-delay-not-started")]
 fn a_task_restored_in_its_delay_of_a_stopped_alloc_is_killed() {
     let second = runtime();
     let home = Home::new();
@@ -383,11 +382,7 @@ fn a_task_restored_in_its_delay_of_a_stopped_alloc_is_killed() {
     let summary = wait(&second, restore_one(&engine, &second));
     assert_eq!(summary.status.client, ClientStatus::Complete);
     let (kind, message) = last_event(&summary, "web");
-    assert_eq!(
-        kind,
-        EventKind::Killed,
-        "known bug stopped-in-delay-not-started: {message}"
-    );
+    assert_eq!(kind, EventKind::Killed, "{message}");
     assert_eq!(summary.tasks[0].restart_due, None);
 }
 

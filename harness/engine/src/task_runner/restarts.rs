@@ -183,11 +183,14 @@ impl TaskRunner {
         tracker: &mut RestartTracker,
     ) -> Option<Outcome> {
         let left = self.record.rest_of_restart_delay(self.deps.clock.now())?;
-        if self.should_shutdown() {
-            return None;
-        }
-        fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
-        let end = self.wait_restart_delay(left).await;
+        // Stopped while no agent ran: killed in its delay, as a live
+        // runner's would have been.
+        let end = if self.should_shutdown() {
+            DelayEnd::Killed
+        } else {
+            fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
+            self.wait_restart_delay(left).await
+        };
         self.restart_delay_over(end, attempt, tracker)
     }
 
