@@ -386,6 +386,43 @@ fn a_task_restored_in_its_delay_of_a_stopped_alloc_is_killed() {
     assert_eq!(summary.tasks[0].restart_due, None);
 }
 
+/// A restart delay that ran out is written as over at once: a task held
+/// at its start condition afterwards (a restart's hold, its prestart
+/// tasks run again) and an agent killed there leave no delay for the next
+/// agent to wait again, the clock having been set back meanwhile.
+#[test]
+#[should_panic(expected = "known bug elapsed-delay-unwritten")]
+fn a_delay_that_ran_out_is_written_over() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("web", [Exit::Code(1)]);
+    let clock = Arc::new(VirtualClock::default());
+    let engine = home.engine_on(clock.clone());
+    let held = scoped(Some("web"), points::TR_START_CONDITION_MET);
+    home.faults
+        .configure_fault(&format!("{held}@2=park").parse().unwrap());
+    let alloc = submit(
+        &rt,
+        &engine,
+        &job(vec![web_with(policy(
+            1,
+            10 * MINUTE,
+            Duration::from_secs(10),
+        ))]),
+    );
+    home.wait_for(Await::Parked(held));
+    let web = engine.state().tasks(&alloc.alloc_id).unwrap().remove(0);
+    home.faults
+        .release(Some("web"), points::TR_START_CONDITION_MET);
+    alloc.stop();
+    wait(&rt, alloc);
+    assert_eq!(
+        (web.restart_due, web.restart_wait),
+        (None, None),
+        "known bug elapsed-delay-unwritten"
+    );
+}
+
 /// Fails `web` (one restart left, an hour's delay) in a first engine, and
 /// lets that engine die as its runner begins the delay; returns the alloc id.
 fn agent_died_in_an_hour_long_restart_delay(home: &Home) -> String {
