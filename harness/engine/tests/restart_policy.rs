@@ -391,7 +391,6 @@ fn a_task_restored_in_its_delay_of_a_stopped_alloc_is_killed() {
 /// tasks run again) and an agent killed there leave no delay for the next
 /// agent to wait again, the clock having been set back meanwhile.
 #[test]
-#[should_panic(expected = "known bug elapsed-delay-unwritten")]
 fn a_delay_that_ran_out_is_written_over() {
     let rt = runtime();
     let home = Home::new();
@@ -416,11 +415,7 @@ fn a_delay_that_ran_out_is_written_over() {
         .release(Some("web"), points::TR_START_CONDITION_MET);
     alloc.stop();
     wait(&rt, alloc);
-    assert_eq!(
-        (web.restart_due, web.restart_wait),
-        (None, None),
-        "known bug elapsed-delay-unwritten"
-    );
+    assert_eq!((web.restart_due, web.restart_wait), (None, None));
 }
 
 /// Fails `web` (one restart left, an hour's delay) in a first engine, and

@@ -206,7 +206,12 @@ impl TaskRunner {
         self.record.restart_wait = None;
         self.record.restart_owed = None;
         match end {
-            DelayEnd::Elapsed => None,
+            // Written at once: a task held at its start condition next
+            // leaves no delay for a restored agent to wait again.
+            DelayEnd::Elapsed => {
+                self.publish();
+                None
+            }
             DelayEnd::Restart => {
                 tracker.delay_cut_short(self.deps.clock.now());
                 self.record.restart_window = Some(tracker.window());
