@@ -399,14 +399,11 @@ mod tests {
         assert_eq!(check(&h).len(), expected);
     }
 
-    /// A stop in a 10 s restart delay: the runner is done at once; one that
-    /// ignored the kill is done only as the delay ran out.
-    #[rstest]
-    #[case::done_at_once(2_050, 0)]
-    #[case::done_as_the_delay_ran_out(11_000, 1)]
-    fn a_kill_ends_a_restart_delay(#[case] done_ms: u64, #[case] expected: usize) {
+    /// Violations of `web`, whose restart delay of `wait_ms` begins at
+    /// 1 s, told to die at `told_ms` and done at `done_ms`.
+    fn killed_in_delay(wait_ms: u64, told_ms: u64, done_ms: u64) -> Vec<Violation> {
         let web = TaskShape {
-            restart_waits: vec![std::time::Duration::from_secs(10)],
+            restart_waits: vec![std::time::Duration::from_millis(wait_ms)],
             ..tasks().remove(0)
         };
         let h = T::run()
@@ -414,54 +411,31 @@ mod tests {
             .exit("web", crate::history::TaskExit::Code(1))
             .at(1000)
             .task_hit("web", TR_RESTART_DELAY)
-            .at(2000)
+            .at(told_ms)
             .task_hit("web", TR_KILL_ASKED)
             .at(done_ms)
             .task_hit("web", TR_MAIN_EXITED)
             .status(AllocStatus::Complete);
-        let v = check_commands_take_effect(&h.events, &[web]);
+        check_commands_take_effect(&h.events, &[web])
+    }
+
+    /// A stop in a 10 s restart delay: the runner is done at once; one that
+    /// ignored the kill is done only as the delay ran out. Told in the
+    /// delay's last half, the tie may go either way. A delay whose half a
+    /// loaded machine may take to wake its runner (100 ms) is not judged:
+    /// the verdict would be the machine's speed, not the engine's.
+    #[rstest]
+    #[case::done_at_once(10_000, 2000, 2_050, 0)]
+    #[case::done_as_the_delay_ran_out(10_000, 2000, 11_000, 1)]
+    #[case::told_late_in_the_delay(10_000, 10_990, 11_010, 0)]
+    #[case::a_delay_shorter_than_a_wake_up(100, 1010, 1120, 0)]
+    fn a_kill_ends_a_restart_delay(
+        #[case] wait_ms: u64,
+        #[case] told_ms: u64,
+        #[case] done_ms: u64,
+        #[case] expected: usize,
+    ) {
+        let v = killed_in_delay(wait_ms, told_ms, done_ms);
         assert_eq!(v.len(), expected, "{v:#?}");
-    }
-
-    /// A delay whose half a loaded machine may take to wake its runner
-    /// (100 ms here) is not judged: the verdict would be the machine's
-    /// speed, not the engine's.
-    #[test]
-    fn a_delay_shorter_than_a_wake_up_is_not_judged() {
-        let web = TaskShape {
-            restart_waits: vec![std::time::Duration::from_millis(100)],
-            ..tasks().remove(0)
-        };
-        let h = T::run()
-            .start("web")
-            .exit("web", crate::history::TaskExit::Code(1))
-            .at(1000)
-            .task_hit("web", TR_RESTART_DELAY)
-            .at(1010)
-            .task_hit("web", TR_KILL_ASKED)
-            .at(1120)
-            .task_hit("web", TR_MAIN_EXITED)
-            .status(AllocStatus::Complete);
-        assert_eq!(check_commands_take_effect(&h.events, &[web]), []);
-    }
-
-    /// Told in the delay's last half, the tie may go either way.
-    #[test]
-    fn a_kill_late_in_a_delay_may_meet_its_end() {
-        let web = TaskShape {
-            restart_waits: vec![std::time::Duration::from_secs(10)],
-            ..tasks().remove(0)
-        };
-        let h = T::run()
-            .start("web")
-            .exit("web", crate::history::TaskExit::Code(1))
-            .at(1000)
-            .task_hit("web", TR_RESTART_DELAY)
-            .at(10_990)
-            .task_hit("web", TR_KILL_ASKED)
-            .at(11_010)
-            .task_hit("web", TR_MAIN_EXITED)
-            .status(AllocStatus::Complete);
-        assert_eq!(check_commands_take_effect(&h.events, &[web]), []);
     }
 }
