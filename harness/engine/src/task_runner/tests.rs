@@ -421,6 +421,49 @@ async fn a_restart_a_kill_refused_is_not_counted() {
     );
 }
 
+/// Nor does one whose delay a kill ends: the restart never came, and the
+/// window and the task's restarts persisted keep what they had.
+#[tokio::test]
+#[should_panic(expected = "known bug killed-in-delay-counted")]
+async fn a_restart_killed_in_its_delay_is_not_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDb::open(&crate::DataDir::new(dir.path()).state_db()).unwrap();
+    let mut task = Task::new("web", "/bin/true", vec![]);
+    task.restart.attempts = 1;
+    task.restart.delay = std::time::Duration::from_secs(3600);
+    let (runner, handle, driver) =
+        runner_of(dir.path(), |_| {}, task, TaskRecord::new("web"), state);
+    let run = started(runner, &handle).await;
+    let mut waiting = handle.state.clone();
+    driver.exit("web", 1);
+    waiting
+        .wait_for(|s| matches!(s, TaskState::Pending))
+        .await
+        .unwrap();
+    handle.kill.send_replace(true);
+    let record = run.await.unwrap();
+    assert!(
+        matches!(
+            record.state,
+            TaskState::Dead {
+                outcome: Outcome::Killed { .. }
+            }
+        ),
+        "{:?}",
+        record.state
+    );
+    let counted = (
+        record.restarts,
+        record.restart_window.map_or(0, |w| w.count),
+    );
+    assert_eq!(
+        counted,
+        (0, 0),
+        "known bug killed-in-delay-counted: {:?}",
+        record.restart_window
+    );
+}
+
 /// A prestart hook that fails once an in-place update has come in while it
 /// ran: the update is there for the runner to take with the failure.
 struct FailingAfterAnUpdate(Arc<std::sync::OnceLock<watch::Sender<Task>>>);
