@@ -154,7 +154,7 @@ impl TaskRunner {
             self.emit(EventKind::NotRestarting, attempt, "allocation is terminal");
             return Some(Outcome::Killed { result: None });
         }
-        *tracker = deciding;
+        let undecided = std::mem::replace(tracker, deciding);
         self.record.restart_window = Some(tracker.window());
         self.emit(
             EventKind::Restarting,
@@ -170,6 +170,13 @@ impl TaskRunner {
         self.publish();
         fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
         let end = self.wait_restart_delay(delay).await;
+        if matches!(end, DelayEnd::Killed) {
+            // The restart never came: it counts for nothing, as one a kill
+            // refused, written with the death.
+            *tracker = undecided;
+            self.record.restart_window = Some(tracker.window());
+            self.record.restarts -= 1;
+        }
         self.restart_delay_over(end, attempt, tracker)
     }
 
