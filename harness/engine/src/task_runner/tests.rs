@@ -402,23 +402,7 @@ async fn a_restart_a_kill_refused_is_not_counted() {
     kill.set(handle.kill.clone()).unwrap();
     let run = started(runner, &handle).await;
     driver.exit("web", 1);
-    let record = run.await.unwrap();
-    assert!(
-        matches!(
-            record.state,
-            TaskState::Dead {
-                outcome: Outcome::Killed { .. }
-            }
-        ),
-        "{:?}",
-        record.state
-    );
-    let counted = record.restart_window.map_or(0, |w| w.count);
-    assert_eq!(
-        counted, 0,
-        "the refused restart is counted in {:?}",
-        record.restart_window
-    );
+    assert_killed_uncounted(&run.await.unwrap());
 }
 
 /// Nor does one whose delay a kill ends: the restart never came, and the
@@ -440,7 +424,12 @@ async fn a_restart_killed_in_its_delay_is_not_counted() {
         .await
         .unwrap();
     handle.kill.send_replace(true);
-    let record = run.await.unwrap();
+    assert_killed_uncounted(&run.await.unwrap());
+}
+
+/// The task was killed, and no restart is counted: not in its restarts,
+/// not in the window persisted.
+fn assert_killed_uncounted(record: &TaskRecord) {
     assert!(
         matches!(
             record.state,
