@@ -1,10 +1,12 @@
 /// `println!` that never panics: a reader that went away (a closed pipe, a
 /// closed terminal) must not take down an agent whose tasks still run.
 macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
+    () => {
+        crate::commands::say_to!(&mut std::io::stdout())
+    };
+    ($($arg:tt)*) => {
+        crate::commands::say_to!(&mut std::io::stdout(), $($arg)*)
+    };
 }
 pub(crate) use say;
 
@@ -18,7 +20,7 @@ macro_rules! say_part {
 pub(crate) use say_part;
 
 /// [`say!`] into the caller's writer (a table on stderr beside a JSON
-/// report on stdout).
+/// report on stdout); `say!` is this on stdout.
 macro_rules! say_to {
     ($out:expr) => {{
         let _ = std::io::Write::write_fmt(&mut *$out, format_args!("\n"));
