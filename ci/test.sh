@@ -37,8 +37,9 @@
 #   qemu-v2    the README's demo alloc (the default job to Complete), then the
 #   qemu-v1    executor, escape, cgroup, engine, harness and agent tests, in a qemu
 #              guest with pure cgroup v2 (from a login session's cgroup
-#              holding another process) / pure cgroup v1 (run side by side
-#              when both are asked for: each guest is mostly one busy core)
+#              holding another process) / pure cgroup v1; both start once
+#              the build is done and run, niced, beside the stages above
+#              (each guest is mostly one busy core)
 #   leftovers  this run left no taskgate cgroup, mount or process on this
 #              host (ci/leftovers.sh; what was there before is only listed)
 # Ends with the line "N passed, N failed" (stages) and exits non-zero if any
@@ -209,6 +210,30 @@ fi
 needs_build() { # needs_build NAME COMMAND...: a stage that runs what `build` built
     if [ "$built" = 1 ]; then stage "$@"; else skip "$1" "nothing built (run the build stage)"; fi
 }
+# The guests start as soon as the build is done and run beside the host's
+# stages: a guest is mostly one emulated core, and the host's stages leave
+# cores idle while they wait on their runs' events. Nice, so the host's
+# stages keep the CPU they need; their verdicts hold under load (stress).
+# A guest copies its binaries in its first seconds (its cargo query waits
+# on the build lock like any other), and no later stage rebuilds them.
+modes=()
+wants qemu-v2 && modes+=(v2)
+wants qemu-v1 && modes+=(v1)
+qemu_pids=()
+if [ ${#modes[@]} -gt 0 ] && [ "$built" = 0 ]; then
+    for m in "${modes[@]}"; do skip "qemu cgroup $m" "nothing built (run the build stage)"; done
+    modes=()
+elif [ ${#modes[@]} -gt 0 ]; then
+    qemu_logs=$(mktemp -d "${TMPDIR:-/tmp}/ci-qemu.XXXXXX")
+    qemu_t0=$(date +%s.%N)
+    for m in "${modes[@]}"; do
+        qemu_cmd "$m"
+        header "qemu cgroup $m (beside the next stages; log: $qemu_logs/$m.log, printed when it ends)" "${qemu[@]}"
+        nice -n 10 "${qemu[@]}" >"$qemu_logs/$m.log" 2>&1 &
+        qemu_pids+=($!)
+    done
+fi
+
 wants test && needs_build test test_all
 wants gate && needs_build gate "${GATE_CMD[@]}"
 wants legacy && needs_build "legacy (must find the violation)" "${LEGACY_EXPLORE_CMD[@]}"
@@ -217,31 +242,15 @@ wants fake && needs_build "fake (the wide search, unprivileged)" "${FAKE_CMD[@]}
 wants stress && needs_build stress "${STRESS_CMD[@]}"
 wants lint && stage lint "${LINT_CMD[@]}"
 
-modes=()
-wants qemu-v2 && modes+=(v2)
-wants qemu-v1 && modes+=(v1)
-if [ ${#modes[@]} -gt 0 ] && [ "$built" = 0 ]; then
-    for m in "${modes[@]}"; do skip "qemu cgroup $m" "nothing built (run the build stage)"; done
-elif [ ${#modes[@]} -gt 0 ]; then
-    logs=$(mktemp -d "${TMPDIR:-/tmp}/ci-qemu.XXXXXX")
-    pids=()
-    t0=$(date +%s.%N)
-    for m in "${modes[@]}"; do
-        qemu_cmd "$m"
-        header "qemu cgroup $m (log: $logs/$m.log, printed when it ends)" "${qemu[@]}"
-        "${qemu[@]}" >"$logs/$m.log" 2>&1 &
-        pids+=($!)
-    done
-    for i in "${!modes[@]}"; do
-        wait "${pids[$i]}"
-        rc=$?
-        echo
-        echo "==== qemu cgroup ${modes[$i]}: guest output"
-        cat "$logs/${modes[$i]}.log"
-        record "qemu cgroup ${modes[$i]}" "$rc" "$(since "$t0")"
-    done
-    rm -rf "$logs"
-fi
+for i in "${!modes[@]}"; do
+    wait "${qemu_pids[$i]}"
+    rc=$?
+    echo
+    echo "==== qemu cgroup ${modes[$i]}: guest output"
+    cat "$qemu_logs/${modes[$i]}.log"
+    record "qemu cgroup ${modes[$i]}" "$rc" "$(since "$qemu_t0")"
+done
+[ ${#modes[@]} -gt 0 ] && rm -rf "$qemu_logs"
 
 wants leftovers && stage leftovers ci/leftovers.sh --baseline "$baseline"
 
