@@ -383,12 +383,49 @@ fn status_reads_while_an_agent_runs() {
     // alloc's client status follows a moment later, so it is not asked.
     assert!(stdout.contains("web            running"), "{stdout}");
 
-    assert!(
-        run.signal_and_wait(Signal::SIGINT).success(),
-        "{}",
-        run.printed()
-    );
+    ok(&home, &["stop", &alloc]);
+    assert!(run.wait_for_exit().success(), "{}", run.printed());
     home.finish(&[alloc]);
+}
+
+/// Ctrl-C stops a run's allocation and waits for it, and the run then
+/// fails as interrupted, in the foreground and submitted to an agent
+/// alike: a script (or a shell's loop) must not take a run cut short for
+/// one that did its work.
+#[rstest]
+#[case::foreground(false)]
+#[case::submitted(true)]
+#[serial]
+#[should_panic(expected = "known bug run-interrupt-exits-zero")]
+fn an_interrupted_run_stops_its_allocation_and_fails(#[case] submitted: bool) {
+    let home = EngineHome::new();
+    let job = write_job(&home, "job.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let mut agent = submitted.then(|| Running::agent(&home));
+    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
+    let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+
+    let status = run.signal_and_wait(Signal::SIGINT);
+    if let Some(agent) = &mut agent {
+        ok(&home, &["drain"]);
+        assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    }
+    home.finish(&[alloc.clone()]);
+    let printed = run.printed();
+    assert!(
+        printed.contains(&format!("==> alloc {alloc} finished: Complete")),
+        "{printed}"
+    );
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "known bug run-interrupt-exits-zero: a run Ctrl-C stopped exited {status}:\n{printed}"
+    );
+    assert!(
+        printed.contains("Error: interrupted: the allocation was stopped"),
+        "{printed}"
+    );
 }
 
 /// The agent dies under two running tasks (SIGTERM: it leaves them, as
