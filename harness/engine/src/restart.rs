@@ -107,6 +107,15 @@ impl RestartTracker {
         self.window_start = self.window_start.min(now);
     }
 
+    /// A restart granted that never came (a kill ended its delay) counts
+    /// for nothing: the tracker is back in `before`, the window it was in
+    /// when it granted it, with one restart fewer over the task's life.
+    pub fn take_back(&mut self, before: RestartWindow) {
+        self.window_start = before.start;
+        self.count = before.count;
+        self.restarts = self.restarts.saturating_sub(1);
+    }
+
     /// The window this tracker is in, to persist.
     pub fn window(&self) -> RestartWindow {
         RestartWindow {

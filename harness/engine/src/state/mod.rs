@@ -173,6 +173,11 @@ pub struct TaskRecord {
     /// waits of it, whatever the clock now says of `restart_due`.
     #[serde(default)]
     pub restart_wait: Option<Duration>,
+    /// The restart window as it was before the restart under way was
+    /// granted: a kill in its delay, in this agent or a restored one, puts
+    /// it back, for that restart never came.
+    #[serde(default)]
+    pub restart_window_before: Option<RestartWindow>,
     pub events: Vec<TaskEvent>,
     /// How many events the task ever had: the next one's `seq`.
     #[serde(default)]
@@ -251,6 +256,7 @@ impl TaskRecord {
             restart_window: None,
             restart_due: None,
             restart_wait: None,
+            restart_window_before: None,
             events: Vec::new(),
             events_added: 0,
             end_reported_for: None,

@@ -308,6 +308,7 @@ impl TaskRunner {
         self.restoring = false;
         self.record.restart_due = None;
         self.record.restart_wait = None;
+        self.record.restart_window_before = None;
         self.record.restart_owed = None;
         let attempt = self.current_attempt();
         self.emit(

@@ -154,8 +154,9 @@ impl TaskRunner {
             self.emit(EventKind::NotRestarting, attempt, "allocation is terminal");
             return Some(Outcome::Killed { result: None });
         }
-        let undecided = std::mem::replace(tracker, deciding);
+        let before = std::mem::replace(tracker, deciding).window();
         self.record.restart_window = Some(tracker.window());
+        self.record.restart_window_before = Some(before);
         self.emit(
             EventKind::Restarting,
             attempt,
@@ -170,13 +171,6 @@ impl TaskRunner {
         self.publish();
         fault_point!(self.deps.faults, points::TR_RESTART_DELAY, self.name());
         let end = self.wait_restart_delay(delay).await;
-        if matches!(end, DelayEnd::Killed) {
-            // The restart never came: it counts for nothing, as one a kill
-            // refused, written with the death.
-            *tracker = undecided;
-            self.record.restart_window = Some(tracker.window());
-            self.record.restarts -= 1;
-        }
         self.restart_delay_over(end, attempt, tracker)
     }
 
@@ -212,6 +206,7 @@ impl TaskRunner {
         self.record.restart_due = None;
         self.record.restart_wait = None;
         self.record.restart_owed = None;
+        let before = self.record.restart_window_before.take();
         match end {
             // Written at once: a task held at its start condition next
             // leaves no delay for a restored agent to wait again.
@@ -231,6 +226,14 @@ impl TaskRunner {
                 None
             }
             DelayEnd::Killed => {
+                // The restart never came: it counts for nothing, as one a
+                // kill refused, written with the death. (A record an older
+                // agent wrote has no window before it: it stays counted.)
+                if let Some(before) = before {
+                    tracker.take_back(before);
+                    self.record.restart_window = Some(before);
+                    self.record.restarts = self.record.restarts.saturating_sub(1);
+                }
                 self.emit(
                     EventKind::Killed,
                     attempt,
