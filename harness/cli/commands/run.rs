@@ -2,14 +2,17 @@
 //! as they happen, then each task's logs. With an agent serving the data
 //! dir, the job is submitted to it; without one, this process is the agent
 //! while it runs (it restores what an earlier agent left, and serves the
-//! control socket). Ctrl-C sends the allocation a stop; a SIGTERM or SIGHUP
-//! leaves it running for the agent (the next one, in the foreground case).
+//! control socket). Ctrl-C sends the allocation a stop, and the run fails
+//! as interrupted once it ended; a SIGTERM or SIGHUP leaves it running for
+//! the agent (the next one, in the foreground case).
 
 use super::agent_config::{AgentArgs, DEFAULT_DATA_DIR};
 use super::logs::{logs_dir, LogFiles};
 use anyhow::Context;
 use nix::sys::signal::{SigSet, Signal};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use taskgate_engine::agent::{Agent, AllocEntry, ControlServer, Followed};
 use taskgate_engine::alloc::AllocStatus;
 use taskgate_engine::control::{
@@ -36,11 +39,19 @@ pub struct Args {
     pub agent: AgentArgs,
 }
 
+/// Whether Ctrl-C cut a run short: its stop was sent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    No,
+    ByInterrupt,
+}
+
 /// How a foreground run ended.
 enum Ended {
     Finished {
         alloc_id: String,
         status: AllocStatus,
+        cut: Cut,
     },
     /// SIGTERM or SIGHUP: the allocation runs on for the next agent.
     Left(Signal),
@@ -93,7 +104,9 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
         return Ok(());
     }
     let (dir, id) = (data_dir.clone(), alloc_id.clone());
-    std::thread::spawn(move || stop_on_interrupt(signals, &dir, &id));
+    let stop_sent = Arc::new(AtomicBool::new(false));
+    let sent = stop_sent.clone();
+    std::thread::spawn(move || stop_on_interrupt(signals, &dir, &id, &sent));
     let followed = follow_remote(replies)?;
     let entries = super::status::read_status(&args.agent.client)?;
     let entry = super::status::find_alloc(&entries, &alloc_id, data_dir)?;
@@ -101,17 +114,21 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
         Some(status) => status,
         None => recorded_end(entry)?,
     };
-    finish(data_dir, entry, status)
+    let cut = if stop_sent.load(Ordering::SeqCst) {
+        Cut::ByInterrupt
+    } else {
+        Cut::No
+    };
+    finish(data_dir, entry, status, cut)
 }
 
-/// Takes the blocked signals: Ctrl-C stops the allocation; SIGTERM or
-/// SIGHUP detaches, leaving it to the agent.
-fn stop_on_interrupt(signals: SigSet, data_dir: &DataDir, alloc_id: &str) {
-    let mut stopping = false;
+/// Takes the blocked signals: Ctrl-C stops the allocation (and says so in
+/// `stop_sent`); SIGTERM or SIGHUP detaches, leaving it to the agent.
+fn stop_on_interrupt(signals: SigSet, data_dir: &DataDir, alloc_id: &str, stop_sent: &AtomicBool) {
     loop {
         match signals.wait() {
-            Ok(Signal::SIGINT) if !stopping => {
-                stopping = true;
+            Ok(Signal::SIGINT) if !stop_sent.load(Ordering::SeqCst) => {
+                stop_sent.store(true, Ordering::SeqCst);
                 super::say!("==> interrupt: sending stop update");
                 let stop = ControlRequest::Stop {
                     alloc: alloc_id.to_string(),
@@ -216,7 +233,8 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                                  stopped runs on for the next agent"
                             );
                         }
-                        return anyhow::Ok(Ended::Finished { alloc_id, status })
+                        let cut = if stopping { Cut::ByInterrupt } else { Cut::No };
+                        return anyhow::Ok(Ended::Finished { alloc_id, status, cut })
                     }
                     Followed::Gone => anyhow::bail!("the engine shut down under the allocation"),
                 },
@@ -249,10 +267,14 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Ended::Finished { alloc_id, status } => {
+        Ended::Finished {
+            alloc_id,
+            status,
+            cut,
+        } => {
             let entries = entries?;
             let placed = super::status::find_alloc(&entries, &alloc_id, data_dir)?;
-            finish(data_dir, placed, status)
+            finish(data_dir, placed, status, cut)
         }
     }
 }
@@ -271,8 +293,14 @@ fn print_placed(data_dir: &DataDir, alloc_id: &str, job: &str) {
     super::say!("==> restart with: {}", restart_command(data_dir, alloc_id));
 }
 
-/// The end of a run: the status, each task's logs, and a failure's exit code.
-fn finish(data_dir: &DataDir, entry: &AllocEntry, status: AllocStatus) -> anyhow::Result<()> {
+/// The end of a run: the status, each task's logs, and the exit code of a
+/// failure or of a run Ctrl-C cut short.
+fn finish(
+    data_dir: &DataDir,
+    entry: &AllocEntry,
+    status: AllocStatus,
+    cut: Cut,
+) -> anyhow::Result<()> {
     super::say!(
         "==> alloc {} finished: {:?}",
         entry.alloc.alloc_id,
@@ -282,6 +310,7 @@ fn finish(data_dir: &DataDir, entry: &AllocEntry, status: AllocStatus) -> anyhow
     if status.client == ClientStatus::Failed {
         anyhow::bail!("allocation failed");
     }
+    anyhow::ensure!(cut == Cut::No, "interrupted: the allocation was stopped");
     Ok(())
 }
 
