@@ -183,7 +183,7 @@ test_all() {
 
 build_all() {
     "${BUILD_CMD[@]}" &&
-        # The zoo, then back to the fixed binaries.
+        # The zoo, with the fixed binaries put back where they were.
         ci/zoo.sh build
 }
 

@@ -5,8 +5,8 @@
 # chooses one by TASKGATE_SEEDED_BUG.
 #
 #   ci/zoo.sh list                  the seeded bugs' names, one per line
-#   ci/zoo.sh build                 builds the zoo into target/zoo/, then the
-#                                   fixed failpoints binaries again
+#   ci/zoo.sh build                 builds the zoo into target/zoo/, and puts
+#                                   the binaries target/debug had back
 #   ci/zoo.sh run                   runs the gate on each bug: it must fail,
 #                                   on an invariant, within 60 s of its
 #                                   start at the reference VM's pace
@@ -48,12 +48,25 @@ bugs() { # the names in seeded.rs's seeded_bugs! table, in its order
 }
 
 build() {
+    local bin kept=0 rc=0
     echo "== building the zoo: every seeded bug, one chosen per run"
-    cargo build --bins --features zoo
     mkdir -p "$ZOO_DIR"
-    cp target/debug/taskgate target/debug/taskgate-executor "$ZOO_DIR/"
-    # Back to the fixed binaries (cached: only copied into place again).
-    cargo build --bins --features failpoints
+    # The zoo's build puts its binaries in target/debug. The ones there
+    # before are kept (linked, not copied) and put back after: building
+    # them again with other features than they were built with would
+    # compile every crate of the workspace once more.
+    for bin in taskgate taskgate-executor; do
+        [ -x "target/debug/$bin" ] && ln -f "target/debug/$bin" "$ZOO_DIR/.fixed-$bin" && kept=$((kept + 1))
+    done
+    cargo build --bins --features zoo || rc=$?
+    [ "$rc" = 0 ] && cp target/debug/taskgate target/debug/taskgate-executor "$ZOO_DIR/"
+    if [ "$kept" = 2 ]; then
+        for bin in taskgate taskgate-executor; do mv -f "$ZOO_DIR/.fixed-$bin" "target/debug/$bin"; done
+    else
+        rm -f "$ZOO_DIR"/.fixed-*
+        [ "$rc" = 0 ] && { cargo build --bins --features failpoints || rc=$?; }
+    fi
+    return "$rc"
 }
 
 # kept_labs OUT: the labs a gate whose output is OUT kept for its failing runs.
