@@ -388,6 +388,82 @@ fn status_reads_while_an_agent_runs() {
     home.finish(&[alloc]);
 }
 
+/// An agent whose `--user` (the tasks' default user) does not exist on the
+/// host refuses to start, as it refuses a `--chroot-env` no task could
+/// start with: otherwise it served, and every task without a `user` of its
+/// own failed at its first start.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug agent-user-unchecked")]
+fn an_agent_refuses_a_default_user_the_host_lacks() {
+    let home = EngineHome::new();
+    let mut args = vec!["agent", "--user", "no-such-user-xyz"];
+    let agent_args = home.agent_args();
+    args.extend(agent_args.iter().map(String::as_str));
+    let mut agent = Running::start(&home, &args);
+    let served = loop {
+        match agent.lines.recv_timeout(idle()) {
+            Ok(line) if line.contains("agent serving") => break true,
+            Ok(line) => agent.seen.push(line),
+            Err(RecvTimeoutError::Disconnected) => break false,
+            Err(RecvTimeoutError::Timeout) => panic!("agent hung:\n{}", agent.printed()),
+        }
+    };
+    if served {
+        ok(&home, &["drain"]);
+    }
+    let status = agent.wait_for_exit();
+    home.finish(&[]);
+    assert!(
+        !served,
+        "known bug agent-user-unchecked: the agent served:\n{}",
+        agent.printed()
+    );
+    assert!(!status.success(), "{}", agent.printed());
+    assert!(
+        agent
+            .printed()
+            .contains("--user: no user \"no-such-user-xyz\" on this host"),
+        "{}",
+        agent.printed()
+    );
+}
+
+/// A `run` submitted to an agent checks its job's users against the
+/// agent's default user, not against its own `--user`, which the agent
+/// ignores (and says so).
+#[test]
+#[serial]
+#[should_panic(expected = "known bug run-checks-ignored-user")]
+fn a_submitted_run_checks_users_against_the_agents_default() {
+    let home = EngineHome::new();
+    let job = write_job(
+        &home,
+        "job.hcl",
+        &HOLD_JOB.replace("      user   = \"root\"\n", ""),
+    );
+    let agent_args = home.agent_args();
+    let mut agent = Running::agent(&home);
+    let out = taskgate_output(
+        &home,
+        &run_args(
+            &job,
+            &agent_args,
+            &["--detach", "--user", "no-such-user-xyz"],
+        ),
+    );
+    let (stdout, stderr) = text(&out);
+    ok(&home, &["drain"]);
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    let placed = out.status.success().then(|| placed_alloc(&stdout));
+    home.finish(&placed.into_iter().collect::<Vec<_>>());
+    assert!(
+        out.status.success(),
+        "known bug run-checks-ignored-user: refused: {stderr}"
+    );
+    assert!(stderr.contains("--user ignored"), "{stderr}");
+}
+
 /// Ctrl-C stops a run's allocation and waits for it, and the run then
 /// fails as interrupted, in the foreground and submitted to an agent
 /// alike: a script (or a shell's loop) must not take a run cut short for
