@@ -119,6 +119,19 @@ impl AgentArgs {
         Ok(env)
     }
 
+    /// The tasks' default user, refused here if the host has none such: no
+    /// task without a user of its own could start.
+    fn default_user(&self) -> anyhow::Result<String> {
+        let user = nix::unistd::User::from_name(&self.user)
+            .with_context(|| format!("--user: looking up {:?}", self.user))?;
+        anyhow::ensure!(
+            user.is_some(),
+            "--user: no user {:?} on this host",
+            self.user
+        );
+        Ok(self.user.clone())
+    }
+
     /// The cgroup parent, given or chosen (see `--cgroup-parent`).
     pub fn cgroup_parent(&self) -> anyhow::Result<CgroupParent> {
         if self.cgroup_parent != AUTO_PARENT {
@@ -147,7 +160,7 @@ impl AgentArgs {
                 None => super::sibling_executor()?,
             },
             chroot_env: self.chroot_env()?,
-            default_user: self.user.clone(),
+            default_user: self.default_user()?,
             pids_max: self.pids_max,
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: self.restart_seed.unwrap_or_else(|| {

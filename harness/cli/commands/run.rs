@@ -62,8 +62,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(path) => jobspec::parse_file(path)?,
         None => jobspec::builtin_default(),
     };
-    let unknown = jobspec::unknown_users(&job, &args.agent.user);
-    anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
     if control::agent_serves(args.agent.data_dir())? {
         let ignored = args.agent.agents_own_given();
         if !ignored.is_empty() {
@@ -78,6 +76,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         !args.detach,
         "--detach needs a running agent (taskgate agent) with this --data-dir"
     );
+    // Named before this run becomes the agent (a submitted job is checked
+    // by the agent, against its own default user).
+    let unknown = jobspec::unknown_users(&job, &args.agent.user);
+    anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
     foreground(&args, &job)
 }
 

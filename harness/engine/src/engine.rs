@@ -92,6 +92,10 @@ pub enum EngineError {
     AllocDir(#[from] taskgate_executor::confined::ConfinedError),
     #[error("job {job:?} has no group {group:?}")]
     NoSuchGroup { job: String, group: String },
+    /// Tasks whose user (their own, or the agent's default) the host lacks:
+    /// none of them could ever start.
+    #[error("{}", .0.join("; "))]
+    UnknownUsers(Vec<String>),
     #[error(transparent)]
     Cgroup(#[from] ExecutorError),
     #[error(
@@ -254,6 +258,10 @@ impl Engine {
             job: job.name.clone(),
             group: group.unwrap_or("").to_string(),
         })?;
+        let unknown = crate::job::unknown_users(job, &self.config.default_user);
+        if !unknown.is_empty() {
+            return Err(EngineError::UnknownUsers(unknown));
+        }
         let alloc_id = new_alloc_id()?;
         let record = AllocRecord {
             alloc_dir: self.config.data_dir.alloc(&alloc_id),
