@@ -492,7 +492,7 @@ fn an_interrupted_run_stops_its_allocation_and_fails(#[case] submitted: bool) {
         ok(&home, &["drain"]);
         assert!(agent.wait_for_exit().success(), "{}", agent.printed());
     }
-    home.finish(&[alloc.clone()]);
+    home.finish(std::slice::from_ref(&alloc));
     let printed = run.printed();
     assert!(
         printed.contains(&format!("==> alloc {alloc} finished: Complete")),
