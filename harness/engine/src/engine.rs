@@ -96,6 +96,10 @@ pub enum EngineError {
     /// none of them could ever start.
     #[error("{}", .0.join("; "))]
     UnknownUsers(Vec<String>),
+    /// A task no executor could serve (its socket path too long for this
+    /// data dir): it would fail every launch.
+    #[error("task {task:?}: {source}")]
+    Unlaunchable { task: String, source: ExecutorError },
     #[error(transparent)]
     Cgroup(#[from] ExecutorError),
     #[error(
@@ -263,6 +267,16 @@ impl Engine {
             return Err(EngineError::UnknownUsers(unknown));
         }
         let alloc_id = new_alloc_id()?;
+        for task in &group.tasks {
+            let socket =
+                taskgate_executor::socket_path(&self.config.data_dir.run(), &alloc_id, &task.name);
+            taskgate_executor::check_socket_path(&socket).map_err(|source| {
+                EngineError::Unlaunchable {
+                    task: task.name.clone(),
+                    source,
+                }
+            })?;
+        }
         let record = AllocRecord {
             alloc_dir: self.config.data_dir.alloc(&alloc_id),
             alloc_id,
