@@ -350,6 +350,31 @@ fn an_alloc_ending_as_its_name_resolves_is_finished() {
     );
 }
 
+/// A follower that hangs up is let go at once, not at its allocation's
+/// next event: a quiet service's `logs -f` or `run`, cut short, must not
+/// each hold one of the agent's connections (and fds) until then.
+#[test]
+#[should_panic(expected = "known bug follower-held-until-next-event")]
+fn a_follower_that_hangs_up_is_let_go_at_once() {
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let mut following = home.submit();
+    home.next_start(&mut following);
+    let follow = ControlRequest::Follow {
+        alloc: following.alloc_id.clone(),
+    };
+    drop(control::send(&home.data_dir(), &follow).unwrap());
+    let left = (home.faults).wait_any(
+        &[Await::Passed(points::CONTROL_FOLLOWER_LEFT.into())],
+        idle(),
+    );
+    home.stop_and_wait(following);
+    assert!(
+        left.is_ok(),
+        "known bug follower-held-until-next-event: the agent held the connection"
+    );
+}
+
 /// A unique prefix of an id names its alloc, and the empty one none.
 #[test]
 fn an_alloc_is_named_by_a_unique_prefix_of_its_id() {

@@ -10,6 +10,9 @@ pub const HARNESS_UPDATE_DELIVERED: &str = "harness.update_delivered";
 
 /// The agent's control server read a request and is about to carry it out.
 pub const CONTROL_ANSWERING: &str = "control.answering";
+/// Record-only: a follower (of a run, a stop, `logs -f`) hung up, and the
+/// agent let its connection go without waiting for the next event.
+pub const CONTROL_FOLLOWER_LEFT: &str = "control.follower_left";
 
 /// An agent passed its drain check and is placing a job: a drain that
 /// begins here must still wait for the alloc it places.
