@@ -354,7 +354,6 @@ fn an_alloc_ending_as_its_name_resolves_is_finished() {
 /// next event: a quiet service's `logs -f` or `run`, cut short, must not
 /// each hold one of the agent's connections (and fds) until then.
 #[test]
-#[should_panic(expected = "known bug follower-held-until-next-event")]
 fn a_follower_that_hangs_up_is_let_go_at_once() {
     let home = Home::new();
     let _server = home.serve().unwrap();
@@ -369,10 +368,7 @@ fn a_follower_that_hangs_up_is_let_go_at_once() {
         idle(),
     );
     home.stop_and_wait(following);
-    assert!(
-        left.is_ok(),
-        "known bug follower-held-until-next-event: the agent held the connection"
-    );
+    assert!(left.is_ok(), "the agent held the connection");
 }
 
 /// A unique prefix of an id names its alloc, and the empty one none.

@@ -9,7 +9,7 @@ use crate::data_dir::DataDir;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
@@ -154,9 +154,9 @@ async fn answer(
     drained: Arc<Notify>,
     answering: CountedUntilDropped,
 ) {
-    let (read, mut write) = stream.into_split();
-    let read = tokio::time::timeout(CLIENT_PATIENCE, read_request(read)).await;
-    let request = match read.unwrap_or_else(|_| {
+    let (mut read, mut write) = stream.into_split();
+    let read_one = tokio::time::timeout(CLIENT_PATIENCE, read_request(&mut read)).await;
+    let request = match read_one.unwrap_or_else(|_| {
         Err(ControlError::BadRequest(format!(
             "no request line within {CLIENT_PATIENCE:?}"
         )))
@@ -197,7 +197,12 @@ async fn answer(
         Err(err) => return send_first(&mut write, &Err(err)).await.unwrap_or(()),
     };
     drop(answering);
-    stream_events(following, write).await
+    if stream_events(following, read, write).await == Streamed::ClientLeft {
+        taskgate_faults::fault_point!(
+            agent.engine().faults(),
+            taskgate_faults::points::CONTROL_FOLLOWER_LEFT
+        );
+    }
 }
 
 /// What a request is answered with.
@@ -250,21 +255,50 @@ async fn carry_out(request: ControlRequest, agent: &Arc<Agent>) -> Result<Reply,
     }
 }
 
-/// Writes each event of the allocation as it happens, then its end.
-async fn stream_events(mut following: Following, mut write: OwnedWriteHalf) {
+/// How an event stream ended.
+#[derive(PartialEq, Eq)]
+enum Streamed {
+    /// Its end was sent, or the agent is going (the client is told by the
+    /// connection's end).
+    Ended,
+    /// The follower hung up first.
+    ClientLeft,
+}
+
+/// Writes each event of the allocation as it happens, then its end. A
+/// follower that hangs up stops the stream, not the allocation, at once:
+/// a quiet allocation may have no next event to fail to send for days.
+async fn stream_events(
+    mut following: Following,
+    mut read: OwnedReadHalf,
+    mut write: OwnedWriteHalf,
+) -> Streamed {
     loop {
-        let (answer, last) = match following.next().await {
+        let next = tokio::select! {
+            next = following.next() => next,
+            () = hung_up(&mut read) => return Streamed::ClientLeft,
+        };
+        let (answer, last) = match next {
             Followed::Event(event) => (ControlAnswer::Event(event), false),
             Followed::Missed(n) => (ControlAnswer::Missed(n), false),
             Followed::Finished(status) => (ControlAnswer::Finished(status), true),
-            // The client is told by the connection's end.
-            Followed::Gone => return,
+            Followed::Gone => return Streamed::Ended,
         };
-        // A follower that hung up stops the stream, not the allocation.
-        if send(&mut write, &Ok(answer)).await.is_err() || last {
-            return;
+        if send(&mut write, &Ok(answer)).await.is_err() {
+            return Streamed::ClientLeft;
+        }
+        if last {
+            return Streamed::Ended;
         }
     }
+}
+
+/// Resolves once the follower closed its end of the connection. A client
+/// sends its one request line and then only reads (closing its sending
+/// side ends its stream too); whatever else it sends is ignored.
+async fn hung_up(read: &mut OwnedReadHalf) {
+    let mut ignored = [0u8; 256];
+    while let Ok(1..) = read.read(&mut ignored).await {}
 }
 
 /// The first reply to a request, which the client has [`CLIENT_PATIENCE`]
