@@ -470,6 +470,34 @@ fn a_submitted_run_checks_users_against_the_agents_default() {
     );
 }
 
+/// A foreground run that ends with its own allocation names the ones other
+/// commands placed in it, which run on with no agent until the next one
+/// restores them, rather than leave them unsupervised without a word.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug foreground-run-leaves-others-silently")]
+fn a_foreground_run_names_the_allocations_it_leaves_running() {
+    let home = EngineHome::new();
+    let job = write_job(&home, "job.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
+    let own = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+    let other = placed_alloc(&ok(&home, &run_args(&job, &agent_args, &["--detach"])));
+    ok(&home, &["stop", "--detach", &own]);
+    assert!(run.wait_for_exit().success(), "{}", run.printed());
+    let mut agent = Running::agent(&home);
+    ok(&home, &["drain"]);
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    home.finish(&[own, other.clone()]);
+    let told = (run.seen.iter()).find(|line| line.contains("run on with no agent"));
+    assert!(
+        told.is_some_and(|line| line.contains(&other)),
+        "known bug foreground-run-leaves-others-silently:\n{}",
+        run.printed()
+    );
+}
+
 /// Ctrl-C stops a run's allocation and waits for it, and the run then
 /// fails as interrupted, in the foreground and submitted to an agent
 /// alike: a script (or a shell's loop) must not take a run cut short for
