@@ -475,7 +475,6 @@ fn a_submitted_run_checks_users_against_the_agents_default() {
 /// restores them, rather than leave them unsupervised without a word.
 #[test]
 #[serial]
-#[should_panic(expected = "known bug foreground-run-leaves-others-silently")]
 fn a_foreground_run_names_the_allocations_it_leaves_running() {
     let home = EngineHome::new();
     let job = write_job(&home, "job.hcl", HOLD_JOB);
@@ -493,7 +492,7 @@ fn a_foreground_run_names_the_allocations_it_leaves_running() {
     let told = (run.seen.iter()).find(|line| line.contains("run on with no agent"));
     assert!(
         told.is_some_and(|line| line.contains(&other)),
-        "known bug foreground-run-leaves-others-silently:\n{}",
+        "{}",
         run.printed()
     );
 }

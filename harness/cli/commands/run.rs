@@ -54,7 +54,7 @@ enum Ended {
         cut: Cut,
     },
     /// SIGTERM or SIGHUP: the allocation runs on for the next agent.
-    Left(Signal),
+    Left { alloc_id: String, signal: Signal },
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -249,20 +249,37 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                         send_stop(&agent, &alloc_id)?;
                     }
                 }
-                _ = terminate.recv() => return Ok(Ended::Left(Signal::SIGTERM)),
-                _ = hangup.recv() => return Ok(Ended::Left(Signal::SIGHUP)),
+                _ = terminate.recv() => return Ok(Ended::Left { alloc_id, signal: Signal::SIGTERM }),
+                _ = hangup.recv() => return Ok(Ended::Left { alloc_id, signal: Signal::SIGHUP }),
             }
         }
     });
     // Whatever still runs (a task's executor call) is not waited for: the
     // executors and their tasks outlive this process.
     runtime.shutdown_background();
+    // Placed in this run by other commands, or restored by it: nothing
+    // supervises them once it has gone.
+    let own = match &ended {
+        Ok(Ended::Finished { alloc_id, .. } | Ended::Left { alloc_id, .. }) => Some(alloc_id),
+        Err(_) => None,
+    };
+    let left: Vec<_> = (agent.running().into_iter())
+        .filter(|id| Some(id) != own)
+        .collect();
+    if !left.is_empty() {
+        super::say!(
+            "==> {} other allocation(s) run on with no agent until the next one restores them \
+             (taskgate agent): {}",
+            left.len(),
+            left.join(", ")
+        );
+    }
     let entries = taskgate_engine::agent::read_entries(agent.engine().state());
     // The cgroup parent is given back, unless tasks live on for the next
     // agent; nothing launches any more.
     agent.engine().give_back_cgroups();
     match ended? {
-        Ended::Left(signal) => {
+        Ended::Left { signal, .. } => {
             super::say!(
                 "==> {signal}: exiting; the allocation's tasks run on for the next agent \
                  (taskgate agent restores them)"

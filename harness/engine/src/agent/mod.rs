@@ -252,6 +252,11 @@ impl Agent {
         }
     }
 
+    /// The ids of the allocations this agent runs now.
+    pub fn running(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
     /// How many allocations run now.
     pub fn live_count(&self) -> usize {
         *self.count.borrow()
