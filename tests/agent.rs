@@ -502,7 +502,6 @@ fn a_foreground_run_names_the_allocations_it_leaves_running() {
 /// drain says so and fails, rather than report every allocation finished.
 #[test]
 #[serial]
-#[should_panic(expected = "known bug drain-hides-unrestored")]
 fn a_drain_names_the_allocations_it_could_not_stop() {
     let home = EngineHome::new();
     let job = write_job(&home, "job.hcl", HOLD_JOB);
@@ -529,10 +528,7 @@ fn a_drain_names_the_allocations_it_could_not_stop() {
     ok(&home, &["drain"]);
     assert!(agent.wait_for_exit().success(), "{}", agent.printed());
     home.finish(std::slice::from_ref(&alloc));
-    assert!(
-        !drain.status.success(),
-        "known bug drain-hides-unrestored: {stdout}{stderr}"
-    );
+    assert!(!drain.status.success(), "{stdout}{stderr}");
     assert!(
         stderr.contains(&alloc) && stderr.contains("not stopped"),
         "{stdout}{stderr}"

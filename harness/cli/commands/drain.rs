@@ -16,6 +16,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut replies = control::send(&args.client.data_dir, &ControlRequest::Drain)?;
     super::say!("==> draining: stopping every allocation");
     super::expect_done(replies.next_answer()?)?;
+    // What the agent could not restore (a damaged record, another
+    // version's) it could not stop either.
+    let report = super::status::read_status(&args.client)?;
+    let not_stopped: Vec<String> = (report.unreadable.iter())
+        .map(|u| format!("{} ({})", u.alloc_id, u.why))
+        .chain(
+            (report.allocs.iter())
+                .filter(|e| !e.alloc.client.is_terminal())
+                .map(|e| format!("{} (not restored)", e.alloc.alloc_id)),
+        )
+        .collect();
+    anyhow::ensure!(
+        not_stopped.is_empty(),
+        "the agent stopped every allocation it ran and exited, but {} it could not restore \
+         were not stopped (their tasks may still run): {}",
+        not_stopped.len(),
+        not_stopped.join("; ")
+    );
     super::say!("==> drained: every allocation has finished; the agent exits");
     Ok(())
 }
