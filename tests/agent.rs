@@ -535,6 +535,66 @@ fn a_drain_names_the_allocations_it_could_not_stop() {
     );
 }
 
+/// A task that, told to stop, ends only once its FIFO `local/gate` is
+/// written: its stop takes as long as the test wants.
+const SLOW_STOP_JOB: &str = r#"
+job "slow" {
+  type = "service"
+  group "g" {
+    task "web" {
+      driver       = "exec"
+      user         = "root"
+      kill_timeout = "1h"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "trap 'read line < /local/gate; exit 0' INT TERM; mkfifo /local/gate; echo web up; sleep 3600 & wait"]
+      }
+    }
+  }
+}
+"#;
+
+/// A second Ctrl-C ends a submitted run at once: the agent carries the
+/// stop the first one sent through without it (the run used to say
+/// "already stopping" and wait out the tasks' stop, however long).
+#[test]
+#[serial]
+#[should_panic(expected = "known bug second-interrupt-waits")]
+fn a_second_interrupt_ends_a_submitted_run_at_once() {
+    let home = EngineHome::new();
+    let job = write_job(&home, "job.hcl", SLOW_STOP_JOB);
+    let agent_args = home.agent_args();
+    let mut agent = Running::agent(&home);
+    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
+    let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+    let pid = nix::unistd::Pid::from_raw(run.child.id() as i32);
+    nix::sys::signal::kill(pid, Signal::SIGINT).unwrap();
+    run.expect_line(&["web", "Killing"]);
+    let ended_at_once = loop {
+        nix::sys::signal::kill(pid, Signal::SIGINT).unwrap();
+        match run.lines.recv_timeout(idle()) {
+            Ok(line) if line.contains("already stopping") => break false,
+            Ok(line) => run.seen.push(line),
+            Err(RecvTimeoutError::Disconnected) => break true,
+            Err(RecvTimeoutError::Timeout) => panic!("run hung:\n{}", run.printed()),
+        }
+    };
+    // The task ends once its gate is written.
+    let gate = home.data_dir().alloc(&alloc).join("web/local/gate");
+    std::fs::write(&gate, "go\n").unwrap();
+    let status = run.wait_for_exit();
+    ok(&home, &["drain"]);
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    home.finish(std::slice::from_ref(&alloc));
+    assert!(
+        ended_at_once,
+        "known bug second-interrupt-waits:\n{}",
+        run.printed()
+    );
+    assert_eq!(status.code(), Some(130), "{}", run.printed());
+}
+
 /// Ctrl-C stops a run's allocation and waits for it, and the run then
 /// fails as interrupted, in the foreground and submitted to an agent
 /// alike: a script (or a shell's loop) must not take a run cut short for
