@@ -559,7 +559,6 @@ job "slow" {
 /// "already stopping" and wait out the tasks' stop, however long).
 #[test]
 #[serial]
-#[should_panic(expected = "known bug second-interrupt-waits")]
 fn a_second_interrupt_ends_a_submitted_run_at_once() {
     let home = EngineHome::new();
     let job = write_job(&home, "job.hcl", SLOW_STOP_JOB);
@@ -587,11 +586,7 @@ fn a_second_interrupt_ends_a_submitted_run_at_once() {
     ok(&home, &["drain"]);
     assert!(agent.wait_for_exit().success(), "{}", agent.printed());
     home.finish(std::slice::from_ref(&alloc));
-    assert!(
-        ended_at_once,
-        "known bug second-interrupt-waits:\n{}",
-        run.printed()
-    );
+    assert!(ended_at_once, "{}", run.printed());
     assert_eq!(status.code(), Some(130), "{}", run.printed());
 }
 

@@ -3,13 +3,14 @@
 //! dir, the job is submitted to it; without one, this process is the agent
 //! while it runs (it restores what an earlier agent left, and serves the
 //! control socket). Ctrl-C sends the allocation a stop, and the run fails
-//! as interrupted once it ended; a SIGTERM or SIGHUP leaves it running for
-//! the agent (the next one, in the foreground case).
+//! as interrupted once it ended; a second Ctrl-C ends a submitted run at
+//! once (the agent goes on with the stop). A SIGTERM or SIGHUP leaves the
+//! allocation running for the agent (the next one, in the foreground case).
 
 use super::agent_config::{AgentArgs, DEFAULT_DATA_DIR};
 use super::logs::{logs_dir, LogFiles};
 use anyhow::Context;
-use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signal::{SigHandler, SigSet, Signal};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -125,7 +126,9 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
 }
 
 /// Takes the blocked signals: Ctrl-C stops the allocation (and says so in
-/// `stop_sent`); SIGTERM or SIGHUP detaches, leaving it to the agent.
+/// `stop_sent`), a second one (or one once it has finished, as its logs
+/// print) ends the run at once; SIGTERM or SIGHUP detaches, leaving it to
+/// the agent.
 fn stop_on_interrupt(signals: SigSet, data_dir: &DataDir, alloc_id: &str, stop_sent: &AtomicBool) {
     loop {
         match signals.wait() {
@@ -137,12 +140,20 @@ fn stop_on_interrupt(signals: SigSet, data_dir: &DataDir, alloc_id: &str, stop_s
                     follow: false,
                 };
                 match control::request(data_dir, &stop) {
-                    // Finished meanwhile: its end comes next.
-                    Ok(_) | Err(RequestError::Control(ControlError::Finished { .. })) => {}
+                    Ok(_) => {}
+                    // Finished already: what is left is its end's print.
+                    Err(RequestError::Control(ControlError::Finished { .. })) => {
+                        std::process::exit(130)
+                    }
                     Err(err) => eprintln!("Error: sending the stop: {err}"),
                 }
             }
-            Ok(Signal::SIGINT) => super::say!("==> already stopping: waiting for the tasks"),
+            Ok(Signal::SIGINT) => {
+                super::say!(
+                    "==> interrupted again: exiting; the agent goes on stopping alloc {alloc_id}"
+                );
+                std::process::exit(130);
+            }
             Ok(signal) => {
                 super::say!("==> {signal}: detached; alloc {alloc_id} runs on in the agent");
                 std::process::exit(0);
@@ -278,6 +289,10 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
     // The cgroup parent is given back, unless tasks live on for the next
     // agent; nothing launches any more.
     agent.engine().give_back_cgroups();
+    // The runtime's handler would swallow a Ctrl-C from here on, while the
+    // end prints: it ends that as it ends `cat`.
+    // SAFETY: the default action installs no handler.
+    let _ = unsafe { nix::sys::signal::signal(Signal::SIGINT, SigHandler::SigDfl) };
     match ended? {
         Ended::Left { signal, .. } => {
             super::say!(
