@@ -2,6 +2,7 @@
 //! layout with a busybox task root, and the zero-leftovers check.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod cli;
 #[cfg(feature = "failpoints")]
 pub mod scratch;
 

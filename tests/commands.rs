@@ -1,0 +1,426 @@
+//! What each command tells its user, beside an agent or as one: `run`
+//! (submitted, in the foreground, interrupted), `stop`, `status`, `logs
+//! -f` and `drain`, and the options they refuse. Every test checks that
+//! nothing is left. (The agent on the host's cgroups, which the CI's
+//! guests run too, is in tests/agent.rs.) Run as root:
+//! `cargo test --features privileged --test commands -- --test-threads=1`.
+
+mod common;
+
+use common::cli::*;
+use common::EngineHome;
+use nix::sys::signal::Signal;
+use rstest::rstest;
+use serial_test::serial;
+use std::sync::mpsc::{channel, RecvTimeoutError};
+
+/// `taskgate status` reads while a foreground `taskgate run` holds the
+/// state database.
+#[test]
+#[serial]
+fn status_reads_while_an_agent_runs() {
+    let home = EngineHome::new();
+    let job = write_job(&home, "job.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
+    let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+
+    // Issue 22 item 4: status opened the state database itself, which
+    // redb's lock refused ("Database already open") while the agent held it.
+    let stdout = ok(&home, &["status"]);
+    assert!(
+        stdout.contains(&format!("ID            = {alloc}")),
+        "{stdout}"
+    );
+    // The task's record is written before its event is streamed; the
+    // alloc's client status follows a moment later, so it is not asked.
+    assert!(stdout.contains("web            running"), "{stdout}");
+
+    ok(&home, &["stop", &alloc]);
+    assert!(run.wait_for_exit().success(), "{}", run.printed());
+    home.finish(&[alloc]);
+}
+
+/// An agent whose `--user` (the tasks' default user) does not exist on the
+/// host refuses to start, as it refuses a `--chroot-env` no task could
+/// start with: otherwise it served, and every task without a `user` of its
+/// own failed at its first start.
+#[test]
+#[serial]
+fn an_agent_refuses_a_default_user_the_host_lacks() {
+    let home = EngineHome::new();
+    let mut args = vec!["agent", "--user", "no-such-user-xyz"];
+    let agent_args = home.agent_args();
+    args.extend(agent_args.iter().map(String::as_str));
+    let mut agent = Running::start(&home, &args);
+    let served = loop {
+        match agent.lines.recv_timeout(idle()) {
+            Ok(line) if line.contains("agent serving") => break true,
+            Ok(line) => agent.seen.push(line),
+            Err(RecvTimeoutError::Disconnected) => break false,
+            Err(RecvTimeoutError::Timeout) => panic!("agent hung:\n{}", agent.printed()),
+        }
+    };
+    if served {
+        ok(&home, &["drain"]);
+    }
+    let status = agent.wait_for_exit();
+    home.finish(&[]);
+    assert!(!served, "the agent served:\n{}", agent.printed());
+    assert!(!status.success(), "{}", agent.printed());
+    assert!(
+        agent
+            .printed()
+            .contains("--user: no user \"no-such-user-xyz\" on this host"),
+        "{}",
+        agent.printed()
+    );
+}
+
+/// A `run` submitted to an agent has its job's users checked by the agent,
+/// against the agent's default user, not against the run's own `--user`,
+/// which the agent ignores (and the run says so).
+#[test]
+#[serial]
+fn a_submitted_run_checks_users_against_the_agents_default() {
+    let home = EngineHome::new();
+    let job = write_job(
+        &home,
+        "job.hcl",
+        &HOLD_JOB.replace("      user   = \"root\"\n", ""),
+    );
+    let agent_args = home.agent_args();
+    let mut agent = Running::agent(&home);
+    let out = taskgate_output(
+        &home,
+        &run_args(
+            &job,
+            &agent_args,
+            &["--detach", "--user", "no-such-user-xyz"],
+        ),
+    );
+    let (stdout, stderr) = text(&out);
+    // The agent itself refuses a task whose own user the host lacks.
+    let stranger = write_job(
+        &home,
+        "stranger.hcl",
+        &HOLD_JOB.replace("user   = \"root\"", "user   = \"no-such-user-xyz\""),
+    );
+    let refused_stranger = refused(&home, &run_args(&stranger, &agent_args, &["--detach"]));
+    assert!(
+        refused_stranger.contains("task \"web\": user \"no-such-user-xyz\" does not exist"),
+        "{refused_stranger}"
+    );
+    ok(&home, &["drain"]);
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    let placed = out.status.success().then(|| placed_alloc(&stdout));
+    home.finish(&placed.into_iter().collect::<Vec<_>>());
+    assert!(out.status.success(), "refused: {stderr}");
+    let warned = stderr.lines().find(|l| l.starts_with("warning:"));
+    assert!(
+        warned.is_some_and(|w| w.contains("--user") && w.contains("ignored")),
+        "{stderr}"
+    );
+}
+
+/// A foreground run that ends with its own allocation names the ones other
+/// commands placed in it, which run on with no agent until the next one
+/// restores them, rather than leave them unsupervised without a word.
+#[test]
+#[serial]
+fn a_foreground_run_names_the_allocations_it_leaves_running() {
+    let home = EngineHome::new();
+    let job = write_job(&home, "job.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
+    let own = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+    let other = placed_alloc(&ok(&home, &run_args(&job, &agent_args, &["--detach"])));
+    ok(&home, &["stop", "--detach", &own]);
+    assert!(run.wait_for_exit().success(), "{}", run.printed());
+    let mut agent = Running::agent(&home);
+    ok(&home, &["drain"]);
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    home.finish(&[own, other.clone()]);
+    let told = (run.seen.iter()).find(|line| line.contains("run on with no agent"));
+    assert!(
+        told.is_some_and(|line| line.contains(&other)),
+        "{}",
+        run.printed()
+    );
+}
+
+/// A drain stops what its agent runs; an allocation the agent could not
+/// restore (its record damaged, or another version's) runs on, and the
+/// drain says so and fails, rather than report every allocation finished.
+#[test]
+#[serial]
+fn a_drain_names_the_allocations_it_could_not_stop() {
+    let home = EngineHome::new();
+    let job = write_job(&home, "job.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let mut agent = Running::agent(&home);
+    let alloc = placed_alloc(&ok(&home, &run_args(&job, &agent_args, &["--detach"])));
+    agent.signal_and_wait(Signal::SIGKILL);
+    let state_db = home.data_dir().state_db();
+    let record = {
+        let state = taskgate_engine::state::StateDb::open(&state_db).unwrap();
+        let record = state.alloc(&alloc).unwrap().expect("the alloc's record");
+        state.put_raw_alloc(&alloc, b"not a record").unwrap();
+        record
+    };
+    let mut agent = Running::agent(&home);
+    let drain = taskgate_output(&home, &["drain"]);
+    let (stdout, stderr) = text(&drain);
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    // Mended, so that an agent can stop what still runs.
+    (taskgate_engine::state::StateDb::open(&state_db).unwrap())
+        .put_alloc(&record)
+        .unwrap();
+    let mut agent = Running::agent(&home);
+    ok(&home, &["drain"]);
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    home.finish(std::slice::from_ref(&alloc));
+    assert!(!drain.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&alloc) && stderr.contains("not stopped"),
+        "{stdout}{stderr}"
+    );
+}
+
+/// A second Ctrl-C ends a submitted run at once: the agent carries the
+/// stop the first one sent through without it (the run used to say
+/// "already stopping" and wait out the tasks' stop, however long).
+#[test]
+#[serial]
+fn a_second_interrupt_ends_a_submitted_run_at_once() {
+    let home = EngineHome::new();
+    let job = write_job(&home, "job.hcl", SLOW_STOP_JOB);
+    let agent_args = home.agent_args();
+    let mut agent = Running::agent(&home);
+    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
+    let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+    let pid = nix::unistd::Pid::from_raw(run.child.id() as i32);
+    nix::sys::signal::kill(pid, Signal::SIGINT).unwrap();
+    run.expect_line(&["web", "Killing"]);
+    let ended_at_once = loop {
+        nix::sys::signal::kill(pid, Signal::SIGINT).unwrap();
+        match run.lines.recv_timeout(idle()) {
+            Ok(line) if line.contains("already stopping") => break false,
+            Ok(line) => run.seen.push(line),
+            Err(RecvTimeoutError::Disconnected) => break true,
+            Err(RecvTimeoutError::Timeout) => panic!("run hung:\n{}", run.printed()),
+        }
+    };
+    // The task ends once its gate is written.
+    let gate = home.data_dir().alloc(&alloc).join("web/local/gate");
+    std::fs::write(&gate, "go\n").unwrap();
+    let status = run.wait_for_exit();
+    ok(&home, &["drain"]);
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    home.finish(std::slice::from_ref(&alloc));
+    assert!(ended_at_once, "{}", run.printed());
+    assert_eq!(status.code(), Some(130), "{}", run.printed());
+}
+
+/// Ctrl-C stops a run's allocation and waits for it, and the run then
+/// fails as interrupted, in the foreground and submitted to an agent
+/// alike: a script (or a shell's loop) must not take a run cut short for
+/// one that did its work.
+#[rstest]
+#[case::foreground(false)]
+#[case::submitted(true)]
+#[serial]
+fn an_interrupted_run_stops_its_allocation_and_fails(#[case] submitted: bool) {
+    let home = EngineHome::new();
+    let job = write_job(&home, "job.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let mut agent = submitted.then(|| Running::agent(&home));
+    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
+    let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+
+    let status = run.signal_and_wait(Signal::SIGINT);
+    if let Some(agent) = &mut agent {
+        ok(&home, &["drain"]);
+        assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    }
+    home.finish(std::slice::from_ref(&alloc));
+    let printed = run.printed();
+    assert!(
+        printed.contains(&format!("==> alloc {alloc} finished: Complete")),
+        "{printed}"
+    );
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a run Ctrl-C stopped exited {status}:\n{printed}"
+    );
+    assert!(
+        printed.contains("Error: interrupted: the allocation was stopped"),
+        "{printed}"
+    );
+}
+
+/// `logs -f` with no agent to follow waits for one, and reads the record
+/// again each time it finds none: an allocation an agent finished just
+/// before it exited (its follower cut off, or reached too late) ends the
+/// logs, which used to wait for good for an agent that would never come.
+#[test]
+#[serial]
+fn logs_follow_ends_with_an_allocation_no_agent_is_left_to_report() {
+    let home = EngineHome::new();
+    let hold = write_job(&home, "hold.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let mut agent = Running::agent(&home);
+    let held = placed_alloc(&ok(&home, &run_args(&hold, &agent_args, &["--detach"])));
+    let mut follower = Running::start(&home, &["logs", "-f", &held]);
+    follower.expect_line(&["web up"]);
+    assert!(
+        agent.signal_and_wait(Signal::SIGTERM).success(),
+        "{}",
+        agent.printed()
+    );
+    // What an agent that finished the allocation and exited at once
+    // leaves: a terminal record, and the socket it bound in the run dir,
+    // which the follower wakes for and finds no agent behind.
+    let state_db = home.data_dir().state_db();
+    let running = {
+        let state = taskgate_engine::state::StateDb::open(&state_db).unwrap();
+        let running = state.alloc(&held).unwrap().expect("the record");
+        let finished = taskgate_engine::state::AllocRecord {
+            client: taskgate_engine::ClientStatus::Complete,
+            ..running.clone()
+        };
+        state.put_alloc(&finished).unwrap();
+        running
+    };
+    drop(std::os::unix::net::UnixListener::bind(home.data_dir().control_socket()).unwrap());
+    let ended = follower.exit_status();
+    drop(follower);
+    // The task still runs: a new agent restores it, and stops it.
+    let state = taskgate_engine::state::StateDb::open(&state_db).unwrap();
+    state.put_alloc(&running).unwrap();
+    drop(state);
+    let mut agent = Running::agent(&home);
+    assert!(ok(&home, &["stop", &held]).contains("finished: Complete"));
+    assert!(
+        agent.signal_and_wait(Signal::SIGTERM).success(),
+        "{}",
+        agent.printed()
+    );
+    home.finish(std::slice::from_ref(&held));
+    assert!(
+        ended.is_some_and(|status| status.success()),
+        "logs -f still waits ({ended:?})"
+    );
+}
+
+/// `taskgate stop` prints the stop's events from its first: the task's
+/// "Killing" and "Killed" before the end. (It followed the alloc only once
+/// the stop was delivered, so what came before its follow could be missed.)
+#[test]
+#[serial]
+fn stop_prints_the_stops_events_from_the_first() {
+    let home = EngineHome::new();
+    let hold = write_job(&home, "hold.hcl", HOLD_JOB);
+    let agent_args = home.agent_args();
+    let mut agent = Running::agent(&home);
+    let mut run = Running::start(&home, &run_args(&hold, &agent_args, &[]));
+    let held = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+    let stopped = ok(&home, &["stop", &held]);
+    assert!(run.wait_for_exit().success(), "{}", run.printed());
+    let drained = ok(&home, &["drain"]);
+    assert!(
+        agent.wait_for_exit().success(),
+        "{drained}: {}",
+        agent.printed()
+    );
+    home.finish(&[held]);
+    let printed = |kind: &str| {
+        stopped
+            .lines()
+            .any(|l| l.contains("web") && l.contains(kind))
+    };
+    assert!(printed("Killing") && printed("Killed"), "{stopped}");
+}
+
+/// A foreground `run` is the agent while it runs: a `drain` sent to it
+/// must finish, every allocation with it, before it exits, even once its
+/// own allocation has finished. Another allocation's poststop task, held
+/// on a FIFO, keeps the drain going after the run's own allocation ended.
+/// A signal ends that wait (the drain goes on in the next agent).
+#[rstest]
+#[case::drained(None)]
+#[case::signalled(Some(Signal::SIGTERM))]
+#[serial]
+fn a_foreground_run_serves_a_drain_to_its_end(#[case] signal: Option<Signal>) {
+    let home = EngineHome::new();
+    let hold = write_job(&home, "hold.hcl", HOLD_JOB);
+    let gated = write_job(&home, "gated.hcl", GATED_JOB);
+    let agent_args = home.agent_args();
+    let mut run = Running::start(&home, &run_args(&hold, &agent_args, &[]));
+    let held = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+    let other = placed_alloc(&ok(&home, &run_args(&gated, &agent_args, &["--detach"])));
+    let gate = home.data_dir().alloc(&other).join("alloc/gate");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut drain = Running::start(&home, &["drain"]);
+    // The gate is shut: the drain cannot end before the run's own
+    // allocation has.
+    let waited = loop {
+        match run.lines.recv_timeout(idle()) {
+            Ok(line) if line.contains("waiting for the drain") => break true,
+            Ok(line) => run.seen.push(line),
+            Err(RecvTimeoutError::Disconnected) => break false,
+            Err(RecvTimeoutError::Timeout) => panic!("run hung:\n{}", run.printed()),
+        }
+    };
+    let signalled = signal
+        .filter(|_| waited)
+        .map(|signal| run.signal_and_wait(signal));
+    // What a run that exited left, a new agent restores and drains.
+    let agent = (!waited || signalled.is_some()).then(|| Running::agent(&home));
+    let (opened, poststop_reads) = channel();
+    std::thread::spawn(move || {
+        let _ = opened.send(std::fs::OpenOptions::new().write(true).open(gate));
+    });
+    drop(
+        (poststop_reads.recv_timeout(idle()))
+            .expect("the poststop task never opened its gate")
+            .unwrap(),
+    );
+    if let Some(mut agent) = agent {
+        ok(&home, &["drain"]);
+        assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    }
+    let drained = drain.wait_for_exit();
+    let run_status = run.wait_for_exit();
+    home.finish(&[held, other]);
+    assert!(
+        waited,
+        "the run exited before the drain ended; drain {drained}: {}\nrun {run_status}: {}",
+        drain.printed(),
+        run.printed()
+    );
+    assert!(run_status.success(), "{}", run.printed());
+    if signalled.is_some() {
+        assert!(
+            run.printed().contains("exiting before the drain ended"),
+            "{}",
+            run.printed()
+        );
+        // Its client is not told the drain ended: it did not, there.
+        assert!(!drained.success(), "{}", drain.printed());
+        return;
+    }
+    assert!(drained.success(), "{}", drain.printed());
+    assert!(
+        drain.printed().contains("every allocation has finished"),
+        "{}",
+        drain.printed()
+    );
+}
