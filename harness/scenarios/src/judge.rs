@@ -10,6 +10,7 @@ use crate::plan::Run;
 use crate::report::RunReport;
 use crate::shapes::shapes;
 use std::time::Duration;
+use taskgate_engine::ClientStatus;
 
 /// Builds the merged history and checks every invariant over it, then the
 /// scenario's expectations, a known violation included.
@@ -26,10 +27,7 @@ pub(crate) fn judge(run: &Run<'_>, outcome: Outcome) -> RunReport {
     let violations = taskgate_oracle::check(&history, &shapes);
     let expected = scenario.expect.status;
     if outcome.records.status != Some(expected) {
-        problems.push(format!(
-            "alloc ended {:?}, expected {expected:?}",
-            outcome.records.status
-        ));
+        problems.push(status_problem(outcome.records.status, expected));
     }
     for task in &outcome.tasks {
         if !task.state.is_dead() {
@@ -55,6 +53,11 @@ pub(crate) fn judge(run: &Run<'_>, outcome: Outcome) -> RunReport {
         duration: Duration::ZERO,
         kept: None,
     }
+}
+
+/// The problem of an alloc that did not end as its scenario expects.
+fn status_problem(ended: Option<ClientStatus>, expected: ClientStatus) -> String {
+    format!("alloc ended {ended:?}, expected {expected:?}")
 }
 
 /// A run the harness could not carry out: a failure of its own, not a verdict.
@@ -98,5 +101,72 @@ pub(crate) fn expect_known(scenario: &Scenario, report: &mut RunReport) {
             "known violation of \"{}\" ({}) did not happen: if the bug is fixed, remove the marker",
             known.invariant, known.bug
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::{catalogue, find};
+    use crate::model::KnownViolation;
+    use crate::report::RunVerdict;
+    use taskgate_oracle::{Invariant, Violation};
+
+    fn violation(invariant: Invariant) -> Violation {
+        Violation {
+            invariant,
+            task: None,
+            detail: "shown".into(),
+        }
+    }
+
+    fn report(scenario: &Scenario, violations: Vec<Violation>, problems: Vec<String>) -> RunReport {
+        RunReport {
+            token: crate::plan::plan(std::slice::from_ref(scenario), 0, 0)[0].token(),
+            description: String::new(),
+            violations,
+            problems,
+            expected: Vec::new(),
+            history: Vec::new(),
+            duration: Duration::ZERO,
+            kept: None,
+        }
+    }
+
+    /// A known bug's marker excuses its own invariant (and the alloc's
+    /// status it may change), nothing else: a regression that breaks
+    /// another invariant, or leaves a process, in the same run still fails
+    /// it, or the marker would hide it from the gate.
+    #[test]
+    #[should_panic(expected = "known bug known-marker-hides-others")]
+    fn a_known_marker_excuses_only_its_own_invariant() {
+        let mut scenario = find(&catalogue(), "sidecar-stop").unwrap().clone();
+        scenario.expect.known_violation = Some(KnownViolation {
+            bug: "B9".into(),
+            invariant: Invariant::KillOrder,
+        });
+        let mut known_only = report(
+            &scenario,
+            vec![violation(Invariant::KillOrder)],
+            vec![status_problem(None, scenario.expect.status)],
+        );
+        expect_known(&scenario, &mut known_only);
+        assert_eq!(known_only.verdict(), RunVerdict::Known, "{known_only:?}");
+        let mut more = report(
+            &scenario,
+            vec![
+                violation(Invariant::KillOrder),
+                violation(Invariant::LayoutBeforeExec),
+            ],
+            vec!["leftover process 42".into()],
+        );
+        expect_known(&scenario, &mut more);
+        assert_eq!(
+            more.verdict(),
+            RunVerdict::Fail,
+            "known bug known-marker-hides-others: {more:?}"
+        );
+        assert_eq!(more.violations, [violation(Invariant::LayoutBeforeExec)]);
+        assert_eq!(more.problems, ["leftover process 42"]);
     }
 }
