@@ -37,6 +37,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     runner.report_data = html.as_ref().map(|h| h.keeper());
     if args.repeat == 1 {
         let mut report = runner.run(&run);
+        // A run a signal cut short has no verdict (its agents may have
+        // taken the terminal's Ctrl-C too): no report of it either.
+        if interrupted() {
+            return Err(interrupted_after(0, 1));
+        }
         if let Some(html) = &html {
             html.settle(std::slice::from_mut(&mut report));
             html.write(

@@ -230,6 +230,28 @@ impl std::str::FromStr for Schedule {
 mod tests {
     use super::*;
 
+    /// A token is typed (or pasted) by a person: a field it does not know,
+    /// one given twice, or a number out of range is refused, never read as
+    /// some other schedule than the one shown.
+    #[test]
+    #[should_panic(expected = "known bug schedule-token-lenient")]
+    fn a_token_is_read_exactly_or_refused() {
+        let good = "tr=0/up=0/stop=0/first=tr/swaps=";
+        assert!(good.parse::<Schedule>().is_ok());
+        for bad in [
+            "tr=0/up=0/stop=0/first=tr/swaps=/extra=1",
+            "tr=0/tr=1/up=0/stop=0/first=tr/swaps=",
+            "tr=0/up=0/stop=0/first=tr/swaps=4294967296",
+            "tr=0..1/up=0/stop=0/first=tr/swaps=",
+        ] {
+            assert!(
+                bad.parse::<Schedule>().is_err(),
+                "known bug schedule-token-lenient: {bad} was read as {}",
+                bad.parse::<Schedule>().unwrap()
+            );
+        }
+    }
+
     #[test]
     fn enumeration_covers_every_pair_once() {
         let all = Schedule::enumerate();

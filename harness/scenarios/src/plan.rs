@@ -293,6 +293,26 @@ mod tests {
         }
     }
 
+    /// A token of the wrong form for its scenario says which form it takes.
+    #[test]
+    #[should_panic(expected = "known bug token-kind-misnamed")]
+    fn a_token_of_the_wrong_form_names_the_right_one() {
+        let all = catalogue::catalogue();
+        let numbered = Token::parse("sidecar-stop#0", &all)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            numbered.contains("sidecar-stop@SCHEDULE"),
+            "known bug token-kind-misnamed: {numbered}"
+        );
+        let scheduled = (Token::parse("agent-kill@tr=0/up=0/stop=0/first=tr/swaps=", &all))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(scheduled.contains("agent-kill#N"), "{scheduled}");
+    }
+
     #[test]
     fn bad_tokens_say_why() {
         let all = catalogue::catalogue();
