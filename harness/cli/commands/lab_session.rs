@@ -100,8 +100,9 @@ pub fn print_failures(reports: &[RunReport], limit: usize) {
 }
 
 /// Where a long run stands: a progress bar on a terminal; otherwise (a CI
-/// log) one line per finished run, so a log cut short by a kill still shows
-/// how far the run got and which run was last.
+/// log, or `| tee gate.log` from a terminal) one line per finished run on
+/// stdout, so a log cut short by a kill still shows how far the run got
+/// and which run was last.
 pub struct Progress {
     bar: Option<ProgressBar>,
     total: usize,
@@ -110,7 +111,8 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(prefix: &str, total: usize) -> anyhow::Result<Progress> {
-        let bar = if std::io::stderr().is_terminal() {
+        // The bar draws on stderr; the lines go where the verdicts go.
+        let bar = if std::io::stderr().is_terminal() && std::io::stdout().is_terminal() {
             let bar = ProgressBar::new(total as u64);
             bar.set_style(
                 ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")?
