@@ -297,6 +297,47 @@ mod tests {
         }
     }
 
+    /// A failing run of a scenario read from a file prints a replay command
+    /// that reads that file too: the built-in catalogue may hold another
+    /// scenario of the same name, or none.
+    #[test]
+    #[should_panic(expected = "known bug replay-command-loses-file")]
+    fn a_file_scenarios_replay_command_names_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalogue_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("catalogue");
+        std::fs::create_dir(dir.path().join("jobs")).unwrap();
+        for file in [
+            "stop-races.hcl",
+            "jobs/report.hcl",
+            "jobs/web.hcl",
+            "jobs/init.hcl",
+        ] {
+            std::fs::copy(catalogue_dir.join(file), dir.path().join(file)).unwrap();
+        }
+        let file = dir.path().join("stop-races.hcl");
+        let set = catalogue::load_file(&file).unwrap();
+        let run = &plan(&set, 0, 0)[0];
+        let report = crate::report::RunReport {
+            token: run.token(),
+            description: run.describe(),
+            violations: Vec::new(),
+            problems: vec!["failed".into()],
+            expected: Vec::new(),
+            history: Vec::new(),
+            duration: std::time::Duration::ZERO,
+            kept: None,
+        };
+        let explained = report.explain();
+        assert!(
+            explained.contains(&format!(
+                "replay: taskgate replay --scenario '{}' '{}'",
+                file.display(),
+                run.token()
+            )),
+            "known bug replay-command-loses-file: {explained}"
+        );
+    }
+
     /// A token of the wrong form for its scenario says which form it takes.
     #[test]
     fn a_token_of_the_wrong_form_names_the_right_one() {
