@@ -168,7 +168,11 @@ pub fn load_file(path: &Path) -> Result<Vec<Scenario>, LoadError> {
             .map(|text| (job.display().to_string(), text))
             .map_err(|e| e.to_string())
     };
-    Ok(file::parse(&text, &path.display().to_string(), jobs)?)
+    let mut scenarios = file::parse(&text, &path.display().to_string(), jobs)?;
+    for scenario in &mut scenarios {
+        scenario.file = Some(path.to_owned());
+    }
+    Ok(scenarios)
 }
 
 /// The scenarios of every `*.hcl` file in `dir` (not its subdirectories,

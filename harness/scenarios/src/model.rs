@@ -3,6 +3,7 @@
 //! this process, or as an agent process the faults may kill), and what
 //! must hold at the end. Scenario files parse into these types.
 
+use std::path::PathBuf;
 use taskgate_engine::jobspec::{Job, Task};
 use taskgate_engine::ClientStatus;
 use taskgate_faults::{Fault, PointName};
@@ -15,6 +16,9 @@ pub struct Scenario {
     pub job: Job,
     pub kind: Kind,
     pub expect: Expect,
+    /// The file it was read from; `None` in the built-in catalogue. A
+    /// replay of its runs reads that file again (`replay --scenario`).
+    pub file: Option<PathBuf>,
 }
 
 impl Scenario {

@@ -99,7 +99,7 @@ impl RunReport {
         for (i, e) in self.history.iter().enumerate() {
             out += &format!("    #{i:<3} {}\n", describe(e));
         }
-        out += &format!("  replay: taskgate replay '{}'\n", self.token);
+        out += &format!("  replay: {}\n", self.token.replay_command());
         out
     }
 }

@@ -140,6 +140,7 @@ fn scenario(cx: &Cx, block: &Block, jobs: &JobReader) -> Result<Scenario> {
         job,
         kind,
         expect,
+        file: None,
     })
 }
 

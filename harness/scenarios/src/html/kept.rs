@@ -141,7 +141,8 @@ impl Keeper {
                     let _ = std::fs::remove_dir_all(&copied);
                     report.problems.push(format!(
                         "data not kept (a report keeps {KEPT_RUNS_PER_SCENARIO} failing runs' of \
-                         each scenario): `taskgate replay '{token}' --report DIR` reproduces it"
+                         each scenario): `{} --report DIR` reproduces it",
+                        report.token.replay_command()
                     ));
                     continue;
                 }

@@ -47,6 +47,8 @@ pub struct Broken {
 #[derive(Debug, Clone)]
 pub struct RunView {
     pub token: String,
+    /// The command line that runs it again.
+    pub replay: String,
     pub scenario: String,
     /// What the case did.
     pub case: String,
@@ -62,6 +64,7 @@ impl RunView {
     pub fn of(report: &RunReport) -> RunView {
         RunView {
             token: report.token.to_string(),
+            replay: report.token.replay_command(),
             scenario: report.token.scenario.clone(),
             case: report.description.clone(),
             verdict: report.verdict(),

@@ -45,7 +45,7 @@ pub fn run_page(run: &RunView, name: &str, data: &[String]) -> String {
         events = run.history.len(),
         duration = run.duration,
         token = copy_field("token", &run.token),
-        command = copy_field("command", &replay_command(&run.token)),
+        command = copy_field("command", &replay_command(run)),
     );
     s += "<h2>Timeline</h2>";
     s += LEGEND;
@@ -87,7 +87,7 @@ pub fn run_page(run: &RunView, name: &str, data: &[String]) -> String {
              {KEPT_RUNS_PER_SCENARIO} failing runs of each scenario. The replay \
              command above runs this case again and keeps its data in its own report: \
              <code>{}</code></p>",
-            esc(&replay_command(&run.token))
+            esc(&replay_command(run))
         );
     } else {
         s += "<ul class=\"kept\">";
@@ -146,9 +146,9 @@ pub fn run_page(run: &RunView, name: &str, data: &[String]) -> String {
     page(&title, &s, "../")
 }
 
-/// The command that runs `token`'s case again and draws it.
-fn replay_command(token: &str) -> String {
-    format!("taskgate replay '{token}' --report report")
+/// The command that runs `run`'s case again and draws it.
+fn replay_command(run: &RunView) -> String {
+    format!("{} --report report", run.replay)
 }
 
 const LEGEND: &str = "<p class=\"legend\">\
