@@ -360,6 +360,28 @@ mod tests {
         );
     }
 
+    /// Every run of a plan has a token of its own, however many random
+    /// schedules are drawn: a schedule drawn twice (or one the enumeration
+    /// already has) would run twice under one name, which a JUnit file,
+    /// a shard merge and a report's pages all take for one run.
+    #[test]
+    #[should_panic(expected = "known bug plan-repeats-tokens")]
+    fn a_plans_tokens_are_unique() {
+        let all = catalogue::catalogue();
+        let runs = plan(&all, 500, 7);
+        let mut seen = std::collections::BTreeSet::new();
+        let repeated: Vec<String> = (runs.iter())
+            .map(|r| r.token().to_string())
+            .filter(|t| !seen.insert(t.clone()))
+            .collect();
+        assert!(
+            repeated.is_empty(),
+            "known bug plan-repeats-tokens: {} repeated, e.g. {:?}",
+            repeated.len(),
+            repeated.first()
+        );
+    }
+
     /// A token of the wrong form for its scenario says which form it takes.
     #[test]
     fn a_token_of_the_wrong_form_names_the_right_one() {
