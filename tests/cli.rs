@@ -41,3 +41,30 @@ fn the_fake_driver_refuses_a_scenario_it_cannot_run() {
         "explore --driver fake took cases it cannot run for failures: {stderr}"
     );
 }
+
+/// A gate that cannot give a verdict (bad input, an interrupt, a run that
+/// errs) leaves no JUnit file, never the last gate's: a CI step that
+/// publishes the file whatever happened would show an old pass.
+#[test]
+#[should_panic(expected = "known bug stale-junit-kept")]
+fn a_gate_without_a_verdict_leaves_no_old_junit_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("gate.xml");
+    std::fs::write(&junit, "<testsuites/>").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
+        .arg("gate")
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--catalogue")
+        .arg(dir.path().join("no-such-dir"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run taskgate");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        !junit.exists(),
+        "known bug stale-junit-kept: the last gate's {} is still there ({stderr})",
+        junit.display()
+    );
+}
