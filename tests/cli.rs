@@ -67,3 +67,31 @@ fn a_gate_without_a_verdict_leaves_no_old_junit_file() {
         junit.display()
     );
 }
+
+/// `--random` draws schedules for a stop race; a fault scenario's cases
+/// are listed, so the flag there is refused, not silently dropped.
+#[test]
+#[should_panic(expected = "known bug random-ignored-for-faults")]
+fn explore_refuses_random_schedules_for_a_fault_scenario() {
+    let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
+        .args([
+            "explore",
+            "--driver",
+            "fake",
+            "restart-races",
+            "--random",
+            "5",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run taskgate");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "known bug random-ignored-for-faults: {stderr}"
+    );
+    assert!(
+        stderr.contains("--random") && stderr.contains("restart-races"),
+        "{stderr}"
+    );
+}
