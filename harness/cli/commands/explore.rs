@@ -13,6 +13,7 @@ use taskgate_scenarios::catalogue;
 use taskgate_scenarios::fake_run::{fake_plan, FakeRunner};
 use taskgate_scenarios::gate::{run_jobs, Ran, StopAt};
 use taskgate_scenarios::lab_run::LabWorkshop;
+use taskgate_scenarios::model::Kind;
 use taskgate_scenarios::plan::Run;
 use taskgate_scenarios::{RunReport, RunVerdict};
 
@@ -25,9 +26,10 @@ pub struct Args {
     /// A scenario file to take the scenario from instead of the catalogue.
     #[arg(long = "scenario", value_name = "FILE")]
     pub file: Option<PathBuf>,
-    /// Random PCT schedules to run after the full enumeration.
-    #[arg(long, default_value_t = 20)]
-    pub random: u32,
+    /// Random PCT schedules to run after a stop race's full enumeration
+    /// [default: 20] (a fault scenario's cases are listed: refused there).
+    #[arg(long)]
+    pub random: Option<u32>,
     /// Seed of the random schedules.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -57,6 +59,9 @@ pub struct Args {
     pub jobs: JobsArgs,
 }
 
+/// Random schedules a stop race's exploration draws when not told.
+const DEFAULT_RANDOM: u32 = 20;
+
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Driver {
     Real,
@@ -76,7 +81,15 @@ pub fn pct_guarantee() -> String {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let scenario = catalogue::choose(args.file.as_deref(), args.name.as_deref())?;
-    let all = scenario.runs(args.random, args.seed);
+    let random = match (args.random, &scenario.kind) {
+        (Some(_), Kind::Faults(_)) => anyhow::bail!(
+            "--random draws schedules for a stop race; {} is a fault scenario, whose cases \
+             are listed (it runs them all)",
+            scenario.name
+        ),
+        (random, _) => random.unwrap_or(DEFAULT_RANDOM),
+    };
+    let all = scenario.runs(random, args.seed);
     let stop = if args.first_failure {
         StopAt::FirstFailure
     } else {
@@ -162,7 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ran.reports.len(),
         ran.reports.len() as f64 / elapsed.as_secs_f64().max(1e-9),
     );
-    if args.random > 0 && unit == "schedule" {
+    if random > 0 && unit == "schedule" {
         crate::commands::say!("{}", pct_guarantee());
     }
     if let Some(first) = &ran.first_failure {
