@@ -1,7 +1,20 @@
 //! The command line's own manners, with no root, agent or lab:
 //! `cargo test --features failpoints --test cli`.
 
+use std::ffi::OsStr;
 use std::process::{Command, Stdio};
+
+/// `taskgate ARGS` with no input: refused, its stderr.
+fn refused(args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run taskgate");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{stderr}");
+    stderr
+}
 
 /// A reader that went away (`taskgate gate --list | head -1`) ends the
 /// output, not the command: printing to the closed pipe once panicked.
@@ -28,13 +41,7 @@ fn output_into_a_closed_pipe_is_dropped_quietly() {
 /// them then accused the fake's model of a harness bug.
 #[test]
 fn the_fake_driver_refuses_a_scenario_it_cannot_run() {
-    let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
-        .args(["explore", "--driver", "fake", "executor-fault"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run taskgate");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let stderr = refused(["explore", "--driver", "fake", "executor-fault"]);
     assert!(
         stderr.contains("the fake driver cannot run executor-fault")
             && stderr.contains("--driver real"),
@@ -50,17 +57,14 @@ fn a_gate_without_a_verdict_leaves_no_old_junit_file() {
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("gate.xml");
     std::fs::write(&junit, "<testsuites/>").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
-        .arg("gate")
-        .arg("--junit")
-        .arg(&junit)
-        .arg("--catalogue")
-        .arg(dir.path().join("no-such-dir"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("run taskgate");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let no_dir = dir.path().join("no-such-dir");
+    let stderr = refused([
+        OsStr::new("gate"),
+        OsStr::new("--junit"),
+        junit.as_os_str(),
+        OsStr::new("--catalogue"),
+        no_dir.as_os_str(),
+    ]);
     assert!(
         !junit.exists(),
         "the last gate's {} is still there ({stderr})",
@@ -72,20 +76,14 @@ fn a_gate_without_a_verdict_leaves_no_old_junit_file() {
 /// are listed, so the flag there is refused, not silently dropped.
 #[test]
 fn explore_refuses_random_schedules_for_a_fault_scenario() {
-    let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
-        .args([
-            "explore",
-            "--driver",
-            "fake",
-            "restart-races",
-            "--random",
-            "5",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run taskgate");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let stderr = refused([
+        "explore",
+        "--driver",
+        "fake",
+        "restart-races",
+        "--random",
+        "5",
+    ]);
     assert!(
         stderr.contains("--random") && stderr.contains("restart-races"),
         "{stderr}"

@@ -22,9 +22,7 @@ fn status_reads_while_an_agent_runs() {
     let home = EngineHome::new();
     let job = write_job(&home, "job.hcl", HOLD_JOB);
     let agent_args = home.agent_args();
-    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
-    let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
-    run.expect_line(&["web", "Started"]);
+    let (mut run, alloc) = run_until_started(&home, &job, &agent_args);
 
     // Issue 22 item 4: status opened the state database itself, which
     // redb's lock refused ("Database already open") while the agent held it.
@@ -133,9 +131,7 @@ fn a_foreground_run_names_the_allocations_it_leaves_running() {
     let home = EngineHome::new();
     let job = write_job(&home, "job.hcl", HOLD_JOB);
     let agent_args = home.agent_args();
-    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
-    let own = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
-    run.expect_line(&["web", "Started"]);
+    let (mut run, own) = run_until_started(&home, &job, &agent_args);
     let other = placed_alloc(&ok(&home, &run_args(&job, &agent_args, &["--detach"])));
     ok(&home, &["stop", "--detach", &own]);
     assert!(run.wait_for_exit().success(), "{}", run.printed());
@@ -199,9 +195,7 @@ fn a_second_interrupt_ends_a_submitted_run_at_once() {
     let job = write_job(&home, "job.hcl", SLOW_STOP_JOB);
     let agent_args = home.agent_args();
     let mut agent = Running::agent(&home);
-    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
-    let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
-    run.expect_line(&["web", "Started"]);
+    let (mut run, alloc) = run_until_started(&home, &job, &agent_args);
     let pid = nix::unistd::Pid::from_raw(run.child.id() as i32);
     nix::sys::signal::kill(pid, Signal::SIGINT).unwrap();
     run.expect_line(&["web", "Killing"]);
@@ -238,9 +232,7 @@ fn an_interrupted_run_stops_its_allocation_and_fails(#[case] submitted: bool) {
     let job = write_job(&home, "job.hcl", HOLD_JOB);
     let agent_args = home.agent_args();
     let mut agent = submitted.then(|| Running::agent(&home));
-    let mut run = Running::start(&home, &run_args(&job, &agent_args, &[]));
-    let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
-    run.expect_line(&["web", "Started"]);
+    let (mut run, alloc) = run_until_started(&home, &job, &agent_args);
 
     let status = run.signal_and_wait(Signal::SIGINT);
     if let Some(agent) = &mut agent {
@@ -328,9 +320,7 @@ fn stop_prints_the_stops_events_from_the_first() {
     let hold = write_job(&home, "hold.hcl", HOLD_JOB);
     let agent_args = home.agent_args();
     let mut agent = Running::agent(&home);
-    let mut run = Running::start(&home, &run_args(&hold, &agent_args, &[]));
-    let held = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
-    run.expect_line(&["web", "Started"]);
+    let (mut run, held) = run_until_started(&home, &hold, &agent_args);
     let stopped = ok(&home, &["stop", &held]);
     assert!(run.wait_for_exit().success(), "{}", run.printed());
     let drained = ok(&home, &["drain"]);
@@ -362,9 +352,7 @@ fn a_foreground_run_serves_a_drain_to_its_end(#[case] signal: Option<Signal>) {
     let hold = write_job(&home, "hold.hcl", HOLD_JOB);
     let gated = write_job(&home, "gated.hcl", GATED_JOB);
     let agent_args = home.agent_args();
-    let mut run = Running::start(&home, &run_args(&hold, &agent_args, &[]));
-    let held = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
-    run.expect_line(&["web", "Started"]);
+    let (mut run, held) = run_until_started(&home, &hold, &agent_args);
     let other = placed_alloc(&ok(&home, &run_args(&gated, &agent_args, &["--detach"])));
     let gate = home.data_dir().alloc(&other).join("alloc/gate");
     nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();

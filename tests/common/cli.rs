@@ -318,6 +318,19 @@ pub fn placed_alloc(printed: &str) -> String {
     line.split_whitespace().nth(2).unwrap().to_string()
 }
 
+/// A `taskgate run` of the job file `job` with `agent_args`, followed until
+/// its task `web` started: the run, and its alloc's id.
+pub fn run_until_started(
+    home: &EngineHome,
+    job: &Path,
+    agent_args: &[String],
+) -> (Running, String) {
+    let mut run = Running::start(home, &run_args(job, agent_args, &[]));
+    let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
+    run.expect_line(&["web", "Started"]);
+    (run, alloc)
+}
+
 /// `taskgate run JOB` with the home's task root and cgroup parent.
 pub fn run_args<'a>(job: &'a Path, agent_args: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["run", job.to_str().unwrap()];

@@ -411,11 +411,22 @@ async fn a_restart_a_kill_refused_is_not_counted() {
 async fn a_restart_killed_in_its_delay_is_not_counted() {
     let dir = tempfile::tempdir().unwrap();
     let state = StateDb::open(&crate::DataDir::new(dir.path()).state_db()).unwrap();
+    let (_, run, handle) = in_restart_delay(dir.path(), state).await;
+    handle.kill.send_replace(true);
+    assert_killed_uncounted(&run.await.unwrap());
+}
+
+/// A task with one restart and an hour's delay, started, failed, and
+/// waiting out the delay of the restart its policy granted.
+async fn in_restart_delay(
+    dir: &std::path::Path,
+    state: StateDb,
+) -> (Task, tokio::task::JoinHandle<TaskRecord>, TaskRunnerHandle) {
     let mut task = Task::new("web", "/bin/true", vec![]);
     task.restart.attempts = 1;
     task.restart.delay = std::time::Duration::from_secs(3600);
     let (runner, handle, driver) =
-        runner_of(dir.path(), |_| {}, task, TaskRecord::new("web"), state);
+        runner_of(dir, |_| {}, task.clone(), TaskRecord::new("web"), state);
     let run = started(runner, &handle).await;
     let mut waiting = handle.state.clone();
     driver.exit("web", 1);
@@ -423,8 +434,7 @@ async fn a_restart_killed_in_its_delay_is_not_counted() {
         .wait_for(|s| matches!(s, TaskState::Pending))
         .await
         .unwrap();
-    handle.kill.send_replace(true);
-    assert_killed_uncounted(&run.await.unwrap());
+    (task, run, handle)
 }
 
 /// Nor when the agent that granted it died in its delay: the restored
@@ -434,23 +444,7 @@ async fn a_restart_killed_in_its_delay_is_not_counted() {
 async fn a_restart_killed_in_a_restored_delay_is_not_counted() {
     let dir = tempfile::tempdir().unwrap();
     let (state, writes) = StateDb::recording();
-    let mut task = Task::new("web", "/bin/true", vec![]);
-    task.restart.attempts = 1;
-    task.restart.delay = std::time::Duration::from_secs(3600);
-    let (runner, handle, driver) = runner_of(
-        dir.path(),
-        |_| {},
-        task.clone(),
-        TaskRecord::new("web"),
-        state,
-    );
-    let run = started(runner, &handle).await;
-    let mut waiting = handle.state.clone();
-    driver.exit("web", 1);
-    waiting
-        .wait_for(|s| matches!(s, TaskState::Pending))
-        .await
-        .unwrap();
+    let (task, run, _handle) = in_restart_delay(dir.path(), state).await;
     // The agent dies in the delay.
     run.abort();
     let _ = run.await;
