@@ -11,7 +11,8 @@
 #                       `cargo test --test NAME --no-run` and run its binary;
 #                       repeatable
 #   --cargo-args ARGS   extra cargo arguments, word-split
-#                       (default: "--features failpoints,privileged", the same build as ci/test.sh)
+#                       (default: "--workspace --features failpoints,privileged", the
+#                       same build as ci/test.sh: cargo then builds nothing again)
 #   --self-test         run only the guest's built-in layout checks (no binaries)
 #   --default-alloc     first run the README's demo alloc in the guest, `taskgate run`
 #                       (the built-in default job, the default data dir and
@@ -64,7 +65,7 @@ MARK=TGCI-RESULT
 
 modes=(v2 v1)
 cargo_tests=()
-cargo_args=(--features failpoints,privileged)
+cargo_args=(--workspace --features failpoints,privileged)
 binaries=()
 includes=()
 modules=()

@@ -129,7 +129,9 @@ LINT_CMD=(ci/lint.sh)
 # serial gate (it runs the zoo's build, which the guests do not carry), and
 # that of shards merging (JUnit bookkeeping over the runs the guests' own
 # gate test runs once).
-QEMU_CARGO_ARGS="--features failpoints,privileged"
+# --workspace: the features resolve as in BUILD_CMD, so the guests' cargo
+# query finds every test binary built (without it, it builds them again).
+QEMU_CARGO_ARGS="--workspace --features failpoints,privileged"
 QEMU_TESTS=(executor escapes cgroups engine harness agent)
 QEMU_TEST_ARGS=(--test-threads=1 --skip explore_sidecar_stop_finds_no_failing_schedule
     --skip jobs_give_a_serial_gates_verdicts --skip gate_shards_merge_into_the_whole_gate)
@@ -200,7 +202,16 @@ t_all=$(date +%s)
 # What earlier runs left on this host is reported, but only what this run
 # leaves fails the leftovers stage.
 baseline=$(mktemp "${TMPDIR:-/tmp}/ci-leftovers.XXXXXX")
-trap 'rm -f "$baseline"' EXIT
+qemu_pids=()
+qemu_logs=
+# A run cut short (Ctrl-C) stops the guests too: as background jobs they
+# ignore the terminal's SIGINT, and would run on to their time limit.
+# (ci/qemu-matrix.sh stops its qemu on SIGTERM.)
+at_exit() {
+    [ ${#qemu_pids[@]} -gt 0 ] && kill -TERM "${qemu_pids[@]}" 2>/dev/null && wait "${qemu_pids[@]}" 2>/dev/null
+    rm -rf "$baseline" ${qemu_logs:+"$qemu_logs"}
+}
+trap at_exit EXIT
 ci/leftovers.sh --save "$baseline"
 
 built=1
@@ -221,7 +232,6 @@ needs_build() { # needs_build NAME COMMAND...: a stage that runs what `build` bu
 modes=()
 wants qemu-v2 && modes+=(v2)
 wants qemu-v1 && modes+=(v1)
-qemu_pids=()
 if [ ${#modes[@]} -gt 0 ] && [ "$built" = 0 ]; then
     for m in "${modes[@]}"; do skip "qemu cgroup $m" "nothing built (run the build stage)"; done
     modes=()
@@ -252,7 +262,7 @@ for i in "${!modes[@]}"; do
     cat "$qemu_logs/${modes[$i]}.log"
     record "qemu cgroup ${modes[$i]}" "$rc" "$(since "$qemu_t0")"
 done
-[ ${#modes[@]} -gt 0 ] && rm -rf "$qemu_logs"
+qemu_pids=()
 
 wants leftovers && stage leftovers ci/leftovers.sh --baseline "$baseline"
 

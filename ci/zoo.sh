@@ -59,12 +59,14 @@ build() {
         [ -x "target/debug/$bin" ] && ln -f "target/debug/$bin" "$ZOO_DIR/.fixed-$bin" && kept=$((kept + 1))
     done
     cargo build --bins --features zoo || rc=$?
-    [ "$rc" = 0 ] && cp target/debug/taskgate target/debug/taskgate-executor "$ZOO_DIR/"
+    if [ "$rc" = 0 ]; then
+        cp target/debug/taskgate target/debug/taskgate-executor "$ZOO_DIR/" || rc=$?
+    fi
     if [ "$kept" = 2 ]; then
         for bin in taskgate taskgate-executor; do mv -f "$ZOO_DIR/.fixed-$bin" "target/debug/$bin"; done
     else
         rm -f "$ZOO_DIR"/.fixed-*
-        [ "$rc" = 0 ] && { cargo build --bins --features failpoints || rc=$?; }
+        if [ "$rc" = 0 ]; then cargo build --bins --features failpoints || rc=$?; fi
     fi
     return "$rc"
 }
