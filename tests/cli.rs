@@ -89,3 +89,22 @@ fn explore_refuses_random_schedules_for_a_fault_scenario() {
         "{stderr}"
     );
 }
+
+/// A merge whose `--junit` is one of its shards, however spelled, is
+/// refused before anything is removed: the shard is the merge's input.
+#[test]
+fn a_merge_into_one_of_its_shards_is_refused_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let shard = dir.path().join("s1.xml");
+    std::fs::write(&shard, "<testsuites/>").unwrap();
+    let spelled_otherwise = dir.path().join(".").join("s1.xml");
+    let stderr = refused([
+        OsStr::new("gate"),
+        OsStr::new("--merge"),
+        shard.as_os_str(),
+        OsStr::new("--junit"),
+        spelled_otherwise.as_os_str(),
+    ]);
+    assert!(stderr.contains("is one of the shard reports"), "{stderr}");
+    assert!(shard.exists(), "the shard was removed");
+}
