@@ -3,6 +3,7 @@
 //! SIGTERM instead leaves every task running for the next agent.
 
 use super::agent_config::ClientArgs;
+use std::path::Path;
 use taskgate_engine::control::{self, ControlRequest};
 
 #[derive(clap::Args)]
@@ -17,23 +18,43 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     super::say!("==> draining: stopping every allocation");
     super::expect_done(replies.next_answer()?)?;
     // What the agent could not restore (a damaged record, another
-    // version's) it could not stop either.
+    // version's) it could not stop either. An unreadable record with no
+    // executor serving in the run dir is an old allocation's: said, not
+    // failed on, or every drain would fail for it.
     let report = super::status::read_status(&args.client)?;
-    let not_stopped: Vec<String> = (report.unreadable.iter())
-        .map(|u| format!("{} ({})", u.alloc_id, u.why))
-        .chain(
-            (report.allocs.iter())
-                .filter(|e| !e.alloc.client.is_terminal())
-                .map(|e| format!("{} (not restored)", e.alloc.alloc_id)),
-        )
-        .collect();
+    let run_dir = args.client.data_dir.run();
+    let mut not_stopped = Vec::new();
+    for unreadable in &report.unreadable {
+        if serves_executors(&run_dir, &unreadable.alloc_id) {
+            not_stopped.push(format!("{} ({})", unreadable.alloc_id, unreadable.why));
+        } else {
+            eprintln!(
+                "warning: alloc {} could not be read ({}); no executor of it serves",
+                unreadable.alloc_id, unreadable.why
+            );
+        }
+    }
+    not_stopped.extend(
+        (report.allocs.iter())
+            .filter(|e| !e.alloc.client.is_terminal())
+            .map(|e| format!("{} (not run by the agent)", e.alloc.alloc_id)),
+    );
     anyhow::ensure!(
         not_stopped.is_empty(),
-        "the agent stopped every allocation it ran and exited, but {} it could not restore \
+        "the agent stopped every allocation it ran and exited, but {} it did not run \
          were not stopped (their tasks may still run): {}",
         not_stopped.len(),
         not_stopped.join("; ")
     );
     super::say!("==> drained: every allocation has finished; the agent exits");
     Ok(())
+}
+
+/// Whether an executor of `alloc_id` serves in the run dir: its socket is
+/// there.
+fn serves_executors(run_dir: &Path, alloc_id: &str) -> bool {
+    std::fs::read_dir(run_dir).is_ok_and(|entries| {
+        (entries.flatten())
+            .any(|e| taskgate_executor::is_socket_of(&e.file_name().to_string_lossy(), alloc_id))
+    })
 }

@@ -32,7 +32,9 @@ pub use isolation::cgroup::parent::{
 pub use isolation::cgroup::task_cgroup_name;
 pub use isolation::device_filter;
 pub use logs::{log_file_indexes, log_file_name, LogStream, LOGS_DIR};
-pub use protocol::{check_socket_path, lock_path, socket_path, spec_file_name, Doom, SPEC_FD};
+pub use protocol::{
+    check_socket_path, is_socket_of, lock_path, socket_path, spec_file_name, Doom, SPEC_FD,
+};
 pub use signal::KillSignal;
 pub use spec::*;
 pub use validate::{

@@ -131,6 +131,14 @@ pub fn socket_path(run_dir: &Path, alloc_id: &str, task_name: &str) -> PathBuf {
     run_dir.join(format!("{alloc_id}.{task_name}.sock"))
 }
 
+/// Whether `file_name`, in a run dir, is the socket of one of `alloc_id`'s
+/// executors (see [`socket_path`]).
+pub fn is_socket_of(file_name: &str, alloc_id: &str) -> bool {
+    (file_name.strip_prefix(alloc_id))
+        .and_then(|rest| rest.strip_prefix('.'))
+        .is_some_and(|task| task.ends_with(".sock"))
+}
+
 /// The task's lock file (see `task_lock`): one executor of the task at a time.
 pub fn lock_path(run_dir: &Path, alloc_id: &str, task_name: &str) -> PathBuf {
     run_dir.join(format!("{alloc_id}.{task_name}.lock"))
@@ -169,4 +177,24 @@ pub(crate) fn recv_or_eof<T: DeserializeOwned>(
     serde_json::from_str(&line)
         .map(Some)
         .map_err(|e| ExecutorError::Protocol(format!("bad message from {what}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An executor's socket is known as its alloc's, and nothing else is:
+    /// not another alloc's whose id it begins with, nor the task's lock.
+    #[test]
+    fn a_socket_is_known_by_its_alloc() {
+        let name = |path: PathBuf| path.file_name().unwrap().to_string_lossy().into_owned();
+        let socket = name(socket_path(Path::new("/run"), "a1", "web"));
+        assert!(is_socket_of(&socket, "a1"));
+        assert!(!is_socket_of(&socket, "a"));
+        assert!(!is_socket_of(&socket, "a1.web"));
+        assert!(!is_socket_of(
+            &name(lock_path(Path::new("/run"), "a1", "web")),
+            "a1"
+        ));
+    }
 }
