@@ -412,3 +412,29 @@ fn a_foreground_run_serves_a_drain_to_its_end(#[case] signal: Option<Signal>) {
         drain.printed()
     );
 }
+
+/// A task whose executor socket would not fit a Unix socket address (its
+/// name too long for this data dir) is refused with its job, never placed
+/// to fail at each launch until its restart policy gives up.
+#[test]
+#[serial]
+fn a_task_whose_socket_path_cannot_fit_is_not_placed() {
+    let home = EngineHome::new();
+    let long = "w".repeat(100);
+    let job = write_job(
+        &home,
+        "job.hcl",
+        &HOLD_JOB.replace("task \"web\"", &format!("task \"{long}\"")),
+    );
+    let agent_args = home.agent_args();
+    let mut agent = Running::agent(&home);
+    let stderr = refused(&home, &run_args(&job, &agent_args, &["--detach"]));
+    ok(&home, &["drain"]);
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    home.finish(&[]);
+    assert!(
+        stderr.contains(&format!("task {long:?}"))
+            && stderr.contains("is longer than a Unix socket address allows"),
+        "{stderr}"
+    );
+}

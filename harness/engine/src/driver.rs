@@ -45,6 +45,12 @@ pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ExecutorErr
 pub type RunningTask = Arc<dyn TaskHandle>;
 
 pub trait Driver: Send + Sync {
+    /// Refuses, as its job is placed, a task this driver could never start
+    /// (the real driver: one whose executor socket cannot fit a socket
+    /// address); by default, none.
+    fn check_placeable(&self, _alloc_id: &str, _task: &str) -> Result<(), ExecutorError> {
+        Ok(())
+    }
     fn start(&self, spec: TaskSpec) -> DriverFuture<'_, RunningTask>;
     fn reattach(&self, info: ReattachInfo) -> DriverFuture<'_, RunningTask>;
     fn destroy_remains(&self, alloc_id: &str, task: &str) -> DriverFuture<'_, Remains>;
@@ -79,6 +85,11 @@ impl ExecDriver {
 }
 
 impl Driver for ExecDriver {
+    fn check_placeable(&self, alloc_id: &str, task: &str) -> Result<(), ExecutorError> {
+        let socket = taskgate_executor::socket_path(&self.config.run_dir, alloc_id, task);
+        taskgate_executor::check_socket_path(&socket)
+    }
+
     fn start(&self, spec: TaskSpec) -> DriverFuture<'_, RunningTask> {
         let config = self.config.clone();
         Box::pin(async move {

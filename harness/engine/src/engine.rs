@@ -268,9 +268,7 @@ impl Engine {
         }
         let alloc_id = new_alloc_id()?;
         for task in &group.tasks {
-            let socket =
-                taskgate_executor::socket_path(&self.config.data_dir.run(), &alloc_id, &task.name);
-            taskgate_executor::check_socket_path(&socket).map_err(|source| {
+            (self.driver.check_placeable(&alloc_id, &task.name)).map_err(|source| {
                 EngineError::Unlaunchable {
                     task: task.name.clone(),
                     source,

@@ -469,32 +469,6 @@ fn a_job_without_the_group_is_not_placed() {
     );
 }
 
-/// A task whose executor socket would not fit a Unix socket address (its
-/// name too long for this data dir) is refused with its job, never placed
-/// to fail at each launch until its restart policy gives up.
-#[test]
-fn a_task_whose_socket_path_cannot_fit_is_not_placed() {
-    let home = Home::new();
-    let _server = home.serve().unwrap();
-    let mut job = web_job();
-    job.groups[0].tasks[0].name = "w".repeat(100);
-    let answer = home.request(ControlRequest::Submit {
-        job,
-        group: None,
-        follow: false,
-    });
-    assert!(
-        !matches!(answer, Ok(ControlAnswer::Placed { .. })),
-        "placed"
-    );
-    let refused = refusal(answer);
-    assert!(
-        matches!(&refused, ControlError::NotPlaced(why)
-            if why.contains("is longer than a Unix socket address allows")),
-        "{refused:?}"
-    );
-}
-
 /// A stop is answered once delivered; a follower sees the kill and the end.
 #[test]
 fn a_stop_ends_a_followed_alloc() {
