@@ -133,19 +133,19 @@ fn stop_on_interrupt(signals: SigSet, data_dir: &DataDir, alloc_id: &str, stop_s
     loop {
         match signals.wait() {
             Ok(Signal::SIGINT) if !stop_sent.load(Ordering::SeqCst) => {
-                stop_sent.store(true, Ordering::SeqCst);
                 super::say!("==> interrupt: sending stop update");
                 let stop = ControlRequest::Stop {
                     alloc: alloc_id.to_string(),
                     follow: false,
                 };
                 match control::request(data_dir, &stop) {
-                    Ok(_) => {}
+                    Ok(_) => stop_sent.store(true, Ordering::SeqCst),
                     // Finished already: what is left is its end's print.
                     Err(RequestError::Control(ControlError::Finished { .. })) => {
                         std::process::exit(130)
                     }
-                    Err(err) => eprintln!("Error: sending the stop: {err}"),
+                    // Not sent: the next Ctrl-C tries again.
+                    Err(err) => eprintln!("Error: sending the stop (Ctrl-C to try again): {err}"),
                 }
             }
             Ok(Signal::SIGINT) => {
