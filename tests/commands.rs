@@ -157,8 +157,10 @@ fn a_drain_names_the_allocations_it_could_not_stop() {
     let job = write_job(&home, "job.hcl", HOLD_JOB);
     let agent_args = home.agent_args();
     let mut agent = Running::agent(&home);
-    let alloc = placed_alloc(&ok(&home, &run_args(&job, &agent_args, &["--detach"])));
+    let (mut run, alloc) = run_until_started(&home, &job, &agent_args);
     agent.signal_and_wait(Signal::SIGKILL);
+    // Its follower is told the agent went; the task runs on.
+    assert!(!run.wait_for_exit().success(), "{}", run.printed());
     let state_db = home.data_dir().state_db();
     let record = {
         let state = taskgate_engine::state::StateDb::open(&state_db).unwrap();
@@ -177,11 +179,25 @@ fn a_drain_names_the_allocations_it_could_not_stop() {
     let mut agent = Running::agent(&home);
     ok(&home, &["drain"]);
     assert!(agent.wait_for_exit().success(), "{}", agent.printed());
+    // Damaged again once it has ended: an old allocation's record, with no
+    // executor left, is named, and fails no drain.
+    (taskgate_engine::state::StateDb::open(&state_db).unwrap())
+        .put_raw_alloc(&alloc, b"not a record")
+        .unwrap();
+    let mut agent = Running::agent(&home);
+    let old = taskgate_output(&home, &["drain"]);
+    assert!(agent.wait_for_exit().success(), "{}", agent.printed());
     home.finish(std::slice::from_ref(&alloc));
     assert!(!drain.status.success(), "{stdout}{stderr}");
     assert!(
         stderr.contains(&alloc) && stderr.contains("not stopped"),
         "{stdout}{stderr}"
+    );
+    let (old_out, old_err) = text(&old);
+    assert!(old.status.success(), "{old_out}{old_err}");
+    assert!(
+        old_err.contains(&alloc) && old_err.contains("no executor of it serves"),
+        "{old_err}"
     );
 }
 
