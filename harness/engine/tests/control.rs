@@ -469,6 +469,30 @@ fn a_job_without_the_group_is_not_placed() {
     );
 }
 
+/// Only the group placed has its users checked: a user missing for a task
+/// of another group, which this placement never runs, refuses nothing.
+#[test]
+#[should_panic(expected = "known bug users-checked-beyond-group")]
+fn only_the_placed_groups_users_are_checked() {
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let mut job = web_job();
+    let mut other = job.groups[0].clone();
+    other.name = "other".into();
+    other.tasks[0].user = Some("no-such-user-xyz".into());
+    job.groups.push(other);
+    let answer = home.request(ControlRequest::Submit {
+        job,
+        group: None,
+        follow: false,
+    });
+    let Ok(ControlAnswer::Placed { alloc_id }) = answer else {
+        panic!("known bug users-checked-beyond-group: {answer:?}");
+    };
+    let following = home.agent.follow(&alloc_id).unwrap();
+    home.stop_and_wait(following);
+}
+
 /// A stop is answered once delivered; a follower sees the kill and the end.
 #[test]
 fn a_stop_ends_a_followed_alloc() {
