@@ -110,10 +110,31 @@ fn a_submitted_run_checks_users_against_the_agents_default() {
         refused_stranger.contains("task \"web\": user \"no-such-user-xyz\" does not exist"),
         "{refused_stranger}"
     );
+    // A job of two groups: the first is placed, with a warning, and the
+    // second's missing user does not matter to it.
+    let other_group = "  group \"other\" {\n    task \"x\" {\n      driver = \"exec\"\n      user   = \"no-such-user-xyz\"\n      config {\n        command = \"/bin/true\"\n      }\n    }\n  }\n}\n";
+    let first_group = HOLD_JOB
+        .trim_end()
+        .strip_suffix('}')
+        .expect("the job's end");
+    let two = format!("{first_group}{other_group}");
+    let two = write_job(&home, "two.hcl", &two);
+    let two_out = taskgate_output(&home, &run_args(&two, &agent_args, &["--detach"]));
+    let (two_stdout, two_stderr) = text(&two_out);
     ok(&home, &["drain"]);
     assert!(agent.wait_for_exit().success(), "{}", agent.printed());
-    let placed = out.status.success().then(|| placed_alloc(&stdout));
-    home.finish(&placed.into_iter().collect::<Vec<_>>());
+    let placed = (out
+        .status
+        .success()
+        .then(|| placed_alloc(&stdout))
+        .into_iter())
+    .chain(two_out.status.success().then(|| placed_alloc(&two_stdout)));
+    home.finish(&placed.collect::<Vec<_>>());
+    assert!(two_out.status.success(), "{two_stderr}");
+    assert!(
+        two_stderr.contains("has 2 groups; this run places the first, \"g\""),
+        "{two_stderr}"
+    );
     assert!(out.status.success(), "refused: {stderr}");
     let warned = stderr.lines().find(|l| l.starts_with("warning:"));
     assert!(

@@ -63,6 +63,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(path) => jobspec::parse_file(path)?,
         None => jobspec::builtin_default(),
     };
+    if let (None, [first, _, ..]) = (&args.group, job.groups.as_slice()) {
+        eprintln!(
+            "warning: job {:?} has {} groups; this run places the first, {:?} (choose one with --group)",
+            job.name,
+            job.groups.len(),
+            first.name
+        );
+    }
     if control::agent_serves(args.agent.data_dir())? {
         let ignored = args.agent.agents_own_given();
         if !ignored.is_empty() {
@@ -78,19 +86,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--detach needs a running agent (taskgate agent) with this --data-dir"
     );
     // Named before this run becomes the agent (a submitted job is checked
-    // by the agent, against its own default user).
-    let unknown = jobspec::unknown_users(&job, &args.agent.user);
-    anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
+    // by the agent, against its own default user; a group the job lacks,
+    // by the placement).
+    if let Some(group) = job.group(args.group.as_deref()) {
+        let unknown = jobspec::unknown_users(group, &args.agent.user);
+        anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
+    }
     foreground(&args, &job)
 }
 
 /// Submits the job to the agent serving the data dir and follows it.
 fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
     let data_dir = args.agent.data_dir();
-    // Blocked before any thread starts, so each inherits the mask and the
-    // signal thread below is the only one to take them.
-    let signals = SigSet::from_iter([Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]);
-    signals.thread_block().context("blocking signals")?;
     let name = job.name.clone();
     let request = ControlRequest::Submit {
         job,
@@ -106,6 +113,12 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
     if args.detach {
         return Ok(());
     }
+    // Until now a Ctrl-C ended the run as it ends any command (a job the
+    // agent took is placed all the same). From here the signal thread
+    // takes them: blocked before any thread starts, so each inherits the
+    // mask and that thread is the only one to take them.
+    let signals = SigSet::from_iter([Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]);
+    signals.thread_block().context("blocking signals")?;
     let (dir, id) = (data_dir.clone(), alloc_id.clone());
     let stop_sent = Arc::new(AtomicBool::new(false));
     let sent = stop_sent.clone();

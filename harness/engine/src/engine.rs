@@ -254,15 +254,11 @@ impl Engine {
     /// Places the first group of `job` (or the named one) as a new allocation
     /// and starts running it.
     pub fn submit(&self, job: &Job, group: Option<&str>) -> Result<AllocHandle, EngineError> {
-        let group = match group {
-            Some(name) => job.groups.iter().find(|g| g.name == name),
-            None => job.groups.first(),
-        }
-        .ok_or_else(|| EngineError::NoSuchGroup {
+        let group = (job.group(group)).ok_or_else(|| EngineError::NoSuchGroup {
             job: job.name.clone(),
             group: group.unwrap_or("").to_string(),
         })?;
-        let unknown = crate::job::unknown_users(job, &self.config.default_user);
+        let unknown = crate::job::unknown_users(group, &self.config.default_user);
         if !unknown.is_empty() {
             return Err(EngineError::UnknownUsers(unknown));
         }

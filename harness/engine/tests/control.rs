@@ -472,7 +472,6 @@ fn a_job_without_the_group_is_not_placed() {
 /// Only the group placed has its users checked: a user missing for a task
 /// of another group, which this placement never runs, refuses nothing.
 #[test]
-#[should_panic(expected = "known bug users-checked-beyond-group")]
 fn only_the_placed_groups_users_are_checked() {
     let home = Home::new();
     let _server = home.serve().unwrap();
@@ -487,7 +486,7 @@ fn only_the_placed_groups_users_are_checked() {
         follow: false,
     });
     let Ok(ControlAnswer::Placed { alloc_id }) = answer else {
-        panic!("known bug users-checked-beyond-group: {answer:?}");
+        panic!("{answer:?}");
     };
     let following = home.agent.follow(&alloc_id).unwrap();
     home.stop_and_wait(following);

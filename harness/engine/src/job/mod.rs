@@ -66,6 +66,14 @@ pub enum NotInPlace {
 }
 
 impl Job {
+    /// The group named `name`, or the first: the one a placement runs.
+    pub fn group(&self, name: Option<&str>) -> Option<&Group> {
+        match name {
+            Some(name) => self.groups.iter().find(|g| g.name == name),
+            None => self.groups.first(),
+        }
+    }
+
     /// Checks that `new` updates this job's group `group` in place: a newer
     /// version whose tasks (the same, in the same order) differ only in
     /// [`IN_PLACE_FIELDS`].
@@ -355,13 +363,12 @@ impl Task {
     }
 }
 
-/// Tasks whose user does not exist on this host (under `default_user` for
-/// tasks that name none): decidable only on the host that will run them,
-/// so `taskgate run` asks before submitting, rather than failing at start.
-pub fn unknown_users(job: &Job, default_user: &str) -> Vec<String> {
-    job.groups
-        .iter()
-        .flat_map(|g| &g.tasks)
+/// Tasks of `group` whose user does not exist on this host (under
+/// `default_user` for tasks that name none): decidable only on the host
+/// that will run them, so they are named as the group is placed, rather
+/// than failing at start.
+pub fn unknown_users(group: &Group, default_user: &str) -> Vec<String> {
+    (group.tasks.iter())
         .filter_map(|t| {
             let user = t.user.as_deref().unwrap_or(default_user);
             let known = nix::unistd::User::from_name(user).ok().flatten().is_some();

@@ -58,11 +58,11 @@ fn unknown_users_are_named_before_the_job_runs() {
     )
     .unwrap();
     assert_eq!(
-        unknown_users(&job, "root"),
+        unknown_users(&job.groups[0], "root"),
         ["task \"t\": user \"no-such-user-xyz\" does not exist on this host"]
     );
     job.groups[0].tasks[0].user = None;
-    assert!(unknown_users(&job, "root").is_empty());
+    assert!(unknown_users(&job.groups[0], "root").is_empty());
 }
 
 #[test]
