@@ -60,15 +60,6 @@ fn forget_last_report(junit: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// Whether two paths name one existing file, however each is spelled.
-fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
-        _ => false,
-    }
-}
-
 /// The built-in scenarios, or every file of `--catalogue DIR`.
 fn scenario_set(args: &Args) -> anyhow::Result<Vec<taskgate_scenarios::Scenario>> {
     Ok(match &args.catalogue {
@@ -79,7 +70,8 @@ fn scenario_set(args: &Args) -> anyhow::Result<Vec<taskgate_scenarios::Scenario>
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(
-        !args.merge.iter().any(|shard| same_file(shard, &args.junit)),
+        !(args.merge.iter()).any(|shard| std::fs::File::open(shard)
+            .is_ok_and(|shard| taskgate_executor::same_file(&shard, &args.junit))),
         "--junit {} is one of the shard reports to merge: write the verdict elsewhere",
         args.junit.display()
     );

@@ -235,7 +235,7 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
         let mut following = agent.submit(job, args.group.as_deref())?;
         let alloc_id = following.alloc_id.clone();
         print_placed(data_dir, &alloc_id, &job.name);
-        let mut stopping = false;
+        let mut cut = Cut::No;
         loop {
             tokio::select! {
                 followed = following.next() => match followed {
@@ -259,16 +259,15 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                                  stopped runs on for the next agent"
                             );
                         }
-                        let cut = if stopping { Cut::ByInterrupt } else { Cut::No };
                         return anyhow::Ok(Ended::Finished { alloc_id, status, cut })
                     }
                     Followed::Gone => anyhow::bail!("the engine shut down under the allocation"),
                 },
                 _ = interrupt.recv() => {
-                    if stopping {
+                    if cut == Cut::ByInterrupt {
                         super::say!("==> already stopping: waiting for the tasks");
                     } else {
-                        stopping = true;
+                        cut = Cut::ByInterrupt;
                         super::say!("==> interrupt: sending stop update");
                         send_stop(&agent, &alloc_id)?;
                     }

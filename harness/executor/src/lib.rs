@@ -15,6 +15,7 @@ mod signal;
 mod spawn;
 pub mod spec;
 mod sys;
+pub use sys::same_file;
 mod task_lock;
 mod validate;
 

@@ -81,7 +81,7 @@ pub(crate) fn flock(file: &std::fs::File, op: libc::c_int) -> std::io::Result<bo
 
 /// Whether `path` still names the open `file` (a holder may have removed
 /// it between our open and our lock).
-pub(crate) fn same_file(file: &std::fs::File, path: &std::path::Path) -> bool {
+pub fn same_file(file: &std::fs::File, path: &std::path::Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     match (file.metadata(), std::fs::metadata(path)) {
         (Ok(held), Ok(named)) => held.dev() == named.dev() && held.ino() == named.ino(),
