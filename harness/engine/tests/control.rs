@@ -350,6 +350,70 @@ fn an_alloc_ending_as_its_name_resolves_is_finished() {
     );
 }
 
+/// A stop of an allocation recorded but not yet adopted (its id read from
+/// `status`, as a script may) waits for the placement and stops it: it is
+/// not refused as one no agent restored.
+#[test]
+#[should_panic(expected = "known bug stop-refused-while-placing")]
+fn a_stop_of_an_alloc_being_placed_reaches_it() {
+    let home = Home::new();
+    home.faults
+        .configure(None, points::AGENT_RECORDED, Action::Park);
+    let placing = {
+        let (agent, handle) = (home.agent.clone(), home.rt.handle().clone());
+        std::thread::spawn(move || {
+            let _rt = handle.enter();
+            agent.submit(&web_job(), None)
+        })
+    };
+    (home.faults)
+        .wait_any(&[Await::Parked(points::AGENT_RECORDED.into())], idle())
+        .unwrap();
+    let recorded = home.agent.status().unwrap();
+    let [entry] = recorded.allocs.as_slice() else {
+        panic!("one alloc recorded: {recorded:?}");
+    };
+    let alloc_id = entry.alloc.alloc_id.clone();
+    // Whichever comes first: the stop's answer, or the stop waiting for
+    // the placement.
+    let (first, came) = std::sync::mpsc::channel();
+    let stopping = {
+        let (agent, alloc_id, first) = (home.agent.clone(), alloc_id.clone(), first.clone());
+        std::thread::spawn(move || {
+            let stopped = agent.stop(&alloc_id);
+            let _ = first.send(Some(stopped.clone()));
+            stopped
+        })
+    };
+    let faults = home.faults.clone();
+    std::thread::spawn(move || {
+        let awaiting = Await::Passed(points::AGENT_AWAITING_PLACEMENT.into());
+        if faults.wait_any(&[awaiting], idle()).is_ok() {
+            let _ = first.send(None);
+        }
+    });
+    let answered_first = came
+        .recv_timeout(idle())
+        .expect("the stop neither answered nor waited");
+    home.faults.release(None, points::AGENT_RECORDED);
+    let mut following = placing.join().unwrap().expect("placed");
+    let stopped = stopping.join().unwrap();
+    assert!(
+        answered_first.is_none() && stopped.as_ref() == Ok(&alloc_id),
+        "known bug stop-refused-while-placing: the stop answered {stopped:?} \
+         before the placement was adopted"
+    );
+    assert_eq!(home.finish(&mut following), ClientStatus::Complete);
+    let record = home
+        .agent
+        .engine()
+        .state()
+        .alloc(&alloc_id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.desired, DesiredStatus::Stop);
+}
+
 /// A follower that hangs up is let go at once, not at its allocation's
 /// next event: a quiet service's `logs -f` or `run`, cut short, must not
 /// each hold one of the agent's connections (and fds) until then.

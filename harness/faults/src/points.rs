@@ -18,6 +18,14 @@ pub const CONTROL_FOLLOWER_LEFT: &str = "control.follower_left";
 /// begins here must still wait for the alloc it places.
 pub const AGENT_PLACING: &str = "agent.placing";
 
+/// An agent's engine recorded and started an allocation that the agent
+/// has not adopted yet: a stop of it here must reach it, never be refused
+/// as one no agent restored.
+pub const AGENT_RECORDED: &str = "agent.recorded";
+/// Record-only: a lookup by name found a recorded allocation not yet
+/// adopted while a placement was under way, and waits for that placement.
+pub const AGENT_AWAITING_PLACEMENT: &str = "agent.awaiting_placement";
+
 /// An agent resolved a name to an allocation from its records and is about
 /// to look for it among those it runs: an alloc that ends here is told
 /// finished, never taken for one no agent restored.

@@ -174,7 +174,13 @@ impl Agent {
         };
         taskgate_faults::fault_point!(self.engine.faults(), taskgate_faults::points::AGENT_PLACING);
         match self.engine.submit(job, group) {
-            Ok(handle) => Ok(self.adopt(handle, counted.keep())),
+            Ok(handle) => {
+                taskgate_faults::fault_point!(
+                    self.engine.faults(),
+                    taskgate_faults::points::AGENT_RECORDED
+                );
+                Ok(self.adopt(handle, counted.keep()))
+            }
             Err(err) => Err(ControlError::NotPlaced(err.to_string())),
         }
     }
