@@ -354,7 +354,6 @@ fn an_alloc_ending_as_its_name_resolves_is_finished() {
 /// `status`, as a script may) waits for the placement and stops it: it is
 /// not refused as one no agent restored.
 #[test]
-#[should_panic(expected = "known bug stop-refused-while-placing")]
 fn a_stop_of_an_alloc_being_placed_reaches_it() {
     let home = Home::new();
     home.faults
@@ -400,8 +399,7 @@ fn a_stop_of_an_alloc_being_placed_reaches_it() {
     let stopped = stopping.join().unwrap();
     assert!(
         answered_first.is_none() && stopped.as_ref() == Ok(&alloc_id),
-        "known bug stop-refused-while-placing: the stop answered {stopped:?} \
-         before the placement was adopted"
+        "the stop answered {stopped:?} before the placement was adopted"
     );
     assert_eq!(home.finish(&mut following), ClientStatus::Complete);
     let record = home

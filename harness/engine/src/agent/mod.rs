@@ -17,7 +17,7 @@ use crate::job::Job;
 use crate::state::{StateDb, StateError};
 use crate::task_state::TaskEvent;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::{broadcast, watch};
 
 /// Events a follower may fall behind by before it is told it missed some.
@@ -120,9 +120,48 @@ impl Following {
     }
 }
 
+/// The allocations an agent runs, and how many it is placing.
+#[derive(Default)]
+struct Allocs {
+    live: BTreeMap<String, Live>,
+    /// Placements past their drain check and not yet adopted or failed.
+    /// The engine records an allocation before the agent adopts it, so a
+    /// lookup that finds a record but no live allocation waits for these.
+    placing: usize,
+}
+
+/// A placement under way, counted in [`Allocs::placing`] from its drain
+/// check until its allocation is adopted ([`Placement::settle`]) or the
+/// placement fails or panics (its drop). Either way, lookups waiting on
+/// placements are woken.
+struct Placement<'a> {
+    agent: &'a Agent,
+    settled: bool,
+}
+
+impl Placement<'_> {
+    /// Counted out in the same critical section the allocation turns
+    /// live in: a lookup never sees it neither placing nor live.
+    fn settle(&mut self, allocs: &mut Allocs) {
+        allocs.placing -= 1;
+        self.settled = true;
+    }
+}
+
+impl Drop for Placement<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.agent.lock().placing -= 1;
+        }
+        self.agent.placed.notify_all();
+    }
+}
+
 pub struct Agent {
     engine: Engine,
-    live: Mutex<BTreeMap<String, Live>>,
+    allocs: Mutex<Allocs>,
+    /// Woken whenever a placement settles (see [`Placement`]).
+    placed: Condvar,
     /// How many allocations are live or being placed: idle at zero.
     count: Arc<watch::Sender<usize>>,
     /// Set by a drain: nothing is placed any more.
@@ -133,7 +172,8 @@ impl Agent {
     pub fn new(engine: Engine) -> Arc<Agent> {
         Arc::new(Agent {
             engine,
-            live: Mutex::default(),
+            allocs: Mutex::default(),
+            placed: Condvar::new(),
             count: Arc::new(watch::Sender::new(0)),
             draining: std::sync::atomic::AtomicBool::new(false),
         })
@@ -149,7 +189,7 @@ impl Agent {
     pub fn restore(self: &Arc<Self>) -> Result<(Vec<Following>, Vec<SkippedAlloc>), EngineError> {
         let restored = self.engine.restore()?;
         let following = (restored.allocs.into_iter())
-            .map(|h| self.adopt(h, self.count_in()))
+            .map(|h| self.adopt(h, self.count_in(), None))
             .collect();
         Ok((following, restored.skipped))
     }
@@ -163,14 +203,19 @@ impl Agent {
     ) -> Result<Following, ControlError> {
         // Counted under the lock a drain is begun with: a drain either
         // refuses this placement or waits for the alloc it makes.
-        let counted = {
-            let _live = self.lock();
+        let (counted, placement) = {
+            let mut allocs = self.lock();
             if self.draining() {
                 return Err(ControlError::NotPlaced(
                     "the agent is draining: it stops every allocation and exits".into(),
                 ));
             }
-            CountedUntilDropped::new(&self.count)
+            allocs.placing += 1;
+            let placement = Placement {
+                agent: self,
+                settled: false,
+            };
+            (CountedUntilDropped::new(&self.count), placement)
         };
         taskgate_faults::fault_point!(self.engine.faults(), taskgate_faults::points::AGENT_PLACING);
         match self.engine.submit(job, group) {
@@ -179,7 +224,7 @@ impl Agent {
                     self.engine.faults(),
                     taskgate_faults::points::AGENT_RECORDED
                 );
-                Ok(self.adopt(handle, counted.keep()))
+                Ok(self.adopt(handle, counted.keep(), Some(placement)))
             }
             Err(err) => Err(ControlError::NotPlaced(err.to_string())),
         }
@@ -191,7 +236,12 @@ impl Agent {
 
     /// Starts forwarding a running alloc's events to its followers; the
     /// first follower subscribes before any event can be sent.
-    fn adopt(self: &Arc<Self>, handle: AllocHandle, counted: Counted) -> Following {
+    fn adopt(
+        self: &Arc<Self>,
+        handle: AllocHandle,
+        counted: Counted,
+        mut placement: Option<Placement<'_>>,
+    ) -> Following {
         let alloc_id = handle.alloc_id.clone();
         let (events, first) = broadcast::channel(FOLLOW_BACKLOG);
         let (done, finished) = watch::channel(None);
@@ -206,8 +256,12 @@ impl Agent {
             if self.draining() {
                 live.control.stop();
             }
-            allocs.insert(alloc_id.clone(), live);
+            allocs.live.insert(alloc_id.clone(), live);
+            if let Some(placement) = &mut placement {
+                placement.settle(&mut allocs);
+            }
         }
+        drop(placement);
         let agent = Arc::downgrade(self);
         let id = alloc_id.clone();
         let (mut stream, waiter) = handle.into_parts();
@@ -240,7 +294,7 @@ impl Agent {
             // Counted out last, so an agent that exits once none runs (a
             // drain) has told every follower first.
             if let Some(agent) = agent.upgrade() {
-                agent.lock().remove(&id);
+                agent.lock().live.remove(&id);
             }
             match summary {
                 Some(summary) => {
@@ -260,7 +314,7 @@ impl Agent {
 
     /// The ids of the allocations this agent runs now.
     pub fn running(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
+        self.lock().live.keys().cloned().collect()
     }
 
     /// How many allocations run now.
@@ -296,10 +350,10 @@ impl Agent {
     /// allocation; returns their ids.
     pub fn drain(&self) -> Vec<String> {
         // Under the lock an allocation is adopted with: none slips past.
-        let live = self.lock();
+        let allocs = self.lock();
         self.draining
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        let live = live.clone();
+        let live = allocs.live.clone();
         for entry in live.values() {
             entry.control.stop();
         }
@@ -354,30 +408,50 @@ impl Agent {
             self.engine.faults(),
             taskgate_faults::points::AGENT_RESOLVED
         );
-        if let Some(live) = self.lock().get(&id) {
-            return Ok((id, live.clone()));
+        loop {
+            let placing = {
+                let allocs = self.lock();
+                if let Some(live) = allocs.live.get(&id) {
+                    return Ok((id, live.clone()));
+                }
+                allocs.placing
+            };
+            // Read again, after the live allocations were looked at: one
+            // that ended since the first read was written terminal before
+            // it left them, and the first read may predate that.
+            let record = (self.engine.state())
+                .alloc(&id)
+                .map_err(|e| ControlError::State(e.to_string()))?
+                .ok_or_else(|| ControlError::NoSuchAlloc(name.to_string()))?;
+            if record.client.is_terminal() {
+                return Err(ControlError::Finished {
+                    alloc_id: record.alloc_id,
+                    status: AllocStatus {
+                        desired: record.desired,
+                        client: record.client,
+                    },
+                });
+            }
+            if placing == 0 {
+                return Err(ControlError::NotRestored(record.alloc_id));
+            }
+            // Recorded, not yet adopted: it may be one of the placements
+            // under way. Looked up again once one settles.
+            taskgate_faults::record_point!(
+                self.engine.faults(),
+                taskgate_faults::points::AGENT_AWAITING_PLACEMENT
+            );
+            let allocs = self.lock();
+            let _settled = (self.placed)
+                .wait_while(allocs, |a| {
+                    a.placing == placing && !a.live.contains_key(&id)
+                })
+                .unwrap_or_else(|p| p.into_inner());
         }
-        // Read again, after the live allocations were looked at: one that
-        // ended since the first read was written terminal before it left
-        // them, and the first read may predate that.
-        let record = (self.engine.state())
-            .alloc(&id)
-            .map_err(|e| ControlError::State(e.to_string()))?
-            .ok_or_else(|| ControlError::NoSuchAlloc(name.to_string()))?;
-        if !record.client.is_terminal() {
-            return Err(ControlError::NotRestored(record.alloc_id));
-        }
-        Err(ControlError::Finished {
-            alloc_id: record.alloc_id,
-            status: AllocStatus {
-                desired: record.desired,
-                client: record.client,
-            },
-        })
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Live>> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Allocs> {
+        self.allocs.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
