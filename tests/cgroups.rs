@@ -203,6 +203,26 @@ fn a_parent_another_agent_claims_is_kept() {
     );
 }
 
+/// Two agents that exit at once each release while the other's claim
+/// still stands: the last release gives the parent back, and nothing is
+/// left for no one.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug simultaneous-releases-keep-parent")]
+fn releases_at_once_give_the_parent_back() {
+    let sb = Sandbox::new();
+    let other = taskgate_executor::CgroupTree::claim(sb.cgroups.parent()).expect("a second claim");
+    let first = other.release().expect("the first release");
+    let last = sb.cgroups.release().expect("the last release");
+    drop(other);
+    assert!(
+        first == taskgate_executor::Released::Shared
+            && last == taskgate_executor::Released::Undone,
+        "known bug simultaneous-releases-keep-parent: the first release {first:?}, the last {last:?}"
+    );
+    sb.assert_no_leftovers();
+}
+
 /// A claim released twice (an agent's exit, then its engine's drop) gives
 /// back nothing the second time: the parent it held is gone, and one at
 /// the same path now is another agent's claim, whose leaf its next task
