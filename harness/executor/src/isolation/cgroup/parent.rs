@@ -418,6 +418,11 @@ impl CgroupTree {
     /// While an executor or a task cgroup is left, it keeps everything for
     /// the next agent. The kernel refuses to remove a cgroup that holds a
     /// process or a child, so nothing alive is ever pulled out from under.
+    ///
+    /// A release that finds another claim ends this one (nothing launches
+    /// any more): the kernel dropped the shared hold as it refused the
+    /// exclusive one, and not taking it again is what lets another agent's
+    /// release, under way at the same instant, give the parent back.
     pub fn release(&self) -> Result<Released, ExecutorError> {
         let lock = |op| {
             flock(&self.hold, op).map_err(ExecutorError::io(format!(
@@ -426,9 +431,6 @@ impl CgroupTree {
             )))
         };
         if !lock(libc::LOCK_EX | libc::LOCK_NB)? {
-            // The kernel dropped the shared hold as it refused the
-            // exclusive one: taken again (another release may run between).
-            lock(libc::LOCK_SH)?;
             return Ok(Released::Shared);
         }
         // Released before (an agent's exit, then its engine's drop): the
