@@ -147,6 +147,9 @@ mod measure {
             let started = Instant::now();
             let out = command.output().context("running the gate")?;
             let elapsed = started.elapsed();
+            // A terminal's Ctrl-C ended the gate too: an interrupt, not a
+            // failing build; a SIGTERM to the bench alone stops it here.
+            ensure!(!interrupted(), "interrupted: no figures");
             // A failing run's report is all that is left of it: the scratch
             // dir with its kept data goes when the bench ends.
             let failures: String = String::from_utf8_lossy(&out.stdout)
