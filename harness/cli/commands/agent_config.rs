@@ -59,8 +59,8 @@ pub struct AgentArgs {
     /// User tasks run as unless the job says otherwise.
     #[arg(long, default_value = DEFAULT_USER)]
     pub user: String,
-    /// Ceiling on processes per task.
-    #[arg(long, default_value_t = DEFAULT_PIDS_MAX)]
+    /// Ceiling on processes per task (at least 1: the task's own).
+    #[arg(long, default_value_t = DEFAULT_PIDS_MAX, value_parser = clap::value_parser!(u64).range(1..))]
     pub pids_max: u64,
     /// The executor binary run for each task (default: `taskgate-executor`
     /// next to this binary).

@@ -30,9 +30,10 @@ pub struct Args {
     /// [default: 20] (a fault scenario's cases are listed: refused there).
     #[arg(long)]
     pub random: Option<u32>,
-    /// Seed of the random schedules.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    /// Seed of the random schedules [default: 1] (a fault scenario has
+    /// none: refused there).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Stop at the first failing schedule.
     #[arg(long)]
     pub first_failure: bool,
@@ -61,6 +62,8 @@ pub struct Args {
 
 /// Random schedules a stop race's exploration draws when not told.
 const DEFAULT_RANDOM: u32 = 20;
+/// The seed of the random schedules when none is given.
+const DEFAULT_SEED: u64 = 1;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Driver {
@@ -89,7 +92,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ),
         (random, _) => random.unwrap_or(DEFAULT_RANDOM),
     };
-    let all = scenario.runs(random, args.seed);
+    if let (Some(_), Kind::Faults(_)) = (args.seed, &scenario.kind) {
+        anyhow::bail!(
+            "--seed seeds a stop race's random schedules; {} is a fault scenario, whose \
+             cases are listed (it runs them all)",
+            scenario.name
+        );
+    }
+    let all = scenario.runs(random, args.seed.unwrap_or(DEFAULT_SEED));
     let stop = if args.first_failure {
         StopAt::FirstFailure
     } else {

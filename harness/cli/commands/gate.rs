@@ -18,18 +18,19 @@ pub struct Args {
     #[arg(long, default_value = "taskgate-gate.xml")]
     pub junit: PathBuf,
     /// Random PCT schedules per stop-race scenario, after its enumeration.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, conflicts_with_all = ["merge", "list"])]
     pub random: u32,
-    #[arg(long, default_value_t = 1)]
+    /// Seed of the random schedules: the same seed, the same schedules.
+    #[arg(long, default_value_t = 1, conflicts_with_all = ["merge", "list"])]
     pub seed: u64,
-    /// Only these scenarios (default: all).
-    #[arg(long = "only")]
+    /// Only these scenarios (default: all); with --list, list only them.
+    #[arg(long = "only", conflicts_with = "merge")]
     pub only: Vec<String>,
     /// Run the scenarios of every *.hcl file in DIR instead of the built-ins.
     #[arg(long, value_name = "DIR")]
     pub catalogue: Option<PathBuf>,
-    /// List the catalogue and exit.
-    #[arg(long)]
+    /// List the catalogue (or the --only scenarios) and exit.
+    #[arg(long, conflicts_with_all = ["merge", "shard", "fail_fast", "jobs"])]
     pub list: bool,
     /// Run only shard I of N (e.g. 2/4): disjoint shards whose union is the
     /// whole gate, for a CI matrix; join them with --merge.
@@ -40,7 +41,7 @@ pub struct Args {
     #[arg(long, conflicts_with = "merge")]
     pub fail_fast: bool,
     /// Run nothing: merge these shard reports into --junit and give the verdict.
-    #[arg(long, num_args = 1.., value_name = "SHARD.xml")]
+    #[arg(long, num_args = 1.., value_name = "SHARD.xml", conflicts_with = "jobs")]
     pub merge: Vec<PathBuf>,
     #[command(flatten)]
     pub html: ReportArgs,
@@ -81,14 +82,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.merge.is_empty() {
         return merge(&args);
     }
-    let catalogue = scenario_set(&args)?;
+    let selected = gate::select(scenario_set(&args)?, &args.only)?;
     if args.list {
-        for s in &catalogue {
+        for s in &selected {
             crate::commands::say!("{:<22} {}", s.name, s.about);
         }
         return Ok(());
     }
-    let selected = gate::select(catalogue, &args.only)?;
     let shard = args.shard.unwrap_or(Shard::WHOLE);
     let gate = Gate::new(&selected, args.random, args.seed, shard);
     let planned = gate.mine().len();

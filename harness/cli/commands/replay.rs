@@ -10,6 +10,10 @@ use taskgate_scenarios::gate::{self, replay_verdict, run_all, Runner, StopAt};
 use taskgate_scenarios::{catalogue, RunReport, RunVerdict, Token};
 
 #[derive(clap::Args)]
+// Replay draws its run whatever its verdict, where the gate draws only failures.
+#[command(mut_arg("report", |report| report.help(
+    "Write an HTML report of the run, passing or not (the last one with --repeat), into DIR"
+)))]
 pub struct Args {
     /// The token a failing run printed, e.g. `sidecar-stop@tr=1.4/up=2/stop=0/first=tr/swaps=`.
     pub token: String,
@@ -19,7 +23,6 @@ pub struct Args {
     /// Run the case this many times and require one verdict from all of them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
-    /// Draws the run, passing or not (the last one with --repeat).
     #[command(flatten)]
     pub html: ReportArgs,
 }

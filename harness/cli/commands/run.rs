@@ -63,6 +63,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(path) => jobspec::parse_file(path)?,
         None => jobspec::builtin_default(),
     };
+    // The job file is read here in either mode: a group it lacks is
+    // refused before anything of an agent starts or is asked.
+    let group = job.group(args.group.as_deref())?;
     if let (None, [first, _, ..]) = (&args.group, job.groups.as_slice()) {
         eprintln!(
             "warning: job {:?} has {} groups; this run places the first, {:?} (choose one with --group)",
@@ -86,12 +89,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--detach needs a running agent (taskgate agent) with this --data-dir"
     );
     // Named before this run becomes the agent (a submitted job is checked
-    // by the agent, against its own default user; a group the job lacks,
-    // by the placement).
-    if let Some(group) = job.group(args.group.as_deref()) {
-        let unknown = jobspec::unknown_users(group, &args.agent.user);
-        anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
-    }
+    // by the agent, against its own default user).
+    let unknown = jobspec::unknown_users(group, &args.agent.user);
+    anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
     foreground(&args, &job)
 }
 

@@ -25,9 +25,10 @@ pub struct Args {
     #[command(flatten)]
     pub client: ClientArgs,
     /// Show every recorded task event, not only the last three.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     pub verbose: bool,
-    /// Print JSON (every event, times in ms since the epoch) instead of tables.
+    /// Print JSON (every recorded event, the last 10 per task; times in ms
+    /// since the epoch) instead of tables.
     #[arg(long)]
     pub json: bool,
 }

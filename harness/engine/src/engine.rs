@@ -90,8 +90,8 @@ pub enum EngineError {
     },
     #[error("building the alloc dir: {0}")]
     AllocDir(#[from] taskgate_executor::confined::ConfinedError),
-    #[error("job {job:?} has no group {group:?}")]
-    NoSuchGroup { job: String, group: String },
+    #[error(transparent)]
+    NoSuchGroup(#[from] crate::job::NoSuchGroup),
     /// Tasks whose user (their own, or the agent's default) the host lacks:
     /// none of them could ever start.
     #[error("{}", .0.join("; "))]
@@ -254,10 +254,7 @@ impl Engine {
     /// Places the first group of `job` (or the named one) as a new allocation
     /// and starts running it.
     pub fn submit(&self, job: &Job, group: Option<&str>) -> Result<AllocHandle, EngineError> {
-        let group = (job.group(group)).ok_or_else(|| EngineError::NoSuchGroup {
-            job: job.name.clone(),
-            group: group.unwrap_or("").to_string(),
-        })?;
+        let group = job.group(group)?;
         let unknown = crate::job::unknown_users(group, &self.config.default_user);
         if !unknown.is_empty() {
             return Err(EngineError::UnknownUsers(unknown));

@@ -89,7 +89,7 @@ pub struct Args {
     #[arg(long, default_value_t = 2000)]
     pub fake_schedules: u32,
     /// Skip the search's figures (gate and fake driver throughput).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["gate_only", "fake_schedules"])]
     pub no_search: bool,
 }
 

@@ -65,13 +65,27 @@ pub enum NotInPlace {
     },
 }
 
+/// A group a job lacks, named with the groups it has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("job {job:?} has no group {group:?} (its groups: {})", .groups.join(", "))]
+pub struct NoSuchGroup {
+    pub job: String,
+    pub group: String,
+    pub groups: Vec<String>,
+}
+
 impl Job {
     /// The group named `name`, or the first: the one a placement runs.
-    pub fn group(&self, name: Option<&str>) -> Option<&Group> {
-        match name {
+    pub fn group(&self, name: Option<&str>) -> Result<&Group, NoSuchGroup> {
+        let found = match name {
             Some(name) => self.groups.iter().find(|g| g.name == name),
             None => self.groups.first(),
-        }
+        };
+        found.ok_or_else(|| NoSuchGroup {
+            job: self.name.clone(),
+            group: name.unwrap_or_default().to_string(),
+            groups: self.groups.iter().map(|g| g.name.clone()).collect(),
+        })
     }
 
     /// Checks that `new` updates this job's group `group` in place: a newer
