@@ -296,3 +296,20 @@ fn every_option_says_what_it_does() {
         "gate --seed: {seed:?}; replay --report: {replay}"
     );
 }
+
+/// A mistyped scenario name gets the nearest one, not a dump of every
+/// name on one line; a token's mistyped name is named before its schedule
+/// is read.
+#[test]
+#[should_panic(expected = "known bug scenario-typo-unhelped")]
+fn a_mistyped_scenario_is_answered_with_the_nearest() {
+    let explored = refused(["explore", "--driver", "fake", "sidecar-sto"]);
+    let replayed = refused(["replay", "sidecar-stp@tr=1.4"]);
+    assert!(
+        explored.contains("did you mean \"sidecar-stop\"")
+            && explored.len() < 300
+            && replayed.contains("sidecar-stp")
+            && replayed.contains("did you mean \"sidecar-stop\""),
+        "known bug scenario-typo-unhelped: explore: {explored}\nreplay: {replayed}"
+    );
+}
