@@ -129,9 +129,33 @@ pub enum LoadError {
     },
 }
 
+/// A scenario name a set lacks: with the nearest name it has, or its names
+/// when they are few.
 #[derive(Debug, thiserror::Error)]
-#[error("unknown scenario {0:?}; known: {1}")]
-pub struct UnknownScenario(pub String, pub String);
+#[error("unknown scenario {name:?}{}", hint)]
+pub struct UnknownScenario {
+    pub name: String,
+    hint: String,
+}
+
+/// A set of at most this many scenarios (a file's) is listed in full when
+/// no name is near; a larger one (the catalogue) is left to `gate --list`.
+const LISTED: usize = 8;
+
+impl UnknownScenario {
+    fn in_set(name: &str, set: &[Scenario]) -> UnknownScenario {
+        let names: Vec<&str> = set.iter().map(|s| s.name.as_str()).collect();
+        let hint = match taskgate_engine::jobspec::hcl::closest(name, &names) {
+            Some(near) => format!("; did you mean {near:?}?"),
+            None if names.len() <= LISTED => format!("; known: {}", names.join(", ")),
+            None => "; `taskgate gate --list` shows every scenario".to_string(),
+        };
+        UnknownScenario {
+            name: name.to_string(),
+            hint,
+        }
+    }
+}
 
 /// The built-in scenarios. A test holds the embedded files to parsing.
 pub fn catalogue() -> Vec<Scenario> {
@@ -220,10 +244,7 @@ fn join(files: Vec<(String, Vec<Scenario>)>) -> Result<Vec<Scenario>, LoadError>
 
 /// The scenario `name` of `set`.
 pub fn find<'a>(set: &'a [Scenario], name: &str) -> Result<&'a Scenario, UnknownScenario> {
-    set.iter().find(|s| s.name == name).ok_or_else(|| {
-        let names: Vec<&str> = set.iter().map(|s| s.name.as_str()).collect();
-        UnknownScenario(name.to_string(), names.join(", "))
-    })
+    (set.iter().find(|s| s.name == name)).ok_or_else(|| UnknownScenario::in_set(name, set))
 }
 
 /// The scenario to run: `name` from `file` if given (which may be left out
@@ -261,10 +282,21 @@ mod tests {
             assert_eq!(find(&all, &s.name).unwrap().name, s.name);
             assert_eq!(all.iter().filter(|o| o.name == s.name).count(), 1);
         }
-        assert!(find(&all, "nope")
-            .unwrap_err()
-            .to_string()
-            .contains("sidecar-stop"));
+        let unknown = |name: &str| find(&all, name).unwrap_err().to_string();
+        assert!(unknown("sidecar-sotp").ends_with("did you mean \"sidecar-stop\"?"));
+        assert!(unknown("nope").contains("gate --list"));
+    }
+
+    /// A file's few scenarios are named in full when no name is near.
+    #[test]
+    fn a_small_sets_names_are_listed() {
+        let all = builtin().unwrap();
+        let few = &all[..2];
+        let message = find(few, "nope").unwrap_err().to_string();
+        assert!(
+            message.contains(&few[0].name) && message.contains(&few[1].name),
+            "{message}"
+        );
     }
 
     #[test]

@@ -280,8 +280,8 @@ impl Token {
     /// catalogue, or the scenarios of a file).
     pub fn parse<'s>(token: &str, set: &'s [Scenario]) -> Result<Run<'s>, TokenError> {
         if let Some((name, schedule)) = token.split_once('@') {
-            let schedule: Schedule = schedule.parse()?;
             let scenario = catalogue::find(set, name)?;
+            let schedule: Schedule = schedule.parse()?;
             match &scenario.kind {
                 Kind::StopRace { controlled } => Ok(scenario.race(controlled, schedule)),
                 Kind::Faults(_) => Err(TokenError::NotAStopRace(name.into())),
