@@ -261,6 +261,65 @@ fn a_restart_with_nothing_running_is_refused() {
     assert_eq!(summary.status.client, ClientStatus::Complete);
 }
 
+/// A stop sent while a restart takes its targets down lets nothing start
+/// again: once the user was told "stop sent", no task is launched, though
+/// the stop's own command waits behind the restart's in the queue.
+#[test]
+#[should_panic(expected = "known bug start-after-stop-sent-in-restart")]
+fn a_stop_sent_during_a_restart_lets_nothing_start_again() {
+    let rt = runtime();
+    let home = Home::new();
+    home.driver.script("init", [Exit::Code(0), Exit::Code(0)]);
+    home.driver.script("cleanup", [Exit::Code(0)]);
+    home.faults
+        .configure_fault(&"ar.restart_targets_down=park".parse().unwrap());
+    let engine = home.engine();
+    let alloc = submit(&rt, &engine, &lifecycle_job());
+    let control = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    started_events(&rt, &mut events, 5);
+    let starts_before = starts_in_order(&home.driver).len();
+    let restarted = rt.spawn(control.restart(RestartScope::All));
+    home.wait_for(Await::Parked(points::AR_RESTART_TARGETS_DOWN.into()));
+    control.stop();
+    // The stop's command is held where it is taken from the queue; the
+    // first start after the restart, where it is committed.
+    home.faults
+        .configure(None, points::AR_UPDATE_RECEIVED, taskgate_faults::Action::Park);
+    for first in ["init", "proxy"] {
+        home.faults.configure(
+            Some(first),
+            points::TR_START_COMMITTED,
+            taskgate_faults::Action::Park,
+        );
+    }
+    home.faults.release(None, points::AR_RESTART_TARGETS_DOWN);
+    let came = home
+        .faults
+        .wait_any(
+            &[
+                Await::Passed(points::AR_FINISHED.into()),
+                Await::Parked(format!("init:{}", points::TR_START_COMMITTED)),
+                Await::Parked(format!("proxy:{}", points::TR_START_COMMITTED)),
+            ],
+            idle(),
+        )
+        .expect("engine hung");
+    for first in ["init", "proxy"] {
+        home.faults.release(Some(first), points::TR_START_COMMITTED);
+    }
+    home.faults.release(None, points::AR_UPDATE_RECEIVED);
+    let summary = rt.block_on(async { tokio::time::timeout(idle(), waiter.wait()).await });
+    let summary = summary.expect("alloc hung");
+    assert_eq!(rt.block_on(restarted).unwrap(), Ok(()));
+    assert_eq!(summary.status.desired, DesiredStatus::Stop);
+    let again = starts_in_order(&home.driver).split_off(starts_before);
+    assert!(
+        came == 0 && again.iter().all(|t| t == "cleanup"),
+        "known bug start-after-stop-sent-in-restart: started after the stop was sent: {again:?}"
+    );
+}
+
 /// A stop sent while a restart is under way is applied once it is done,
 /// and the alloc ends stopped: nothing is started after the stop made it
 /// terminal, and nothing of it runs on.
