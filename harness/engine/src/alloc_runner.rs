@@ -12,6 +12,7 @@ use crate::start_gate::StartGate;
 use crate::state::{AllocRecord, StateDb, TaskRecord};
 use crate::task_runner::{TaskRunner, TaskRunnerDeps, TaskRunnerHandle};
 use crate::task_state::{TaskEvent, TaskState};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use taskgate_faults::points;
 use taskgate_faults::seeded::SeededBug;
@@ -50,11 +51,16 @@ enum Command {
 #[derive(Clone)]
 pub struct AllocControl {
     commands: mpsc::UnboundedSender<Command>,
+    /// Set as a stop is sent, before it is queued (see [`Shared::stop_sent`]).
+    stop_sent: Arc<AtomicBool>,
 }
 
 impl AllocControl {
     /// Delivers an update from the server (e.g. desired status stop).
     pub fn update(&self, update: AllocUpdate) {
+        if update.desired_status == DesiredStatus::Stop {
+            self.stop_sent.store(true, Ordering::SeqCst);
+        }
         // The alloc runner only stops listening once the alloc is done, when
         // an update no longer matters.
         let _ = self.commands.send(Command::Update(update));
@@ -133,6 +139,9 @@ struct Shared {
     kills: tokio::sync::Mutex<()>,
     /// Wakes the coordinator (a task runner's change, a restart's end).
     changed: mpsc::UnboundedSender<()>,
+    /// A stop was sent, though its command may still wait in the queue
+    /// behind a restart's: that restart lets no start through before it.
+    stop_sent: Arc<AtomicBool>,
     faults: Faults,
 }
 
@@ -183,6 +192,7 @@ pub(crate) fn spawn(
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (changed_tx, changed_rx) = mpsc::unbounded_channel();
     let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+    let stop_sent = Arc::new(AtomicBool::new(false));
     // Let the runners of dead tasks return: no restart can bring them back.
     let (released_tx, released_rx) = watch::channel(false);
     let mut runners = Vec::new();
@@ -223,6 +233,7 @@ pub(crate) fn spawn(
         }),
         kills: tokio::sync::Mutex::new(()),
         changed: changed_tx,
+        stop_sent: stop_sent.clone(),
         faults,
     });
     if status.terminal() {
@@ -243,6 +254,7 @@ pub(crate) fn spawn(
         alloc_id,
         control: AllocControl {
             commands: commands_tx,
+            stop_sent,
         },
         events: events_rx,
         done,
@@ -418,7 +430,8 @@ impl Shared {
 /// Nomad's `handleAllocUpdates`: applies server updates and user
 /// restarts one at a time, in order, in its own task, concurrently with
 /// the task runners. A stop sent after a restart is applied once the
-/// restart is done, and ends the alloc stopped.
+/// restart is done (by the restart itself, before any start), and ends
+/// the alloc stopped.
 async fn handle_commands(
     shared: Arc<Shared>,
     mut commands: mpsc::UnboundedReceiver<Command>,
@@ -513,8 +526,27 @@ async fn restart(shared: &Shared, scope: &RestartScope) -> Result<(), RestartRef
         }
     }
     fault_point!(shared.faults, points::AR_RESTART_TARGETS_DOWN);
+    // A stop sent while the targets went down takes effect before any
+    // start is let through: once its sender was told it was sent, nothing
+    // of the alloc starts again. Its own command, next in the queue, then
+    // finds the alloc stopped.
+    if shared.stop_sent.load(Ordering::SeqCst) {
+        stop_before_release(shared).await;
+    }
     shared.end_restart(revived);
     Ok(())
+}
+
+/// A stop's effect, as [`apply_update`] has it: persisted, then the start
+/// gate shut (every later start refused), the runners told, every task
+/// killed in the kill order.
+async fn stop_before_release(shared: &Shared) {
+    let status = shared.change(|rec| rec.desired = DesiredStatus::Stop);
+    if shared.gate.set_terminal() {
+        record_point!(shared.faults, points::AR_ALLOC_TERMINAL);
+    }
+    shared.update_task_runners(status);
+    kill_tasks(shared, |_| true).await;
 }
 
 /// Kills the matching non-poststop tasks in Nomad's order (since #13055):
