@@ -312,3 +312,83 @@ fn a_mistyped_scenario_is_answered_with_the_nearest() {
         "explore: {explored}\nreplay: {replayed}"
     );
 }
+
+/// A submitted run whose stop the agent never answers (a suspended
+/// foreground agent, say) still takes its second Ctrl-C: it exits 130 at
+/// once. The stop request used to block the one thread that takes the
+/// run's signals.
+#[test]
+#[should_panic(expected = "known bug stop-request-blocks-signals")]
+fn a_second_interrupt_ends_a_run_whose_stop_hangs() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixListener;
+    use taskgate_engine::control::{ControlAnswer, ControlReply};
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    std::fs::create_dir_all(data_dir.join("run")).unwrap();
+    // A stand-in agent: it places the job, then takes the stop and never answers.
+    let agent = UnixListener::bind(data_dir.join("run/control.sock")).unwrap();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_taskgate"))
+        .args([
+            OsStr::new("run"),
+            OsStr::new("--data-dir"),
+            data_dir.as_os_str(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run taskgate");
+    let pid = Pid::from_raw(run.id() as i32);
+    drop(agent.accept().expect("the probe for an agent"));
+    let (mut submit, _) = agent.accept().expect("the job");
+    let mut line = String::new();
+    BufReader::new(&submit).read_line(&mut line).unwrap();
+    let placed: ControlReply = Ok(ControlAnswer::Placed {
+        alloc_id: "a1".into(),
+    });
+    writeln!(submit, "{}", serde_json::to_string(&placed).unwrap()).unwrap();
+    // Once the run blocks its signals (its signal thread takes them), the
+    // first Ctrl-C sends the stop.
+    let blocked = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let mask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigBlk:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or(0);
+        mask & (1 << (Signal::SIGINT as u64 - 1)) != 0
+    };
+    while !blocked() {
+        if let Some(status) = run.try_wait().unwrap() {
+            panic!("the run ended before it took its signals: {status}");
+        }
+        std::thread::yield_now();
+    }
+    kill(pid, Signal::SIGINT).unwrap();
+    let (stop, _) = agent.accept().expect("the stop");
+    line.clear();
+    BufReader::new(&stop).read_line(&mut line).unwrap();
+    assert!(line.contains("Stop"), "{line}");
+    kill(pid, Signal::SIGINT).unwrap();
+    let (send, exited) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let status = run.wait();
+        let _ = send.send(());
+        status
+    });
+    let ended = exited
+        .recv_timeout(taskgate_faults::patience::step())
+        .is_ok();
+    if !ended {
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+    let status = waiter.join().unwrap().unwrap();
+    drop((submit, stop));
+    assert!(
+        ended && status.code() == Some(130),
+        "known bug stop-request-blocks-signals: a second Ctrl-C left the run waiting on its stop ({status})"
+    );
+}
