@@ -12,8 +12,7 @@ use super::logs::{logs_dir, LogFiles};
 use anyhow::Context;
 use nix::sys::signal::{SigHandler, SigSet, Signal};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use taskgate_engine::agent::{Agent, AllocEntry, ControlServer, Followed};
 use taskgate_engine::alloc::AllocStatus;
 use taskgate_engine::control::{
@@ -120,9 +119,9 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
     let signals = SigSet::from_iter([Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]);
     signals.thread_block().context("blocking signals")?;
     let (dir, id) = (data_dir.clone(), alloc_id.clone());
-    let stop_sent = Arc::new(AtomicBool::new(false));
-    let sent = stop_sent.clone();
-    std::thread::spawn(move || stop_on_interrupt(signals, &dir, &id, &sent));
+    let stop = Arc::new(Mutex::new(StopState::NotSent));
+    let state = stop.clone();
+    std::thread::spawn(move || stop_on_interrupt(signals, dir, id, state));
     let followed = follow_remote(replies)?;
     let entries = super::status::read_status(&args.agent.client)?;
     let entry = super::status::find_alloc(&entries, &alloc_id, data_dir)?;
@@ -130,48 +129,85 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
         Some(status) => status,
         None => recorded_end(entry)?,
     };
-    let cut = if stop_sent.load(Ordering::SeqCst) {
-        Cut::ByInterrupt
-    } else {
-        Cut::No
+    let cut = match *lock(&stop) {
+        StopState::Sent => Cut::ByInterrupt,
+        StopState::NotSent | StopState::Sending => Cut::No,
     };
     finish(data_dir, entry, status, cut)
 }
 
-/// Takes the blocked signals: Ctrl-C stops the allocation (and says so in
-/// `stop_sent`), a second one (or one once it has finished, as its logs
-/// print) ends the run at once; SIGTERM or SIGHUP detaches, leaving it to
-/// the agent.
-fn stop_on_interrupt(signals: SigSet, data_dir: &DataDir, alloc_id: &str, stop_sent: &AtomicBool) {
+/// Where a submitted run's Ctrl-C stop stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopState {
+    NotSent,
+    /// Asked of the agent, not yet answered: a second Ctrl-C exits.
+    Sending,
+    /// The agent took it: the run ends as interrupted.
+    Sent,
+}
+
+fn lock(stop: &Mutex<StopState>) -> std::sync::MutexGuard<'_, StopState> {
+    stop.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Takes the blocked signals: Ctrl-C stops the allocation, a second one
+/// (or one once it has finished, as its logs print) ends the run at once;
+/// SIGTERM or SIGHUP detaches, leaving it to the agent. The stop is asked
+/// on a thread of its own: an agent that never answers must not keep this
+/// one from the next signal.
+fn stop_on_interrupt(
+    signals: SigSet,
+    data_dir: DataDir,
+    alloc_id: String,
+    stop: Arc<Mutex<StopState>>,
+) {
     loop {
-        match signals.wait() {
-            Ok(Signal::SIGINT) if !stop_sent.load(Ordering::SeqCst) => {
-                super::say!("==> interrupt: sending stop update");
-                let stop = ControlRequest::Stop {
-                    alloc: alloc_id.to_string(),
-                    follow: false,
-                };
-                match control::request(data_dir, &stop) {
-                    Ok(_) => stop_sent.store(true, Ordering::SeqCst),
-                    // Finished already: what is left is its end's print.
-                    Err(RequestError::Control(ControlError::Finished { .. })) => {
-                        std::process::exit(130)
-                    }
-                    // Not sent: the next Ctrl-C tries again.
-                    Err(err) => eprintln!("Error: sending the stop (Ctrl-C to try again): {err}"),
-                }
+        let signal = match signals.wait() {
+            Ok(signal) => signal,
+            Err(_) => return,
+        };
+        let first_interrupt = signal == Signal::SIGINT && {
+            let mut state = lock(&stop);
+            let first = *state == StopState::NotSent;
+            if first {
+                *state = StopState::Sending;
             }
-            Ok(Signal::SIGINT) => {
+            first
+        };
+        match signal {
+            Signal::SIGINT if first_interrupt => {
+                super::say!("==> interrupt: sending stop update");
+                let (data_dir, alloc_id, stop) = (data_dir.clone(), alloc_id.clone(), stop.clone());
+                std::thread::spawn(move || ask_agent_to_stop(&data_dir, &alloc_id, &stop));
+            }
+            Signal::SIGINT => {
                 super::say!(
                     "==> interrupted again: exiting; the agent goes on stopping alloc {alloc_id}"
                 );
                 std::process::exit(130);
             }
-            Ok(signal) => {
+            signal => {
                 super::say!("==> {signal}: detached; alloc {alloc_id} runs on in the agent");
                 std::process::exit(0);
             }
-            Err(_) => return,
+        }
+    }
+}
+
+/// Asks the agent to stop the allocation, and records how it went.
+fn ask_agent_to_stop(data_dir: &DataDir, alloc_id: &str, stop: &Mutex<StopState>) {
+    let request = ControlRequest::Stop {
+        alloc: alloc_id.to_string(),
+        follow: false,
+    };
+    match control::request(data_dir, &request) {
+        Ok(_) => *lock(stop) = StopState::Sent,
+        // Finished already: what is left is its end's print.
+        Err(RequestError::Control(ControlError::Finished { .. })) => std::process::exit(130),
+        // Not sent: the next Ctrl-C tries again.
+        Err(err) => {
+            *lock(stop) = StopState::NotSent;
+            eprintln!("Error: sending the stop (Ctrl-C to try again): {err}");
         }
     }
 }
