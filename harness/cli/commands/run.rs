@@ -268,7 +268,32 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                 restored.len()
             );
         }
-        let mut following = agent.submit(job, args.group.as_deref())?;
+        // A SIGTERM or SIGHUP taken while this started places nothing: the
+        // allocation would run on with no agent from its first moment.
+        let before_placing = tokio::select! {
+            biased;
+            _ = terminate.recv() => Some(Signal::SIGTERM),
+            _ = hangup.recv() => Some(Signal::SIGHUP),
+            () = std::future::ready(()) => None,
+        };
+        let placed = match before_placing {
+            Some(signal) => Err(anyhow::anyhow!("{signal} before the job was placed: nothing placed")),
+            None => agent.submit(job, args.group.as_deref()).map_err(anyhow::Error::from),
+        };
+        let mut following = match placed {
+            Ok(following) => following,
+            Err(err) => {
+                // What this agent took meanwhile (a drain, say) is answered
+                // to its end before it goes.
+                tokio::select! {
+                    () = server.close() => {}
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                    _ = hangup.recv() => {}
+                }
+                return Err(err);
+            }
+        };
         let alloc_id = following.alloc_id.clone();
         print_placed(data_dir, &alloc_id, &job.name);
         let mut cut = Cut::No;
