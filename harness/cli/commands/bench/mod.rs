@@ -268,16 +268,21 @@ impl Bench {
             bundle.join("config.json"),
             serde_json::to_vec_pretty(&config)?,
         )?;
+        let unshare = on_path("unshare").context("no unshare on PATH: install util-linux")?;
+        let chroot = on_path("chroot").context("no chroot on PATH: install coreutils")?;
+        let executor_bin = super::sibling_executor()?;
+        // Last: nothing fails after the claim, which only the bench's drop
+        // gives back.
         let cgroup_parent = bench_cgroup_parent("")?;
         let cgroups = CgroupTree::claim(&cgroup_parent)?;
         Ok(Bench {
             rootfs,
-            unshare: on_path("unshare").context("no unshare on PATH: install util-linux")?,
-            chroot: on_path("chroot").context("no chroot on PATH: install coreutils")?,
+            unshare,
+            chroot,
             chroot_env,
             bundle,
             executor: ExecutorConfig {
-                executor_bin: super::sibling_executor()?,
+                executor_bin,
                 run_dir: scratch.dir.join("run"),
                 cgroup_parent,
                 faults: Default::default(),
