@@ -261,6 +261,31 @@ fn a_restart_with_nothing_running_is_refused() {
     assert_eq!(summary.status.client, ClientStatus::Complete);
 }
 
+/// Runs [`lifecycle_job`] to its five first starts, then restarts all its
+/// tasks and holds the restart once its targets are down. Returns the
+/// alloc's control, its waiter, and the restart's answer to come.
+fn restart_held_with_targets_down(
+    rt: &tokio::runtime::Runtime,
+    home: &Home,
+    engine: &Engine,
+) -> (
+    AllocControl,
+    taskgate_engine::AllocWaiter,
+    tokio::task::JoinHandle<Result<(), RestartRefused>>,
+) {
+    home.driver.script("init", [Exit::Code(0), Exit::Code(0)]);
+    home.driver.script("cleanup", [Exit::Code(0)]);
+    home.faults
+        .configure_fault(&"ar.restart_targets_down=park".parse().unwrap());
+    let alloc = submit(rt, engine, &lifecycle_job());
+    let control = alloc.control();
+    let (mut events, waiter) = alloc.into_parts();
+    started_events(rt, &mut events, 5);
+    let restarted = rt.spawn(control.restart(RestartScope::All));
+    home.wait_for(Await::Parked(points::AR_RESTART_TARGETS_DOWN.into()));
+    (control, waiter, restarted)
+}
+
 /// A stop sent while a restart takes its targets down lets nothing start
 /// again: once the user was told "stop sent", no task is launched, though
 /// the stop's own command waits behind the restart's in the queue.
@@ -268,18 +293,9 @@ fn a_restart_with_nothing_running_is_refused() {
 fn a_stop_sent_during_a_restart_lets_nothing_start_again() {
     let rt = runtime();
     let home = Home::new();
-    home.driver.script("init", [Exit::Code(0), Exit::Code(0)]);
-    home.driver.script("cleanup", [Exit::Code(0)]);
-    home.faults
-        .configure_fault(&"ar.restart_targets_down=park".parse().unwrap());
     let engine = home.engine();
-    let alloc = submit(&rt, &engine, &lifecycle_job());
-    let control = alloc.control();
-    let (mut events, waiter) = alloc.into_parts();
-    started_events(&rt, &mut events, 5);
+    let (control, waiter, restarted) = restart_held_with_targets_down(&rt, &home, &engine);
     let starts_before = starts_in_order(&home.driver).len();
-    let restarted = rt.spawn(control.restart(RestartScope::All));
-    home.wait_for(Await::Parked(points::AR_RESTART_TARGETS_DOWN.into()));
     control.stop();
     // The stop's command is held where it is taken from the queue; the
     // first start after the restart, where it is committed.
@@ -329,17 +345,8 @@ fn a_stop_sent_during_a_restart_lets_nothing_start_again() {
 fn a_restart_racing_a_stop_ends_stopped() {
     let rt = runtime();
     let home = Home::new();
-    home.driver.script("init", [Exit::Code(0), Exit::Code(0)]);
-    home.driver.script("cleanup", [Exit::Code(0)]);
-    home.faults
-        .configure_fault(&"ar.restart_targets_down=park".parse().unwrap());
     let engine = home.engine();
-    let alloc = submit(&rt, &engine, &lifecycle_job());
-    let control = alloc.control();
-    let (mut events, waiter) = alloc.into_parts();
-    started_events(&rt, &mut events, 5);
-    let restarted = rt.spawn(control.restart(RestartScope::All));
-    home.wait_for(Await::Parked(points::AR_RESTART_TARGETS_DOWN.into()));
+    let (control, waiter, restarted) = restart_held_with_targets_down(&rt, &home, &engine);
     control.stop();
     home.faults.release(None, points::AR_RESTART_TARGETS_DOWN);
     let summary = rt.block_on(async { tokio::time::timeout(idle(), waiter.wait()).await });
