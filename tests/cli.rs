@@ -213,6 +213,10 @@ fn gate_list_and_merge_take_no_flag_they_ignore() {
     if !(listed.status.success() && lines.len() == 1 && lines[0].starts_with("sidecar-stop ")) {
         ignored.push(format!("--list --only sidecar-stop listed {lines:?}"));
     }
+    let listed_into = refused(["gate", "--list", "--junit", "list.xml"]);
+    if !listed_into.contains("cannot be used with") {
+        ignored.push(format!("--list --junit: {listed_into}"));
+    }
     let (listed_unknown, unknown) = outcome(["gate", "--list", "--only", "no-such-scenario"]);
     if listed_unknown || !unknown.contains("no-such-scenario") {
         ignored.push(format!("--list --only no-such-scenario: {unknown}"));

@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub catalogue: Option<PathBuf>,
     /// List the catalogue (or the --only scenarios) and exit.
-    #[arg(long, conflicts_with_all = ["merge", "shard", "fail_fast", "jobs"])]
+    #[arg(long, conflicts_with_all = ["merge", "shard", "fail_fast", "jobs", "junit", "report"])]
     pub list: bool,
     /// Run only shard I of N (e.g. 2/4): disjoint shards whose union is the
     /// whole gate, for a CI matrix; join them with --merge.

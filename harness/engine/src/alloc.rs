@@ -134,4 +134,6 @@ pub enum RestartRefused {
     NothingRunning,
     #[error("the allocation finished before the restart was handled")]
     AllocFinished,
+    #[error("a stop sent during the restart ended the allocation: no task was started again")]
+    StoppedMeanwhile,
 }

@@ -12,7 +12,6 @@ use crate::start_gate::StartGate;
 use crate::state::{AllocRecord, StateDb, TaskRecord};
 use crate::task_runner::{TaskRunner, TaskRunnerDeps, TaskRunnerHandle};
 use crate::task_state::{TaskEvent, TaskState};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use taskgate_faults::points;
 use taskgate_faults::seeded::SeededBug;
@@ -51,16 +50,16 @@ enum Command {
 #[derive(Clone)]
 pub struct AllocControl {
     commands: mpsc::UnboundedSender<Command>,
-    /// Set as a stop is sent, before it is queued (see [`Shared::stop_sent`]).
-    stop_sent: Arc<AtomicBool>,
+    /// Set as a stop is sent, under the lock its queueing takes (see
+    /// [`Shared::stop_sent`]).
+    stop_sent: Arc<Mutex<bool>>,
 }
 
 impl AllocControl {
     /// Delivers an update from the server (e.g. desired status stop).
     pub fn update(&self, update: AllocUpdate) {
-        if update.desired_status == DesiredStatus::Stop {
-            self.stop_sent.store(true, Ordering::SeqCst);
-        }
+        let mut stop_sent = lock(&self.stop_sent);
+        *stop_sent |= update.desired_status == DesiredStatus::Stop;
         // The alloc runner only stops listening once the alloc is done, when
         // an update no longer matters.
         let _ = self.commands.send(Command::Update(update));
@@ -141,7 +140,10 @@ struct Shared {
     changed: mpsc::UnboundedSender<()>,
     /// A stop was sent, though its command may still wait in the queue
     /// behind a restart's: that restart lets no start through before it.
-    stop_sent: Arc<AtomicBool>,
+    /// A restart's end looks at it and lets starts through under its lock,
+    /// so a stop is sent either before that end (and applied first) or
+    /// after it.
+    stop_sent: Arc<Mutex<bool>>,
     faults: Faults,
 }
 
@@ -192,7 +194,7 @@ pub(crate) fn spawn(
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (changed_tx, changed_rx) = mpsc::unbounded_channel();
     let (commands_tx, commands_rx) = mpsc::unbounded_channel();
-    let stop_sent = Arc::new(AtomicBool::new(false));
+    let stop_sent = Arc::new(Mutex::new(false));
     // Let the runners of dead tasks return: no restart can bring them back.
     let (released_tx, released_rx) = watch::channel(false);
     let mut runners = Vec::new();
@@ -400,6 +402,7 @@ impl Shared {
         phase.stage = AllocStage::Live;
         phase.revivals += u64::from(revived);
         self.gate.release();
+        record_point!(self.faults, points::AR_RESTART_RELEASED);
         drop(phase);
         let _ = self.changed.send(());
     }
@@ -430,8 +433,8 @@ impl Shared {
 /// Nomad's `handleAllocUpdates`: applies server updates and user
 /// restarts one at a time, in order, in its own task, concurrently with
 /// the task runners. A stop sent after a restart is applied once the
-/// restart is done (by the restart itself, before any start), and ends
-/// the alloc stopped.
+/// restart's targets are down, before it lets any start through (see
+/// [`hold_for_stop`]), and ends the alloc stopped.
 async fn handle_commands(
     shared: Arc<Shared>,
     mut commands: mpsc::UnboundedReceiver<Command>,
@@ -449,7 +452,16 @@ async fn handle_commands(
         match command {
             Command::Update(update) => apply_update(&shared, update).await,
             Command::Restart { scope, reply } => {
-                let _ = reply.send(restart(&shared, &scope).await);
+                let answer = match restart(&shared, &scope).await {
+                    Ok(RestartEnd::Released) => Ok(()),
+                    Ok(RestartEnd::HeldForStop { revived }) => {
+                        hold_for_stop(&shared, &mut commands).await;
+                        shared.end_restart(revived);
+                        Err(RestartRefused::StoppedMeanwhile)
+                    }
+                    Err(refused) => Err(refused),
+                };
+                let _ = reply.send(answer);
             }
         }
     }
@@ -492,7 +504,7 @@ async fn apply_update(shared: &Shared, update: AllocUpdate) {
 /// asked, with every start held meanwhile; then, when all tasks restart,
 /// lets the dead ones start again; then the coordinator reopens the start
 /// conditions in lifecycle order. Not counted against any restart policy.
-async fn restart(shared: &Shared, scope: &RestartScope) -> Result<(), RestartRefused> {
+async fn restart(shared: &Shared, scope: &RestartScope) -> Result<RestartEnd, RestartRefused> {
     fault_point!(shared.faults, points::AR_RESTART_RECEIVED);
     let _no_kill_beside = shared.kills.lock().await;
     let targets = shared.begin_restart(scope)?;
@@ -526,27 +538,38 @@ async fn restart(shared: &Shared, scope: &RestartScope) -> Result<(), RestartRef
         }
     }
     fault_point!(shared.faults, points::AR_RESTART_TARGETS_DOWN);
-    // A stop sent while the targets went down takes effect before any
-    // start is let through: once its sender was told it was sent, nothing
-    // of the alloc starts again. Its own command, next in the queue, then
-    // finds the alloc stopped.
-    if shared.stop_sent.load(Ordering::SeqCst) {
-        stop_before_release(shared).await;
+    let stop_sent = lock(&shared.stop_sent);
+    if *stop_sent {
+        return Ok(RestartEnd::HeldForStop { revived });
     }
     shared.end_restart(revived);
-    Ok(())
+    Ok(RestartEnd::Released)
 }
 
-/// A stop's effect, as [`apply_update`] has it: persisted, then the start
-/// gate shut (every later start refused), the runners told, every task
-/// killed in the kill order.
-async fn stop_before_release(shared: &Shared) {
-    let status = shared.change(|rec| rec.desired = DesiredStatus::Stop);
-    if shared.gate.set_terminal() {
-        record_point!(shared.faults, points::AR_ALLOC_TERMINAL);
+/// How a restart whose targets are down ended.
+enum RestartEnd {
+    /// Starts are let through again.
+    Released,
+    /// A stop was sent while the targets went down: starts stay held until
+    /// the commands queued behind the restart, that stop among them, are
+    /// applied (see [`hold_for_stop`]).
+    HeldForStop { revived: bool },
+}
+
+/// Applies the commands queued behind a restart, in order, until the stop
+/// sent during it has made the alloc terminal; only then does the restart
+/// let starts through, so nothing starts after that stop was sent. A
+/// restart queued meanwhile is refused: the stop ends the alloc.
+async fn hold_for_stop(shared: &Shared, commands: &mut mpsc::UnboundedReceiver<Command>) {
+    while !shared.status().terminal() {
+        match commands.recv().await {
+            Some(Command::Update(update)) => apply_update(shared, update).await,
+            Some(Command::Restart { reply, .. }) => {
+                let _ = reply.send(Err(RestartRefused::StoppedMeanwhile));
+            }
+            None => break,
+        }
     }
-    shared.update_task_runners(status);
-    kill_tasks(shared, |_| true).await;
 }
 
 /// Kills the matching non-poststop tasks in Nomad's order (since #13055):
@@ -580,6 +603,10 @@ async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool)
             dead.await;
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How many kill waves there are: the leader; every other task; the sidecars.

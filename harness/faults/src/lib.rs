@@ -25,6 +25,18 @@ pub mod seeded;
 #[cfg(feature = "failpoints")]
 pub use registry::*;
 
+/// Runs a wait outside the runtime's scheduling: a parked or sleeping point
+/// (or a harness, or an agent's lookup, waiting on another thread) must not
+/// starve a tokio worker of its other tasks.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// A build without fault points has no registry: the handle a run passes
 /// down is empty, and the macros never read it.
 #[cfg(not(feature = "failpoints"))]

@@ -61,6 +61,9 @@ pub const AR_RESTART_RECEIVED: &str = "ar.restart_received";
 pub const AR_RESTART_ACCEPTED: &str = "ar.restart_accepted";
 /// Every target of the restart is down; the start conditions reopen next.
 pub const AR_RESTART_TARGETS_DOWN: &str = "ar.restart_targets_down";
+/// Record-only: the restart let starts through again (after the stop sent
+/// during it, if one was).
+pub const AR_RESTART_RELEASED: &str = "ar.restart_released";
 
 /// Update boundaries in the order one update passes them.
 pub const UPDATE_BOUNDARIES: [&str; 4] = [

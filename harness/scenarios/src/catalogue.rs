@@ -148,7 +148,8 @@ impl UnknownScenario {
         let hint = match taskgate_engine::jobspec::hcl::closest(name, &names) {
             Some(near) => format!("; did you mean {near:?}?"),
             None if names.len() <= LISTED => format!("; known: {}", names.join(", ")),
-            None => "; `taskgate gate --list` shows every scenario".to_string(),
+            None => "; `taskgate gate --list` shows them (with `--catalogue DIR`, a directory's)"
+                .to_string(),
         };
         UnknownScenario {
             name: name.to_string(),

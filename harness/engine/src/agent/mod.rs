@@ -442,11 +442,13 @@ impl Agent {
                 taskgate_faults::points::AGENT_AWAITING_PLACEMENT
             );
             let allocs = self.lock();
-            let _settled = (self.placed)
-                .wait_while(allocs, |a| {
-                    a.placing == placing && !a.live.contains_key(&id)
-                })
-                .unwrap_or_else(|p| p.into_inner());
+            let _settled = taskgate_faults::blocking(|| {
+                (self.placed)
+                    .wait_while(allocs, |a| {
+                        a.placing == placing && !a.live.contains_key(&id)
+                    })
+                    .unwrap_or_else(|p| p.into_inner())
+            });
         }
     }
 

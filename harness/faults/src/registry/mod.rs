@@ -3,8 +3,8 @@
 //! reaches its points, so runs in one process never see each other's.
 
 use crate::{
-    scoped, Action, Detail, Fault, Hit, Intervention, PointName, FAULTS_ENV, FAULT_LOG_ENV,
-    INJECTED,
+    blocking, scoped, Action, Detail, Fault, Hit, Intervention, PointName, FAULTS_ENV,
+    FAULT_LOG_ENV, INJECTED,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -497,18 +497,6 @@ impl Faults {
             ..State::default()
         };
         self.notify();
-    }
-}
-
-/// Runs a wait outside the runtime's scheduling: a parked or sleeping point
-/// (or a harness waiting at one) must not starve a tokio worker of its
-/// other tasks.
-pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
     }
 }
 

@@ -419,10 +419,13 @@ impl CgroupTree {
     /// the next agent. The kernel refuses to remove a cgroup that holds a
     /// process or a child, so nothing alive is ever pulled out from under.
     ///
-    /// A release that finds another claim ends this one (nothing launches
-    /// any more): the kernel dropped the shared hold as it refused the
-    /// exclusive one, and not taking it again is what lets another agent's
-    /// release, under way at the same instant, give the parent back.
+    /// A release that finds another claim ends this one (its agent starts
+    /// no task any more; a launch still under way as its runtime shut down
+    /// may then find the executors' leaf gone, and its attempt is lost for
+    /// the next agent to restore): the kernel dropped the shared hold as it
+    /// refused the exclusive one, and not taking it again is what lets
+    /// another agent's release, under way at the same instant, give the
+    /// parent back.
     pub fn release(&self) -> Result<Released, ExecutorError> {
         let lock = |op| {
             flock(&self.hold, op).map_err(ExecutorError::io(format!(
