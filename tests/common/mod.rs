@@ -359,6 +359,7 @@ impl EngineHome {
             chroot_env: self.chroot_env.clone(),
             default_user: "nobody".into(),
             pids_max: 64,
+            keep_finished: taskgate_engine::DEFAULT_KEEP_FINISHED,
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: 0,
             cgroup_parent: self.cgroup_parent.clone(),

@@ -368,6 +368,7 @@ fn a_recorded_parent_gone_with_a_reboot_holds_no_engine_back() {
             alloc_dir: home.data_dir().alloc(alloc_id),
             desired: DesiredStatus::Run,
             client: ClientStatus::Running,
+            finished_at_ms: None,
         })
         .unwrap();
     drop(state);

@@ -59,6 +59,10 @@ pub struct AgentArgs {
     /// User tasks run as unless the job says otherwise.
     #[arg(long, default_value = DEFAULT_USER)]
     pub user: String,
+    /// Finished allocations kept, records and alloc dirs with their logs
+    /// (at least 1): beyond them, the longest finished are removed.
+    #[arg(long, default_value_t = taskgate_engine::DEFAULT_KEEP_FINISHED as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keep_finished: u64,
     /// Ceiling on processes per task (at least 1: the task's own).
     #[arg(long, default_value_t = DEFAULT_PIDS_MAX, value_parser = clap::value_parser!(u64).range(1..))]
     pub pids_max: u64,
@@ -87,6 +91,10 @@ impl AgentArgs {
             ("--chroot-env", !self.chroot_env.is_empty()),
             ("--user", self.user != DEFAULT_USER),
             ("--pids-max", self.pids_max != DEFAULT_PIDS_MAX),
+            (
+                "--keep-finished",
+                self.keep_finished != taskgate_engine::DEFAULT_KEEP_FINISHED as u64,
+            ),
             ("--executor-bin", self.executor_bin.is_some()),
             ("--restart-seed", self.restart_seed.is_some()),
             ("--cgroup-parent", self.cgroup_parent != AUTO_PARENT),
@@ -162,6 +170,7 @@ impl AgentArgs {
             chroot_env: self.chroot_env()?,
             default_user: self.default_user()?,
             pids_max: self.pids_max,
+            keep_finished: usize::try_from(self.keep_finished).unwrap_or(usize::MAX),
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: self.restart_seed.unwrap_or_else(|| {
                 let seed = std::time::SystemTime::now()

@@ -401,6 +401,7 @@ mod tests {
             alloc_dir: home.path().join("allocs/a1"),
             desired: taskgate_engine::DesiredStatus::Run,
             client: taskgate_engine::ClientStatus::Complete,
+            finished_at_ms: None,
         };
         state.put_alloc(&alloc).unwrap();
         drop(state);

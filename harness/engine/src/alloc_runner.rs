@@ -683,7 +683,10 @@ async fn coordinate(
     } else {
         ClientStatus::Complete
     };
-    let status = shared.change(|rec| rec.client = client);
+    let status = shared.change(|rec| {
+        rec.client = client;
+        rec.finished_at_ms = Some(crate::task_state::now_ms());
+    });
     record_point!(shared.faults, points::AR_FINISHED);
     shared.update_task_runners(status);
     finished.send_replace(true);

@@ -46,7 +46,14 @@ pub struct EngineConfig {
     /// process) reaches: each run of a harness passes its own. Empty in a
     /// build without fault points.
     pub faults: Faults,
+    /// Finished allocations kept, records and alloc dirs (with their
+    /// logs): beyond them, the longest finished go ([`Engine::collect_finished`]).
+    pub keep_finished: usize,
 }
+
+/// Finished allocations an engine keeps unless told otherwise, as Nomad's
+/// client keeps 50 terminal allocations before it collects any.
+pub const DEFAULT_KEEP_FINISHED: usize = 50;
 
 impl EngineConfig {
     /// An engine's configuration for the fake driver, in `data_dir`: no
@@ -62,6 +69,7 @@ impl EngineConfig {
             chroot_env: BTreeMap::new(),
             default_user: "nobody".into(),
             pids_max: 8,
+            keep_finished: DEFAULT_KEEP_FINISHED,
             clock: Arc::new(SystemClock::default()),
             restart_seed: 0,
             cgroup_parent: FakeDriver::cgroup_parent(),
@@ -275,10 +283,44 @@ impl Engine {
             group: group.name.clone(),
             desired: DesiredStatus::Run,
             client: ClientStatus::Pending,
+            finished_at_ms: None,
         };
         AllocDir::new(record.alloc_dir.clone()).build_shared()?;
         self.state.put_alloc(&record)?;
         Ok(self.spawn(record, Vec::new()))
+    }
+
+    /// Removes the finished allocations beyond the newest
+    /// [`EngineConfig::keep_finished`]: each one's alloc dir (its tasks'
+    /// dirs and logs), then its records. Running allocations and records
+    /// that cannot be read are never touched; one an older agent finished
+    /// (no finish time) counts as the oldest. Returns the removed ids.
+    pub fn collect_finished(&self) -> Result<Vec<String>, EngineError> {
+        let mut finished: Vec<AllocRecord> = (self.state.alloc_entries()?.into_iter())
+            .filter_map(|(_, record)| record.ok())
+            .filter(|record| record.client.is_terminal())
+            .collect();
+        finished.sort_by(|a, b| {
+            (b.finished_at_ms.cmp(&a.finished_at_ms)).then_with(|| a.alloc_id.cmp(&b.alloc_id))
+        });
+        let mut removed = Vec::new();
+        for record in finished.into_iter().skip(self.config.keep_finished) {
+            // Its own dir under the data dir, whatever the record says.
+            let dir = self.config.data_dir.alloc(&record.alloc_id);
+            match std::fs::remove_dir_all(&dir) {
+                Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(EngineError::Io {
+                        what: "removing",
+                        path: dir,
+                        source,
+                    })
+                }
+                _ => {}
+            }
+            self.state.remove_alloc(&record.alloc_id)?;
+            removed.push(record.alloc_id);
+        }
+        Ok(removed)
     }
 
     /// Restores every allocation a previous agent left unfinished: running

@@ -1,7 +1,6 @@
 //! A task's lifecycle as a typed state machine, and the events it emits.
 
 use serde::{Deserialize, Serialize};
-use std::time::{SystemTime, UNIX_EPOCH};
 use taskgate_executor::ExitResult;
 
 /// Where a task is in its life. Transitions only go through [`TaskState::advance`].
@@ -174,12 +173,7 @@ impl TaskEvent {
     }
 }
 
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use taskgate_executor::now_ms;
 
 #[cfg(test)]
 mod tests {

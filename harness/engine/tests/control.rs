@@ -35,12 +35,18 @@ struct Home {
 
 impl Home {
     fn new() -> Home {
+        Home::keeping(taskgate_engine::DEFAULT_KEEP_FINISHED)
+    }
+
+    /// A home whose engine keeps `keep_finished` finished allocations.
+    fn keeping(keep_finished: usize) -> Home {
         let dir = tempfile::tempdir().unwrap();
         let me = nix::unistd::User::from_uid(nix::unistd::getuid())
             .unwrap()
             .expect("the test's own user");
         let config = EngineConfig {
             default_user: me.name,
+            keep_finished,
             ..EngineConfig::for_fake(DataDir::new(dir.path().join("data")))
         };
         let driver = config.fake_driver();
@@ -804,4 +810,49 @@ fn a_drain_waits_for_an_alloc_being_placed() {
     home.rt
         .block_on(async { tokio::time::timeout(idle(), home.agent.idle()).await })
         .expect("the alloc placed as the drain began was never stopped");
+}
+
+/// A long-running agent keeps the newest finished allocations, records and
+/// alloc dirs (their logs), and removes the rest as each one finishes: one
+/// an older agent finished (no finish time) first. A running allocation
+/// is never removed.
+#[test]
+fn the_longest_finished_allocations_are_removed() {
+    let home = Home::keeping(2);
+    let state = home.agent.engine().state();
+    let data_dir = home.data_dir();
+    // An allocation an older agent finished: no finish time in its record.
+    let mut old = home.submit();
+    let old_id = old.alloc_id.clone();
+    home.next_start(&mut old);
+    home.stop_and_wait(old);
+    let untimed = taskgate_engine::state::AllocRecord {
+        finished_at_ms: None,
+        ..state.alloc(&old_id).unwrap().unwrap()
+    };
+    state.put_alloc(&untimed).unwrap();
+    let mut running = home.submit();
+    home.next_start(&mut running);
+    let mut finished = Vec::new();
+    for _ in 0..2 {
+        let mut following = home.submit();
+        home.next_start(&mut following);
+        finished.push(following.alloc_id.clone());
+        home.stop_and_wait(following);
+    }
+    let kept: Vec<String> = (state.allocs().unwrap().into_iter())
+        .map(|a| a.alloc_id)
+        .collect();
+    let mut expected = vec![running.alloc_id.clone()];
+    expected.extend(finished.iter().cloned());
+    expected.sort();
+    let mut kept_sorted = kept.clone();
+    kept_sorted.sort();
+    assert_eq!(kept_sorted, expected, "the untimed {old_id} should be gone");
+    assert!(state.tasks(&old_id).unwrap().is_empty());
+    assert!(!data_dir.alloc(&old_id).exists());
+    for id in &expected {
+        assert!(data_dir.alloc(id).exists(), "{id}'s alloc dir is gone");
+    }
+    home.stop_and_wait(running);
 }

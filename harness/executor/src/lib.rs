@@ -15,7 +15,7 @@ mod signal;
 mod spawn;
 pub mod spec;
 mod sys;
-pub use sys::same_file;
+pub use sys::{now_ms, same_file};
 mod task_lock;
 mod validate;
 

@@ -53,7 +53,8 @@ pub(crate) fn wait_exited(pidfd: BorrowedFd<'_>) -> Result<(), ExecutorError> {
     }
 }
 
-pub(crate) fn now_ms() -> u64 {
+/// Wall-clock time in ms since the epoch, as records and exits carry it.
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

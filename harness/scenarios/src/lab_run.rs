@@ -178,6 +178,7 @@ impl<'a> LabRunner<'a> {
             chroot_env: self.lab.chroot_env().clone(),
             default_user: "nobody".to_string(),
             pids_max: 64,
+            keep_finished: taskgate_engine::DEFAULT_KEEP_FINISHED,
             clock: std::sync::Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: RESTART_SEED,
             cgroup_parent: self.lab.cgroup_parent().clone(),

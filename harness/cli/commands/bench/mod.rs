@@ -426,6 +426,7 @@ impl Bench {
             chroot_env: self.chroot_env.clone(),
             default_user: "nobody".into(),
             pids_max: PIDS_MAX,
+            keep_finished: taskgate_engine::DEFAULT_KEEP_FINISHED,
             clock: Arc::new(taskgate_engine::clock::SystemClock::default()),
             restart_seed: 0,
             // Its own: the engine gives its parent back when it is dropped.

@@ -188,6 +188,7 @@ impl Agent {
     /// Call within a Tokio runtime.
     pub fn restore(self: &Arc<Self>) -> Result<(Vec<Following>, Vec<SkippedAlloc>), EngineError> {
         let restored = self.engine.restore()?;
+        self.collect_finished();
         let following = (restored.allocs.into_iter())
             .map(|h| self.adopt(h, self.count_in(), None))
             .collect();
@@ -295,6 +296,8 @@ impl Agent {
             // drain) has told every follower first.
             if let Some(agent) = agent.upgrade() {
                 agent.lock().live.remove(&id);
+                // Its record stays: it is the newest finished.
+                taskgate_faults::blocking(|| agent.collect_finished());
             }
             match summary {
                 Some(summary) => {
@@ -309,6 +312,21 @@ impl Agent {
             alloc_id,
             events: first,
             finished,
+        }
+    }
+
+    /// Removes the finished allocations beyond the engine's keep; a failure
+    /// is logged, and the next collection tries again.
+    fn collect_finished(&self) {
+        match self.engine.collect_finished() {
+            Ok(removed) if !removed.is_empty() => {
+                tracing::info!(
+                    count = removed.len(),
+                    "removed the longest finished allocations"
+                );
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "removing finished allocations"),
         }
     }
 

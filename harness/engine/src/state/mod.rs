@@ -6,7 +6,7 @@
 
 mod store;
 
-use store::{MemoryStore, RedbStore, Store, Table};
+use store::{MemoryStore, RedbStore, Removal, Store, Table};
 
 use crate::alloc::{ClientStatus, DesiredStatus};
 use crate::job::Job;
@@ -64,6 +64,10 @@ pub struct AllocRecord {
     pub alloc_dir: PathBuf,
     pub desired: DesiredStatus,
     pub client: ClientStatus,
+    /// When its client status turned terminal (ms since the epoch): which
+    /// finished allocations are the newest, the ones a collection keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<u64>,
 }
 
 impl AllocRecord {
@@ -337,6 +341,15 @@ impl StateDb {
     pub fn alloc(&self, alloc_id: &str) -> Result<Option<AllocRecord>, StateError> {
         let value = self.store.get(Table::Allocs, alloc_id)?;
         value.map(|v| decode(alloc_id, &v)).transpose()
+    }
+
+    /// Removes an allocation's record and its tasks', in one step.
+    pub fn remove_alloc(&self, alloc_id: &str) -> Result<(), StateError> {
+        let tasks = task_key(alloc_id, "");
+        self.store.remove(&[
+            (Table::Tasks, Removal::Prefix(&tasks)),
+            (Table::Allocs, Removal::Key(alloc_id)),
+        ])
     }
 
     pub fn tasks(&self, alloc_id: &str) -> Result<Vec<TaskRecord>, StateError> {

@@ -3,7 +3,7 @@
 
 use super::StateError;
 use redb::backends::InMemoryBackend;
-use redb::{Database, StorageBackend, TableDefinition};
+use redb::{Database, ReadableTable, StorageBackend, TableDefinition};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
@@ -25,10 +25,20 @@ impl Table {
     }
 }
 
-/// Records by table and key. Each insert is durable once it returns, as
-/// far as the store keeps anything.
+/// Which records a removal takes.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Removal<'a> {
+    Key(&'a str),
+    /// Every record whose key starts with it.
+    Prefix(&'a str),
+}
+
+/// Records by table and key. Each insert, and each removal, is durable
+/// once it returns, as far as the store keeps anything.
 pub(super) trait Store: Send + Sync {
     fn insert(&self, table: Table, key: &str, bytes: &[u8]) -> Result<(), StateError>;
+    /// Removes what each of `removals` names, all in one step.
+    fn remove(&self, removals: &[(Table, Removal<'_>)]) -> Result<(), StateError>;
     fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StateError>;
     /// Every record whose key starts with `prefix`, in key order.
     fn scan(&self, table: Table, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StateError>;
@@ -85,6 +95,27 @@ impl Store for RedbStore {
         Ok(())
     }
 
+    fn remove(&self, removals: &[(Table, Removal<'_>)]) -> Result<(), StateError> {
+        let tx = self.0.begin_write()?;
+        for (table, removal) in removals {
+            let mut table = tx.open_table(table.redb())?;
+            match removal {
+                Removal::Key(key) => drop(table.remove(*key)?),
+                Removal::Prefix(prefix) => {
+                    let keys = (table.range(*prefix..)?)
+                        .map(|entry| entry.map(|(k, _)| k.value().to_string()))
+                        .take_while(|key| key.as_ref().map_or(true, |k| k.starts_with(prefix)))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    for key in keys {
+                        table.remove(key.as_str())?;
+                    }
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StateError> {
         let tx = self.0.begin_read()?;
         let table = tx.open_table(table.redb())?;
@@ -124,6 +155,20 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    fn remove(&self, removals: &[(Table, Removal<'_>)]) -> Result<(), StateError> {
+        let mut records = self.records();
+        for (table, removal) in removals {
+            records.retain(|(t, key), _| {
+                t != table
+                    || match removal {
+                        Removal::Key(k) => key != k,
+                        Removal::Prefix(p) => !key.starts_with(p),
+                    }
+            });
+        }
+        Ok(())
+    }
+
     fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StateError> {
         Ok(self.records().get(&(table, key.to_string())).cloned())
     }
@@ -155,6 +200,10 @@ impl Store for RecordingStore {
     fn insert(&self, table: Table, key: &str, bytes: &[u8]) -> Result<(), StateError> {
         (self.writes.lock().unwrap()).push((table, key.to_string(), bytes.to_vec()));
         self.records.insert(table, key, bytes)
+    }
+
+    fn remove(&self, removals: &[(Table, Removal<'_>)]) -> Result<(), StateError> {
+        self.records.remove(removals)
     }
 
     fn get(&self, table: Table, key: &str) -> Result<Option<Vec<u8>>, StateError> {
@@ -220,5 +269,36 @@ mod tests {
                 ("a1/web".to_string(), b"4".to_vec())
             ]
         );
+    }
+
+    /// A removal takes a key, and every key under a prefix, from either
+    /// store alike, and no other: `a10/` is not under `a1/`.
+    #[test]
+    fn both_stores_remove_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = RedbStore::open(&dir.path().join("state.db")).unwrap();
+        let memory = MemoryStore::default();
+        let stores: [&dyn Store; 2] = [&disk, &memory];
+        for store in stores {
+            for key in ["a1/web", "a1/db", "a10/web"] {
+                store.insert(Table::Tasks, key, b"t").unwrap();
+            }
+            for key in ["a1", "a10"] {
+                store.insert(Table::Allocs, key, b"a").unwrap();
+            }
+            store
+                .remove(&[
+                    (Table::Tasks, Removal::Prefix("a1/")),
+                    (Table::Allocs, Removal::Key("a1")),
+                ])
+                .unwrap();
+            let keys = |table| -> Vec<String> {
+                (store.scan(table, "").unwrap().into_iter())
+                    .map(|(k, _)| k)
+                    .collect()
+            };
+            assert_eq!(keys(Table::Tasks), ["a10/web"]);
+            assert_eq!(keys(Table::Allocs), ["a10"]);
+        }
     }
 }
