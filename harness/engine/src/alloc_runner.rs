@@ -454,9 +454,13 @@ async fn handle_commands(
             Command::Restart { scope, reply } => {
                 let answer = match restart(&shared, &scope).await {
                     Ok(RestartEnd::Released) => Ok(()),
-                    Ok(RestartEnd::HeldForStop { revived }) => {
+                    Ok(RestartEnd::HeldForStop {
+                        revived,
+                        no_kill_beside,
+                    }) => {
                         hold_for_stop(&shared, &mut commands).await;
                         shared.end_restart(revived);
+                        drop(no_kill_beside);
                         Err(RestartRefused::StoppedMeanwhile)
                     }
                     Err(refused) => Err(refused),
@@ -504,9 +508,12 @@ async fn apply_update(shared: &Shared, update: AllocUpdate) {
 /// asked, with every start held meanwhile; then, when all tasks restart,
 /// lets the dead ones start again; then the coordinator reopens the start
 /// conditions in lifecycle order. Not counted against any restart policy.
-async fn restart(shared: &Shared, scope: &RestartScope) -> Result<RestartEnd, RestartRefused> {
+async fn restart<'a>(
+    shared: &'a Shared,
+    scope: &RestartScope,
+) -> Result<RestartEnd<'a>, RestartRefused> {
     fault_point!(shared.faults, points::AR_RESTART_RECEIVED);
-    let _no_kill_beside = shared.kills.lock().await;
+    let no_kill_beside = shared.kills.lock().await;
     let targets = shared.begin_restart(scope)?;
     let all_tasks = *scope == RestartScope::All;
     // A restart is not persisted: a dead task is revived (and written so)
@@ -540,20 +547,27 @@ async fn restart(shared: &Shared, scope: &RestartScope) -> Result<RestartEnd, Re
     fault_point!(shared.faults, points::AR_RESTART_TARGETS_DOWN);
     let stop_sent = lock(&shared.stop_sent);
     if *stop_sent {
-        return Ok(RestartEnd::HeldForStop { revived });
+        return Ok(RestartEnd::HeldForStop {
+            revived,
+            no_kill_beside,
+        });
     }
     shared.end_restart(revived);
     Ok(RestartEnd::Released)
 }
 
 /// How a restart whose targets are down ended.
-enum RestartEnd {
+enum RestartEnd<'a> {
     /// Starts are let through again.
     Released,
     /// A stop was sent while the targets went down: starts stay held until
     /// the commands queued behind the restart, that stop among them, are
     /// applied (see [`hold_for_stop`]).
-    HeldForStop { revived: bool },
+    /// The coordinator's kills stay out until then, as during the restart.
+    HeldForStop {
+        revived: bool,
+        no_kill_beside: tokio::sync::MutexGuard<'a, ()>,
+    },
 }
 
 /// Applies the commands queued behind a restart, in order, until the stop
@@ -683,9 +697,15 @@ async fn coordinate(
     } else {
         ClientStatus::Complete
     };
+    // After every finish recorded before it, whatever the clock did: the
+    // newest finished allocations are the ones a collection keeps.
+    let newest = (shared.state.allocs().unwrap_or_default().into_iter())
+        .filter_map(|a| a.finished_at_ms)
+        .max();
+    let finished_at = newest.map_or(0, |n| n + 1).max(crate::task_state::now_ms());
     let status = shared.change(|rec| {
         rec.client = client;
-        rec.finished_at_ms = Some(crate::task_state::now_ms());
+        rec.finished_at_ms = Some(finished_at);
     });
     record_point!(shared.faults, points::AR_FINISHED);
     shared.update_task_runners(status);

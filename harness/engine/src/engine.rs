@@ -292,33 +292,51 @@ impl Engine {
 
     /// Removes the finished allocations beyond the newest
     /// [`EngineConfig::keep_finished`]: each one's alloc dir (its tasks'
-    /// dirs and logs), then its records. Running allocations and records
-    /// that cannot be read are never touched; one an older agent finished
-    /// (no finish time) counts as the oldest. Returns the removed ids.
-    pub fn collect_finished(&self) -> Result<Vec<String>, EngineError> {
-        let mut finished: Vec<AllocRecord> = (self.state.alloc_entries()?.into_iter())
-            .filter_map(|(_, record)| record.ok())
-            .filter(|record| record.client.is_terminal())
-            .collect();
-        finished.sort_by(|a, b| {
-            (b.finished_at_ms.cmp(&a.finished_at_ms)).then_with(|| a.alloc_id.cmp(&b.alloc_id))
-        });
-        let mut removed = Vec::new();
-        for record in finished.into_iter().skip(self.config.keep_finished) {
-            // Its own dir under the data dir, whatever the record says.
-            let dir = self.config.data_dir.alloc(&record.alloc_id);
-            match std::fs::remove_dir_all(&dir) {
-                Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(EngineError::Io {
-                        what: "removing",
-                        path: dir,
-                        source,
-                    })
-                }
-                _ => {}
+    /// dirs and logs), then its records. Never touched: the allocations in
+    /// `spare` (the ones an agent runs, or is finishing), running ones,
+    /// records that cannot be read, and a record whose id is not an alloc
+    /// id or not its key (only such an id names a dir under the data dir's
+    /// `allocs`). One an older agent finished (no finish time) is dated by
+    /// its tasks' last event. A removal that fails is logged and the rest go
+    /// on; the next collection tries it again. Returns the removed ids.
+    pub fn collect_finished(&self, spare: &[&str]) -> Result<Vec<String>, EngineError> {
+        let mut finished: Vec<(u64, String)> = Vec::new();
+        for (key, record) in self.state.alloc_entries()? {
+            let Ok(record) = record else { continue };
+            if !record.client.is_terminal()
+                || record.alloc_id != key
+                || !is_alloc_id(&key)
+                || spare.contains(&key.as_str())
+            {
+                continue;
             }
-            self.state.remove_alloc(&record.alloc_id)?;
-            removed.push(record.alloc_id);
+            let at = match record.finished_at_ms {
+                Some(at) => at,
+                None => (self.state.tasks(&key).unwrap_or_default().iter())
+                    .flat_map(|task| task.events.iter().map(|e| e.time_ms))
+                    .max()
+                    .unwrap_or(0),
+            };
+            finished.push((at, key));
+        }
+        // Newest first.
+        finished.sort_by(|a, b| b.cmp(a));
+        let mut removed = Vec::new();
+        for (_, alloc_id) in finished.into_iter().skip(self.config.keep_finished) {
+            let dir = self.config.data_dir.alloc(&alloc_id);
+            let gone = match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+                _ => self
+                    .state
+                    .remove_alloc(&alloc_id)
+                    .map_err(|e| e.to_string()),
+            };
+            match gone {
+                Ok(()) => removed.push(alloc_id),
+                Err(error) => {
+                    tracing::warn!(alloc = %alloc_id, %error, "removing a finished allocation")
+                }
+            }
         }
         Ok(removed)
     }
@@ -491,6 +509,12 @@ fn record_cgroup_parent(config: &EngineConfig, state: &StateDb) -> Result<(), En
 /// after one needs.
 pub const ALLOC_ID_LEN: usize = 36;
 
+/// Whether `id` has the form [`new_alloc_id`] gives (and so names a dir
+/// of its own under the data dir's `allocs`).
+fn is_alloc_id(id: &str) -> bool {
+    id.len() == ALLOC_ID_LEN && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
+
 /// A random id in UUID form (hex and dashes, never a '.', which the oracle
 /// relies on to split cgroup names), [`ALLOC_ID_LEN`] long.
 fn new_alloc_id() -> Result<String, EngineError> {
@@ -525,6 +549,25 @@ mod tests {
             let id = new_alloc_id().unwrap();
             assert_eq!(id.len(), ALLOC_ID_LEN, "{id}");
             assert!(!id.contains('.'), "{id}");
+            assert!(is_alloc_id(&id), "{id}");
+        }
+    }
+
+    /// Only an alloc id's form names a dir of its own under `allocs`: a
+    /// collection never removes what a record naming anything else points at.
+    #[test]
+    fn a_collection_takes_only_alloc_ids() {
+        let padded = |s: &str| format!("{s:-<width$}", width = ALLOC_ID_LEN);
+        for bad in [
+            "",
+            ".",
+            "..",
+            "/etc",
+            &padded("../"),
+            &padded("/"),
+            &padded("a."),
+        ] {
+            assert!(!is_alloc_id(bad), "{bad:?}");
         }
     }
 

@@ -813,14 +813,21 @@ fn a_drain_waits_for_an_alloc_being_placed() {
 }
 
 /// A long-running agent keeps the newest finished allocations, records and
-/// alloc dirs (their logs), and removes the rest as each one finishes: one
-/// an older agent finished (no finish time) first. A running allocation
-/// is never removed.
+/// alloc dirs (their logs), and removes the rest as each one finishes:
+/// one an older agent finished (no finish time) first. Never removed: a
+/// running allocation, and the one finishing (its followers read it next).
 #[test]
 fn the_longest_finished_allocations_are_removed() {
     let home = Home::keeping(2);
     let state = home.agent.engine().state();
     let data_dir = home.data_dir();
+    let ids = || -> Vec<String> {
+        let mut ids: Vec<String> = (state.allocs().unwrap().into_iter())
+            .map(|a| a.alloc_id)
+            .collect();
+        ids.sort();
+        ids
+    };
     // An allocation an older agent finished: no finish time in its record.
     let mut old = home.submit();
     let old_id = old.alloc_id.clone();
@@ -832,27 +839,28 @@ fn the_longest_finished_allocations_are_removed() {
     };
     state.put_alloc(&untimed).unwrap();
     let mut running = home.submit();
+    let running_id = running.alloc_id.clone();
     home.next_start(&mut running);
-    let mut finished = Vec::new();
+    let mut all = vec![old_id.clone(), running_id.clone()];
     for _ in 0..2 {
         let mut following = home.submit();
         home.next_start(&mut following);
-        finished.push(following.alloc_id.clone());
+        all.push(following.alloc_id.clone());
         home.stop_and_wait(following);
     }
-    let kept: Vec<String> = (state.allocs().unwrap().into_iter())
-        .map(|a| a.alloc_id)
-        .collect();
-    let mut expected = vec![running.alloc_id.clone()];
-    expected.extend(finished.iter().cloned());
-    expected.sort();
-    let mut kept_sorted = kept.clone();
-    kept_sorted.sort();
-    assert_eq!(kept_sorted, expected, "the untimed {old_id} should be gone");
+    all.sort();
+    // Two finished beside the untimed one, and the last of them spared.
+    assert_eq!(ids(), all, "removed while running or finishing");
+    home.stop_and_wait(running);
+    let kept = ids();
+    assert!(
+        !kept.contains(&old_id),
+        "the untimed {old_id} is kept: {kept:?}"
+    );
+    assert_eq!(kept.len(), 3, "{kept:?}");
     assert!(state.tasks(&old_id).unwrap().is_empty());
     assert!(!data_dir.alloc(&old_id).exists());
-    for id in &expected {
+    for id in &kept {
         assert!(data_dir.alloc(id).exists(), "{id}'s alloc dir is gone");
     }
-    home.stop_and_wait(running);
 }

@@ -188,10 +188,10 @@ impl Agent {
     /// Call within a Tokio runtime.
     pub fn restore(self: &Arc<Self>) -> Result<(Vec<Following>, Vec<SkippedAlloc>), EngineError> {
         let restored = self.engine.restore()?;
-        self.collect_finished();
         let following = (restored.allocs.into_iter())
             .map(|h| self.adopt(h, self.count_in(), None))
             .collect();
+        self.collect_finished("");
         Ok((following, restored.skipped))
     }
 
@@ -296,8 +296,8 @@ impl Agent {
             // drain) has told every follower first.
             if let Some(agent) = agent.upgrade() {
                 agent.lock().live.remove(&id);
-                // Its record stays: it is the newest finished.
-                taskgate_faults::blocking(|| agent.collect_finished());
+                // Spared: its followers read its record and logs next.
+                taskgate_faults::blocking(|| agent.collect_finished(&id));
             }
             match summary {
                 Some(summary) => {
@@ -315,10 +315,15 @@ impl Agent {
         }
     }
 
-    /// Removes the finished allocations beyond the engine's keep; a failure
-    /// is logged, and the next collection tries again.
-    fn collect_finished(&self) {
-        match self.engine.collect_finished() {
+    /// Removes the finished allocations beyond the engine's keep, sparing
+    /// `finishing` (its followers read it next) and every one this agent
+    /// runs; a failure is logged, and the next collection tries again.
+    fn collect_finished(&self, finishing: &str) {
+        let live: Vec<String> = self.lock().live.keys().cloned().collect();
+        let spare: Vec<&str> = std::iter::once(finishing)
+            .chain(live.iter().map(String::as_str))
+            .collect();
+        match self.engine.collect_finished(&spare) {
             Ok(removed) if !removed.is_empty() => {
                 tracing::info!(
                     count = removed.len(),
