@@ -699,8 +699,8 @@ async fn coordinate(
     };
     // After every finish recorded before it, whatever the clock did: the
     // newest finished allocations are the ones a collection keeps.
-    let newest = (shared.state.allocs().unwrap_or_default().into_iter())
-        .filter_map(|a| a.finished_at_ms)
+    let newest = (shared.state.alloc_entries().unwrap_or_default().into_iter())
+        .filter_map(|(_, record)| record.ok()?.finished_at_ms)
         .max();
     let finished_at = newest.map_or(0, |n| n + 1).max(crate::task_state::now_ms());
     let status = shared.change(|rec| {
