@@ -319,7 +319,7 @@ pub fn placed_alloc(printed: &str) -> String {
 }
 
 /// A `taskgate run` of the job file `job` with `agent_args`, followed until
-/// its task `web` started: the run, and its alloc's id.
+/// its task `web` started and said it is up: the run, and its alloc's id.
 pub fn run_until_started(
     home: &EngineHome,
     job: &Path,
@@ -328,6 +328,10 @@ pub fn run_until_started(
     let mut run = Running::start(home, &run_args(job, agent_args, &[]));
     let alloc = placed_alloc(&run.expect_line(&["==> alloc", "placed"]));
     run.expect_line(&["web", "Started"]);
+    // Its signal trap is set once it says it is up: a Ctrl-C before that
+    // reaches a PID 1 with no handler, which the kernel drops, and a kill
+    // then waits out the task's whole kill timeout.
+    Running::start(home, &["logs", "-f", &alloc]).expect_line(&["web up"]);
     (run, alloc)
 }
 
