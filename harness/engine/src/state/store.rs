@@ -3,7 +3,7 @@
 
 use super::StateError;
 use redb::backends::InMemoryBackend;
-use redb::{Database, ReadableTable, StorageBackend, TableDefinition};
+use redb::{Database, StorageBackend, TableDefinition};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
@@ -31,6 +31,22 @@ pub(super) enum Removal<'a> {
     Key(&'a str),
     /// Every record whose key starts with it.
     Prefix(&'a str),
+}
+
+impl Removal<'_> {
+    /// Where in key order the records it takes begin.
+    fn first(&self) -> &str {
+        match self {
+            Removal::Key(key) | Removal::Prefix(key) => key,
+        }
+    }
+
+    fn takes(&self, key: &str) -> bool {
+        match self {
+            Removal::Key(k) => key == *k,
+            Removal::Prefix(prefix) => key.starts_with(prefix),
+        }
+    }
 }
 
 /// Records by table and key. Each insert, and each removal, is durable
@@ -98,19 +114,8 @@ impl Store for RedbStore {
     fn remove(&self, removals: &[(Table, Removal<'_>)]) -> Result<(), StateError> {
         let tx = self.0.begin_write()?;
         for (table, removal) in removals {
-            let mut table = tx.open_table(table.redb())?;
-            match removal {
-                Removal::Key(key) => drop(table.remove(*key)?),
-                Removal::Prefix(prefix) => {
-                    let keys = (table.range(*prefix..)?)
-                        .map(|entry| entry.map(|(k, _)| k.value().to_string()))
-                        .take_while(|key| key.as_ref().map_or(true, |k| k.starts_with(prefix)))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    for key in keys {
-                        table.remove(key.as_str())?;
-                    }
-                }
-            }
+            (tx.open_table(table.redb())?)
+                .retain_in(removal.first().., |key, _| !removal.takes(key))?;
         }
         tx.commit()?;
         Ok(())
@@ -158,13 +163,7 @@ impl Store for MemoryStore {
     fn remove(&self, removals: &[(Table, Removal<'_>)]) -> Result<(), StateError> {
         let mut records = self.records();
         for (table, removal) in removals {
-            records.retain(|(t, key), _| {
-                t != table
-                    || match removal {
-                        Removal::Key(k) => key != k,
-                        Removal::Prefix(p) => !key.starts_with(p),
-                    }
-            });
+            records.retain(|(t, key), _| t != table || !removal.takes(key));
         }
         Ok(())
     }
