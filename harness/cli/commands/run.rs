@@ -285,12 +285,8 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
             Err(err) => {
                 // What this agent took meanwhile (a drain, say) is answered
                 // to its end before it goes.
-                tokio::select! {
-                    () = server.close() => {}
-                    _ = interrupt.recv() => {}
-                    _ = terminate.recv() => {}
-                    _ = hangup.recv() => {}
-                }
+                close_unless_signalled(server, [&mut interrupt, &mut terminate, &mut hangup])
+                    .await;
                 return Err(err);
             }
         };
@@ -308,12 +304,11 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
                         if agent.draining() {
                             super::say!("==> waiting for the drain to finish every allocation");
                         }
-                        let signal = tokio::select! {
-                            () = server.close() => None,
-                            _ = interrupt.recv() => Some(Signal::SIGINT),
-                            _ = terminate.recv() => Some(Signal::SIGTERM),
-                            _ = hangup.recv() => Some(Signal::SIGHUP),
-                        };
+                        let signal = close_unless_signalled(
+                            server,
+                            [&mut interrupt, &mut terminate, &mut hangup],
+                        )
+                        .await;
                         if let (Some(signal), true) = (signal, agent.draining()) {
                             super::say!(
                                 "==> {signal}: exiting before the drain ended; what it has not \
@@ -383,6 +378,21 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
             let placed = super::status::find_alloc(&entries, &alloc_id, data_dir)?;
             finish(data_dir, placed, status, cut)
         }
+    }
+}
+
+/// Closes a foreground run's control server, answering every request it
+/// took (a drain to its end), unless one of `[interrupt, terminate,
+/// hangup]` comes first: then which one came.
+async fn close_unless_signalled(
+    server: ControlServer,
+    [interrupt, terminate, hangup]: [&mut tokio::signal::unix::Signal; 3],
+) -> Option<Signal> {
+    tokio::select! {
+        () = server.close() => None,
+        _ = interrupt.recv() => Some(Signal::SIGINT),
+        _ = terminate.recv() => Some(Signal::SIGTERM),
+        _ = hangup.recv() => Some(Signal::SIGHUP),
     }
 }
 
