@@ -265,11 +265,11 @@ pub(crate) fn spawn(
 
 impl Shared {
     fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
-        self.phase.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.phase)
     }
 
     fn status(&self) -> AllocStatus {
-        let rec = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        let rec = lock(&self.record);
         AllocStatus {
             desired: rec.desired,
             client: rec.client,
@@ -278,7 +278,7 @@ impl Shared {
 
     /// Changes the alloc record under its lock, persists it, returns the new status.
     fn change(&self, f: impl FnOnce(&mut AllocRecord)) -> AllocStatus {
-        let mut rec = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rec = lock(&self.record);
         f(&mut rec);
         if let Err(err) = self.state.put_alloc(&rec) {
             tracing::error!(alloc = %rec.alloc_id, error = %err, "persisting alloc state failed");
@@ -310,7 +310,7 @@ impl Shared {
     /// `job` if it can be applied in place, else `None`, logged: the
     /// alloc keeps its version (the server's answer would be a new alloc).
     fn in_place(&self, job: Job) -> Option<Job> {
-        let rec = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        let rec = lock(&self.record);
         match rec.job.check_in_place(&rec.group, &job) {
             Ok(()) => Some(job),
             Err(err) => {
@@ -410,11 +410,7 @@ impl Shared {
     /// Tells the task runners the alloc changed (Nomad's `tr.Update`): its
     /// status, and each task's definition.
     fn update_task_runners(&self, status: AllocStatus) {
-        let tasks = self
-            .record
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .tasks();
+        let tasks = lock(&self.record).tasks();
         for runner in &self.runners {
             if let Some(task) = tasks.iter().find(|t| t.name == runner.task.name) {
                 runner.definition.send_if_modified(|current| {
@@ -619,6 +615,8 @@ async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool)
     }
 }
 
+/// A poisoned lock's data is still the alloc's: a panicked holder is
+/// reported where it panicked, not again by every later taker.
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -714,12 +712,7 @@ async fn coordinate(
     // returns once every task is dead): the alloc is done only when
     // nothing of its runner still runs.
     let _ = handler.await;
-    let alloc_id = shared
-        .record
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .alloc_id
-        .clone();
+    let alloc_id = lock(&shared.record).alloc_id.clone();
     AllocSummary {
         alloc_id,
         // Read again: a stop the handler was applying is the alloc's too.
