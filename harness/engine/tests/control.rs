@@ -86,6 +86,16 @@ impl Home {
         self.agent.submit(&web_job(), None).unwrap()
     }
 
+    /// [`Home::submit`] from a thread of its own, for a placement a test
+    /// holds (or panics) at a fault point while it acts beside it.
+    fn submit_on_a_thread(&self) -> std::thread::JoinHandle<Result<Following, ControlError>> {
+        let (agent, handle) = (self.agent.clone(), self.rt.handle().clone());
+        std::thread::spawn(move || {
+            let _rt = handle.enter();
+            agent.submit(&web_job(), None)
+        })
+    }
+
     /// Sends `req` as the CLI does, from a thread of its own so that a
     /// server that never answers fails the test instead of hanging it.
     fn request(&self, req: ControlRequest) -> Result<ControlAnswer, RequestError> {
@@ -364,13 +374,7 @@ fn a_stop_of_an_alloc_being_placed_reaches_it() {
     let home = Home::new();
     home.faults
         .configure(None, points::AGENT_RECORDED, Action::Park);
-    let placing = {
-        let (agent, handle) = (home.agent.clone(), home.rt.handle().clone());
-        std::thread::spawn(move || {
-            let _rt = handle.enter();
-            agent.submit(&web_job(), None)
-        })
-    };
+    let placing = home.submit_on_a_thread();
     (home.faults)
         .wait_any(&[Await::Parked(points::AGENT_RECORDED.into())], idle())
         .unwrap();
@@ -768,13 +772,7 @@ fn a_placement_that_panics_is_counted_out() {
     let home = Home::new();
     home.faults
         .configure(None, points::AGENT_PLACING, Action::Panic);
-    let placing = {
-        let (agent, handle) = (home.agent.clone(), home.rt.handle().clone());
-        std::thread::spawn(move || {
-            let _rt = handle.enter();
-            agent.submit(&web_job(), None).map(|f| f.alloc_id)
-        })
-    };
+    let placing = home.submit_on_a_thread();
     assert!(placing.join().is_err(), "the injected panic never came");
     assert!(home.agent.drain().is_empty());
     assert_eq!(
@@ -792,20 +790,14 @@ fn a_drain_waits_for_an_alloc_being_placed() {
     let home = Home::new();
     home.faults
         .configure(None, points::AGENT_PLACING, Action::Park);
-    let placing = {
-        let (agent, handle) = (home.agent.clone(), home.rt.handle().clone());
-        std::thread::spawn(move || {
-            let _rt = handle.enter();
-            agent.submit(&web_job(), None).map(|f| f.alloc_id)
-        })
-    };
+    let placing = home.submit_on_a_thread();
     (home.faults)
         .wait_any(&[Await::Parked(points::AGENT_PLACING.into())], idle())
         .unwrap();
     assert!(home.agent.drain().is_empty());
     let waits = home.agent.live_count();
     home.faults.release(None, points::AGENT_PLACING);
-    let placed = placing.join().unwrap();
+    let placed = placing.join().unwrap().map(|f| f.alloc_id);
     assert_eq!(waits, 1, "the drain found nothing to wait for ({placed:?})");
     home.rt
         .block_on(async { tokio::time::timeout(idle(), home.agent.idle()).await })
