@@ -84,21 +84,23 @@ pub fn pct_guarantee() -> String {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let scenario = catalogue::choose(args.file.as_deref(), args.name.as_deref())?;
-    let random = match (args.random, &scenario.kind) {
-        (Some(_), Kind::Faults(_)) => anyhow::bail!(
-            "--random draws schedules for a stop race; {} is a fault scenario, whose cases \
-             are listed (it runs them all)",
-            scenario.name
-        ),
-        (random, _) => random.unwrap_or(DEFAULT_RANDOM),
-    };
-    if let (Some(_), Kind::Faults(_)) = (args.seed, &scenario.kind) {
-        anyhow::bail!(
-            "--seed seeds a stop race's random schedules; {} is a fault scenario, whose \
+    if let Kind::Faults(_) = &scenario.kind {
+        let given: Vec<&str> = [
+            ("--random", args.random.is_some()),
+            ("--seed", args.seed.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect();
+        anyhow::ensure!(
+            given.is_empty(),
+            "only a stop race has random schedules for {}; {} is a fault scenario, whose \
              cases are listed (it runs them all)",
+            given.join(" and "),
             scenario.name
         );
     }
+    let random = args.random.unwrap_or(DEFAULT_RANDOM);
     let all = scenario.runs(random, args.seed.unwrap_or(DEFAULT_SEED));
     let stop = if args.first_failure {
         StopAt::FirstFailure
