@@ -211,6 +211,40 @@ fn a_lab_too_deep_for_its_sockets_fails_its_runs_unjudged() {
     scratch.finish(&[]);
 }
 
+/// A report file that cannot be written is refused before the first run,
+/// for `gate --junit` and `explore --failing-tokens` alike: it was found
+/// only after the whole run, whose verdict was then lost.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug report-path-checked-after-runs")]
+fn a_report_path_that_cannot_be_written_is_refused_before_any_run() {
+    let scratch = Scratch::new();
+    let nowhere = scratch.path().join("no-such-dir").join("out");
+    let nowhere = nowhere.to_str().unwrap();
+    let mut ran_first = Vec::new();
+    let gate: &[&str] = &["gate", "--only", "prestart-hook-error", "--junit", nowhere];
+    let explore: &[&str] = &[
+        "explore",
+        "prestart-hook-error",
+        "--failing-tokens",
+        nowhere,
+    ];
+    for args in [gate, explore] {
+        let out = scratch.taskgate(args);
+        let (stdout, stderr) = text(&out);
+        assert!(!out.status.success(), "{args:?}\nstdout:\n{stdout}");
+        assert!(stderr.contains(nowhere), "{args:?}\nstderr:\n{stderr}");
+        if stdout.lines().any(|l| l.starts_with("[1/")) {
+            ran_first.push(args[0]);
+        }
+    }
+    scratch.finish(&[]);
+    assert!(
+        ran_first.is_empty(),
+        "known bug report-path-checked-after-runs: {ran_first:?} ran before refusing"
+    );
+}
+
 /// A gate told to stop (SIGINT, as Ctrl-C sends it) ends the run in
 /// progress, gives no verdict and no report, and takes its lab down:
 /// nothing of it is left (its tasks, cgroups, mount and temp dir).

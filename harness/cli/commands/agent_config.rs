@@ -255,4 +255,49 @@ mod tests {
             relative.data_dir().display()
         );
     }
+
+    /// `pids.max` takes at most the kernel's pid limit (4,194,304): an
+    /// agent given more started, and each task then failed at launch.
+    #[test]
+    #[should_panic(expected = "known bug pids-max-beyond-kernel")]
+    fn a_pids_limit_beyond_the_kernels_is_refused_as_typed() {
+        let parsed = Cli::try_parse_from(["t", "--pids-max", "4194305"]);
+        assert!(
+            parsed.is_err(),
+            "known bug pids-max-beyond-kernel: --pids-max 4194305 was taken"
+        );
+    }
+
+    /// An executor binary given that is not there was taken, and every
+    /// launch then failed, a restart at a time.
+    #[test]
+    #[should_panic(expected = "known bug executor-bin-unchecked")]
+    fn an_executor_binary_that_is_not_there_is_refused_at_the_start() {
+        let args = [
+            "t",
+            "--executor-bin",
+            "/no/such/taskgate-executor",
+            "--cgroup-parent",
+            "/tg-test",
+        ];
+        let agent = Cli::try_parse_from(args).expect("arguments parse").agent;
+        let config = agent.engine_config(Faults::default());
+        assert!(
+            config.is_err(),
+            "known bug executor-bin-unchecked: /no/such/taskgate-executor was taken"
+        );
+    }
+
+    /// A `run` submitted to a running agent warns of each agent option it
+    /// cannot apply: one typed with its default's value too (the agent may
+    /// have started with another).
+    #[test]
+    #[should_panic(expected = "known bug explicit-default-options-unwarned")]
+    fn an_agent_option_typed_with_its_default_is_named() {
+        let given = agent(&["--user", "nobody", "--pids-max", "256"]).agents_own_given();
+        assert!(
+            given.contains(&"--user") && given.contains(&"--pids-max"),
+            "known bug explicit-default-options-unwarned: {given:?}"
+        );
+    }
 }

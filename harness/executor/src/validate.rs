@@ -4,7 +4,7 @@
 
 use crate::confined::{ConfinedDir, ConfinedError};
 use crate::error::ExecutorError;
-use crate::spec::TaskSpec;
+use crate::spec::{Resources, TaskSpec};
 use nix::unistd::{Gid, Uid, User};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -73,13 +73,7 @@ pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
     if spec.command.trim().is_empty() {
         return Err(ExecutorError::MissingCommand);
     }
-    let r = &spec.resources;
-    positive("memory_mb", r.memory_mb)?;
-    if r.memory_mb > (i64::MAX as u64) >> 20 {
-        return Err(limit("memory_mb", r.memory_mb, "too large"));
-    }
-    positive("pids_max", r.pids_max)?;
-    positive("cpu_shares", r.cpu_shares)?;
+    check_resources(&spec.resources)?;
     positive("logs.max_files", spec.logs.max_files.into())?;
     positive("logs.max_file_size_bytes", spec.logs.max_file_size_bytes)?;
     positive("rlimits.nofile", spec.rlimits.nofile.soft)?;
@@ -168,6 +162,15 @@ fn existing(what: &str, path: &Path) -> Result<(), ExecutorError> {
     }
 }
 
+fn check_resources(r: &Resources) -> Result<(), ExecutorError> {
+    positive("memory_mb", r.memory_mb)?;
+    if r.memory_mb > (i64::MAX as u64) >> 20 {
+        return Err(limit("memory_mb", r.memory_mb, "too large"));
+    }
+    positive("pids_max", r.pids_max)?;
+    positive("cpu_shares", r.cpu_shares)
+}
+
 fn positive(name: &str, value: u64) -> Result<(), ExecutorError> {
     if value == 0 {
         Err(limit(name, value, "must be at least 1"))
@@ -217,5 +220,22 @@ mod tests {
         assert!(task_name_problem(SHARED_ALLOC_DIR).is_some());
         assert!(task_name_problem("..").is_some());
         assert_eq!(task_name_problem("allocator"), None);
+    }
+
+    /// `pids.max` takes at most the kernel's pid limit: a spec beyond it
+    /// failed at the cgroup write, after the task's cgroup was made.
+    #[test]
+    #[should_panic(expected = "known bug pids-max-beyond-kernel")]
+    fn a_pids_limit_beyond_the_kernels_is_refused() {
+        let resources = Resources {
+            cpu_shares: 100,
+            memory_mb: 64,
+            pids_max: 4_194_305,
+        };
+        let checked = check_resources(&resources);
+        assert!(
+            matches!(checked, Err(ExecutorError::InvalidLimit { .. })),
+            "known bug pids-max-beyond-kernel: {checked:?}"
+        );
     }
 }

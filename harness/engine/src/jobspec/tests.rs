@@ -603,3 +603,18 @@ fn the_shared_dirs_name_is_no_task_name() {
     let err = err.expect("ESCAPED: a task named alloc was accepted");
     assert!(err.to_string().contains("task name \"alloc\""), "{err}");
 }
+
+/// A memory limit beyond what a cgroup takes was accepted here and failed
+/// every launch of the task, a restart at a time.
+#[test]
+#[should_panic(expected = "known bug memory-beyond-limit-accepted")]
+fn a_memory_limit_no_cgroup_takes_is_refused() {
+    let source = with_task("      resources {\n        memory = 9000000000000\n      }");
+    match parse(&source, "job.hcl") {
+        Err(JobspecError::Invalid { line, message, .. }) => {
+            assert_eq!(line, 7, "{message}");
+            assert!(message.contains("`memory` is too large"), "{message}");
+        }
+        other => panic!("known bug memory-beyond-limit-accepted: {other:?}"),
+    }
+}
