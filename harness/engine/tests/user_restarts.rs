@@ -7,6 +7,7 @@ use support::*;
 use taskgate_engine::alloc::DesiredStatus;
 use taskgate_engine::fake_driver::Exit;
 use taskgate_engine::jobspec::{Job, LifecycleHook};
+use taskgate_engine::task_state::EventKind;
 use taskgate_engine::{AllocControl, ClientStatus, Engine, RestartRefused, RestartScope};
 use taskgate_faults::{points, Await};
 
@@ -322,6 +323,54 @@ fn a_stop_sent_during_a_restart_lets_nothing_start_again() {
         !released_first && again.iter().all(|t| t == "cleanup"),
         "started after the stop was sent: {again:?} (starts let through before the stop: \
          {released_first})"
+    );
+}
+
+/// A stop sent while a restart takes its targets down outlives its agent:
+/// an agent that exits with the stop's command still queued behind the
+/// restart's (acknowledged, not yet applied) leaves a record the next
+/// agent stops, starting nothing but the poststop task.
+#[test]
+#[should_panic(expected = "known bug stop-in-restart-lost-on-agent-exit")]
+fn a_stop_sent_during_a_restart_outlives_its_agent() {
+    let rt = runtime();
+    let home = Home::new();
+    let engine = home.engine();
+    let (control, waiter, restarted) = restart_held_with_targets_down(&rt, &home, &engine);
+    control.stop();
+    // What the agent leaves on disk if it dies now: its state database
+    // (restored in a home of its own, whose driver has none of the first
+    // one's tasks: each is found lost, and a running alloc would start it).
+    let next = Home::new();
+    std::fs::create_dir_all(next.data_dir().path()).unwrap();
+    std::fs::copy(home.data_dir().state_db(), next.data_dir().state_db()).unwrap();
+    let second = runtime();
+    let next_engine = next.engine();
+    let (mut events, next_waiter) = restore_one(&next_engine, &second).into_parts();
+    let started_again = second
+        .block_on(async {
+            tokio::time::timeout(idle(), async {
+                while let Some(event) = events.recv().await {
+                    if event.kind == EventKind::Started && event.task != "cleanup" {
+                        return Some(event.task);
+                    }
+                }
+                None
+            })
+            .await
+        })
+        .expect("the restored alloc hung");
+    home.faults.release(None, points::AR_RESTART_TARGETS_DOWN);
+    let _ = rt.block_on(async { tokio::time::timeout(idle(), waiter.wait()).await });
+    let _ = rt.block_on(restarted);
+    assert!(
+        started_again.is_none(),
+        "known bug stop-in-restart-lost-on-agent-exit: {started_again:?} started after the stop"
+    );
+    let summary = second.block_on(async { tokio::time::timeout(idle(), next_waiter.wait()).await });
+    assert_eq!(
+        summary.expect("alloc hung").status.desired,
+        DesiredStatus::Stop
     );
 }
 
