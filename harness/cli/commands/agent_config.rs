@@ -63,8 +63,9 @@ pub struct AgentArgs {
     /// (at least 1): beyond them, the longest finished are removed.
     #[arg(long, default_value_t = taskgate_engine::DEFAULT_KEEP_FINISHED as u64, value_parser = clap::value_parser!(u64).range(1..))]
     pub keep_finished: u64,
-    /// Ceiling on processes per task (at least 1: the task's own).
-    #[arg(long, default_value_t = DEFAULT_PIDS_MAX, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Ceiling on processes per task, from 1 (the task's own) to the
+    /// kernel's pid limit (4194304).
+    #[arg(long, default_value_t = DEFAULT_PIDS_MAX, value_parser = clap::value_parser!(u64).range(1..=taskgate_executor::MAX_PIDS))]
     pub pids_max: u64,
     /// The executor binary run for each task (default: `taskgate-executor`
     /// next to this binary).
@@ -259,13 +260,11 @@ mod tests {
     /// `pids.max` takes at most the kernel's pid limit (4,194,304): an
     /// agent given more started, and each task then failed at launch.
     #[test]
-    #[should_panic(expected = "known bug pids-max-beyond-kernel")]
     fn a_pids_limit_beyond_the_kernels_is_refused_as_typed() {
         let parsed = Cli::try_parse_from(["t", "--pids-max", "4194305"]);
-        assert!(
-            parsed.is_err(),
-            "known bug pids-max-beyond-kernel: --pids-max 4194305 was taken"
-        );
+        assert!(parsed.is_err(), "--pids-max 4194305 was taken");
+        let most = Cli::try_parse_from(["t", "--pids-max", "4194304"]);
+        assert!(most.is_ok(), "--pids-max 4194304 was refused");
     }
 
     /// An executor binary given that is not there was taken, and every

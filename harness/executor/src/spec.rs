@@ -49,9 +49,18 @@ pub struct TaskSpec {
 pub struct Resources {
     /// Relative CPU weight (Nomad's MHz figure is mapped onto cpu.shares / cpu.weight).
     pub cpu_shares: u64,
+    /// At most [`MAX_MEMORY_MB`].
     pub memory_mb: u64,
+    /// At most [`MAX_PIDS`].
     pub pids_max: u64,
 }
+
+/// The largest memory limit a cgroup takes: its byte count must fit an `i64`.
+pub const MAX_MEMORY_MB: u64 = (i64::MAX as u64) >> 20;
+
+/// The largest `pids.max` the kernel takes: its pid limit on 64-bit
+/// (`PID_MAX_LIMIT`, 4M).
+pub const MAX_PIDS: u64 = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LogConfig {

@@ -267,6 +267,7 @@ pub enum RestartMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Logs {
     pub max_files: u32,
+    /// At most [`Logs::MAX_FILE_SIZE_MB`].
     pub max_file_size_mb: u64,
 }
 
@@ -280,6 +281,9 @@ impl Default for Resources {
 }
 
 impl Logs {
+    /// The largest file size whose byte count the executor can be told.
+    pub const MAX_FILE_SIZE_MB: u64 = u64::MAX >> 20;
+
     /// What the executor's log rotation is told.
     pub fn config(&self) -> LogConfig {
         LogConfig {

@@ -403,7 +403,7 @@ impl Cx<'_> {
             resources.cpu = self.at_least_one(attr, "MHz")?;
         }
         if let Some(attr) = block.body.get_attribute("memory") {
-            resources.memory_mb = self.at_least_one(attr, "MB")?;
+            resources.memory_mb = self.megabytes(attr, taskgate_executor::MAX_MEMORY_MB)?;
         }
         Ok(resources)
     }
@@ -471,7 +471,7 @@ impl Cx<'_> {
             }
         }
         if let Some(attr) = block.body.get_attribute("max_file_size") {
-            logs.max_file_size_mb = self.at_least_one(attr, "MB")?;
+            logs.max_file_size_mb = self.megabytes(attr, Logs::MAX_FILE_SIZE_MB)?;
         }
         Ok(logs)
     }
@@ -573,6 +573,18 @@ impl Cx<'_> {
                 ),
             )
         })
+    }
+
+    /// A size in MB, from 1 to `most`.
+    fn megabytes(&self, attr: &Attribute, most: u64) -> Result<u64> {
+        let value = self.at_least_one(attr, "MB")?;
+        if value > most {
+            return Err(self.error(
+                attr.value.span(),
+                format!("`{}` is too large (at most {most} MB)", attr.key.as_str()),
+            ));
+        }
+        Ok(value)
     }
 
     fn at_least_one(&self, attr: &Attribute, unit: &str) -> Result<u64> {
