@@ -369,6 +369,7 @@ fn a_recorded_parent_gone_with_a_reboot_holds_no_engine_back() {
             desired: DesiredStatus::Run,
             client: ClientStatus::Running,
             finished_at_ms: None,
+            stop_sent: false,
         })
         .unwrap();
     drop(state);

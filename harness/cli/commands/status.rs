@@ -402,6 +402,7 @@ mod tests {
             desired: taskgate_engine::DesiredStatus::Run,
             client: taskgate_engine::ClientStatus::Complete,
             finished_at_ms: None,
+            stop_sent: false,
         };
         state.put_alloc(&alloc).unwrap();
         drop(state);

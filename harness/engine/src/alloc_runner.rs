@@ -50,16 +50,20 @@ enum Command {
 #[derive(Clone)]
 pub struct AllocControl {
     commands: mpsc::UnboundedSender<Command>,
-    /// Set as a stop is sent, under the lock its queueing takes (see
+    /// Where a stop is marked sent, under the lock its queueing takes (see
     /// [`Shared::stop_sent`]).
-    stop_sent: Arc<Mutex<bool>>,
+    shared: Arc<Shared>,
 }
 
 impl AllocControl {
-    /// Delivers an update from the server (e.g. desired status stop).
+    /// Delivers an update from the server (e.g. desired status stop). A
+    /// stop is persisted as sent before this returns.
     pub fn update(&self, update: AllocUpdate) {
-        let mut stop_sent = lock(&self.stop_sent);
-        *stop_sent |= update.desired_status == DesiredStatus::Stop;
+        let mut stop_sent = lock(&self.shared.stop_sent);
+        if update.desired_status == DesiredStatus::Stop && !*stop_sent {
+            *stop_sent = true;
+            self.shared.persist_stop_sent();
+        }
         // The alloc runner only stops listening once the alloc is done, when
         // an update no longer matters.
         let _ = self.commands.send(Command::Update(update));
@@ -142,8 +146,8 @@ struct Shared {
     /// behind a restart's: that restart lets no start through before it.
     /// A restart's end looks at it and lets starts through under its lock,
     /// so a stop is sent either before that end (and applied first) or
-    /// after it.
-    stop_sent: Arc<Mutex<bool>>,
+    /// after it. Persisted too (`AllocRecord::stop_sent`).
+    stop_sent: Mutex<bool>,
     faults: Faults,
 }
 
@@ -181,6 +185,7 @@ pub(crate) fn spawn(
     make_deps: impl Fn(&Arc<StartGate>, mpsc::UnboundedSender<TaskEvent>) -> TaskRunnerDeps,
 ) -> AllocHandle {
     record_point!(faults, points::AR_STARTED);
+    let record = stop_left_unapplied(record, &state);
     let gate = Arc::new(StartGate::new());
     let status = AllocStatus {
         desired: record.desired,
@@ -194,7 +199,6 @@ pub(crate) fn spawn(
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (changed_tx, changed_rx) = mpsc::unbounded_channel();
     let (commands_tx, commands_rx) = mpsc::unbounded_channel();
-    let stop_sent = Arc::new(Mutex::new(false));
     // Let the runners of dead tasks return: no restart can bring them back.
     let (released_tx, released_rx) = watch::channel(false);
     let mut runners = Vec::new();
@@ -224,6 +228,7 @@ pub(crate) fn spawn(
         runners.push(handle);
     }
     let alloc_id = record.alloc_id.clone();
+    let stop_sent = record.stop_sent;
     let shared = Arc::new(Shared {
         record: Mutex::new(record),
         runners,
@@ -235,7 +240,7 @@ pub(crate) fn spawn(
         }),
         kills: tokio::sync::Mutex::new(()),
         changed: changed_tx,
-        stop_sent: stop_sent.clone(),
+        stop_sent: Mutex::new(stop_sent),
         faults,
     });
     if status.terminal() {
@@ -244,6 +249,10 @@ pub(crate) fn spawn(
         let shared = shared.clone();
         tokio::spawn(async move { kill_tasks(&shared, |_| true).await });
     }
+    let control = AllocControl {
+        commands: commands_tx,
+        shared: shared.clone(),
+    };
     let (finished_tx, finished_rx) = watch::channel(false);
     let handler = tokio::spawn(handle_commands(shared.clone(), commands_rx, finished_rx));
     let done = tokio::spawn(coordinate(
@@ -254,16 +263,45 @@ pub(crate) fn spawn(
     ));
     AllocHandle {
         alloc_id,
-        control: AllocControl {
-            commands: commands_tx,
-            stop_sent,
-        },
+        control,
         events: events_rx,
         done,
     }
 }
 
+/// Writes the alloc record; a failed write is logged, and the alloc goes on
+/// from what it holds in memory.
+fn persist(state: &StateDb, rec: &AllocRecord) {
+    if let Err(err) = state.put_alloc(rec) {
+        tracing::error!(alloc = %rec.alloc_id, error = %err, "persisting alloc state failed");
+    }
+}
+
+/// The record to run: a stop its last agent acknowledged but did not
+/// apply (it exited while the stop waited behind a restart) is applied
+/// now, as one that agent had applied: the alloc is stopping from the
+/// start, and no task starts again.
+fn stop_left_unapplied(mut record: AllocRecord, state: &StateDb) -> AllocRecord {
+    if record.stop_sent && record.desired != DesiredStatus::Stop {
+        record.desired = DesiredStatus::Stop;
+        persist(state, &record);
+    }
+    record
+}
+
 impl Shared {
+    /// Marks the record's stop sent (see [`AllocRecord::stop_sent`]), unless
+    /// the alloc has finished: its record is final then, and may already
+    /// have been collected.
+    fn persist_stop_sent(&self) {
+        let mut rec = lock(&self.record);
+        if rec.client.is_terminal() || rec.stop_sent {
+            return;
+        }
+        rec.stop_sent = true;
+        persist(&self.state, &rec);
+    }
+
     fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
         lock(&self.phase)
     }
@@ -280,9 +318,7 @@ impl Shared {
     fn change(&self, f: impl FnOnce(&mut AllocRecord)) -> AllocStatus {
         let mut rec = lock(&self.record);
         f(&mut rec);
-        if let Err(err) = self.state.put_alloc(&rec) {
-            tracing::error!(alloc = %rec.alloc_id, error = %err, "persisting alloc state failed");
-        }
+        persist(&self.state, &rec);
         AllocStatus {
             desired: rec.desired,
             client: rec.client,

@@ -284,6 +284,7 @@ impl Engine {
             desired: DesiredStatus::Run,
             client: ClientStatus::Pending,
             finished_at_ms: None,
+            stop_sent: false,
         };
         AllocDir::new(record.alloc_dir.clone()).build_shared()?;
         self.state.put_alloc(&record)?;

@@ -827,6 +827,7 @@ fn the_longest_finished_allocations_are_removed() {
     home.stop_and_wait(old);
     let untimed = taskgate_engine::state::AllocRecord {
         finished_at_ms: None,
+        stop_sent: false,
         ..state.alloc(&old_id).unwrap().unwrap()
     };
     state.put_alloc(&untimed).unwrap();

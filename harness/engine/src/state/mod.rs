@@ -68,6 +68,11 @@ pub struct AllocRecord {
     /// finished allocations are the newest, the ones a collection keeps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at_ms: Option<u64>,
+    /// A stop was sent: written before its sender is told so, while its
+    /// command may still wait behind a restart's. An agent that exits
+    /// before applying it leaves the stop to the next one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop_sent: bool,
 }
 
 impl AllocRecord {
