@@ -65,6 +65,29 @@ scenario "restart-stop-race" {
   }
 }
 
+scenario "restart-stop-agent-death" {
+  about = "a stop arrives while a restart of the running tasks, or of all tasks, has its targets down, and the agent dies as it takes the stop's command (queued behind the restart's) before applying it: the restored agent stops the alloc, and nothing but the poststop task starts after the stop"
+  job   = "jobs/lifecycle.hcl"
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["ar.update_received"]
+      action = "kill"
+      with   = ["logship:tr.after_driver_start=restart-alloc", "ar.restart_targets_down=stop-alloc"]
+    }
+    each {
+      points = ["ar.update_received"]
+      action = "kill"
+      with   = ["logship:tr.after_driver_start=restart-all-tasks", "ar.restart_targets_down=stop-alloc"]
+    }
+  }
+  expect {
+    status = "complete"
+  }
+}
+
 scenario "restart-target-panics" {
   about = "once everything runs, a restart's main target panics its task runner as it is told to restart: the restart holds the next wave until the runner's cleanup has killed that task (the cleanup is held 300 ms to widen the window a restart once went through, taking a gone runner for a task down)"
   job   = "jobs/lifecycle.hcl"
