@@ -84,6 +84,9 @@ pub fn pct_guarantee() -> String {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let scenario = catalogue::choose(args.file.as_deref(), args.name.as_deref())?;
+    if let Some(path) = &args.failing_tokens {
+        super::check_report_path("--failing-tokens", path)?;
+    }
     if let Kind::Faults(_) = &scenario.kind {
         let given: Vec<&str> = [
             ("--random", args.random.is_some()),

@@ -18,8 +18,8 @@ pub struct Session {
 #[derive(clap::Args)]
 pub struct JobsArgs {
     /// Runs at once, each worker with its own lab (marked filesystem, data
-    /// dirs, cgroup subtree, fault logs); the reports, verdicts and JUnit
-    /// are a serial run's. Default: the number of cores.
+    /// dirs, cgroup subtree, fault logs); the reports and verdicts (and a
+    /// gate's JUnit) are a serial run's. Default: the number of cores.
     #[arg(long, short = 'j', value_name = "N")]
     pub jobs: Option<NonZeroUsize>,
 }

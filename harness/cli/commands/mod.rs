@@ -77,10 +77,28 @@ pub fn sibling_executor() -> anyhow::Result<std::path::PathBuf> {
     let bin = me.with_file_name("taskgate-executor");
     anyhow::ensure!(
         bin.is_file(),
-        "{} not found: build both binaries (cargo build) or pass --executor-bin",
+        "{} not found: build both binaries (cargo build)",
         bin.display()
     );
     Ok(bin)
+}
+
+/// Refuses a report path no writer could create (its dir missing or not
+/// one, or the path a dir) before any run: found once the runs are done,
+/// it cost their verdict.
+pub fn check_report_path(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => std::path::Path::new("."),
+    };
+    anyhow::ensure!(
+        dir.is_dir(),
+        "{flag} {}: no directory {}",
+        path.display(),
+        dir.display()
+    );
+    anyhow::ensure!(!path.is_dir(), "{flag} {}: is a directory", path.display());
+    Ok(())
 }
 
 /// Namespaces, mounts and cgroups need root; say so plainly.

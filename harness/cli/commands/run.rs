@@ -89,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     // Named before this run becomes the agent (a submitted job is checked
     // by the agent, against its own default user).
-    let unknown = jobspec::unknown_users(group, &args.agent.user);
+    let unknown = jobspec::unknown_users(group, args.agent.user());
     anyhow::ensure!(unknown.is_empty(), "{}", unknown.join("\n"));
     foreground(&args, &job)
 }
