@@ -85,7 +85,7 @@ pub fn pct_guarantee() -> String {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let scenario = catalogue::choose(args.file.as_deref(), args.name.as_deref())?;
     if let Some(path) = &args.failing_tokens {
-        super::check_report_path("--failing-tokens", path)?;
+        super::lab_session::check_report_path("--failing-tokens", path)?;
     }
     if let Kind::Faults(_) = &scenario.kind {
         let given: Vec<&str> = [

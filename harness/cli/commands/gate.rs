@@ -78,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     if !args.list {
         forget_last_report(&args.junit)?;
-        super::check_report_path("--junit", &args.junit)?;
+        super::lab_session::check_report_path("--junit", &args.junit)?;
     }
     if !args.merge.is_empty() {
         return merge(&args);

@@ -74,6 +74,24 @@ pub fn interrupted_after(done: usize, planned: usize) -> anyhow::Error {
     anyhow::anyhow!("interrupted after {done} of {planned} runs: no verdict")
 }
 
+/// Refuses a report path no writer could create (its dir missing or not
+/// one, or the path a dir) before any run: found once the runs are done,
+/// it cost their verdict.
+pub fn check_report_path(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => std::path::Path::new("."),
+    };
+    anyhow::ensure!(
+        dir.is_dir(),
+        "{flag} {}: no directory {}",
+        path.display(),
+        dir.display()
+    );
+    anyhow::ensure!(!path.is_dir(), "{flag} {}: is a directory", path.display());
+    Ok(())
+}
+
 /// Prints the failures of a batch, at most `limit` in full.
 pub fn print_failures(reports: &[RunReport], limit: usize) {
     // A known bug's runs are shown too: the closing evidence that it is open.

@@ -83,24 +83,6 @@ pub fn sibling_executor() -> anyhow::Result<std::path::PathBuf> {
     Ok(bin)
 }
 
-/// Refuses a report path no writer could create (its dir missing or not
-/// one, or the path a dir) before any run: found once the runs are done,
-/// it cost their verdict.
-pub fn check_report_path(flag: &str, path: &std::path::Path) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => std::path::Path::new("."),
-    };
-    anyhow::ensure!(
-        dir.is_dir(),
-        "{flag} {}: no directory {}",
-        path.display(),
-        dir.display()
-    );
-    anyhow::ensure!(!path.is_dir(), "{flag} {}: is a directory", path.display());
-    Ok(())
-}
-
 /// Namespaces, mounts and cgroups need root; say so plainly.
 pub fn require_root() -> anyhow::Result<()> {
     anyhow::ensure!(
