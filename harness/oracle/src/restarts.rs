@@ -91,6 +91,23 @@ pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
             out.extend(lifecycle_order(
                 history, tasks, &signaled, restart, down, next,
             ));
+        } else if restart.end < history.len() {
+            // The agent died before the targets were down: the restored
+            // agent carries the restart through, each task its runner had
+            // told to restart (before the death or after it) brought back
+            // in lifecycle order from the restore on.
+            let carried = |task: &TaskShape| {
+                (restarts(history, &task.name).into_iter())
+                    .find(|&at| at > restart.accepted && at < next)
+            };
+            out.extend(lifecycle_order(
+                history,
+                tasks,
+                &carried,
+                restart,
+                restart.end,
+                next,
+            ));
         }
         if !restart.all_tasks {
             out.extend(completed_prestart_kept(
@@ -290,6 +307,10 @@ mod tests {
         fn down(self) -> Self {
             self.hit(AR_RESTART_TARGETS_DOWN.into(), None)
         }
+        /// The agent died, and a new one restored the alloc.
+        fn restored(self) -> Self {
+            self.push(Event::AgentRestarted { stop: false })
+        }
         /// Told to restart, and (if it ran) its tree exited by the kill.
         fn restarted(self, task: &str, ran: bool) -> Self {
             let told = self.hit(scoped(Some(task), TR_RESTART_SIGNALED), None);
@@ -388,6 +409,22 @@ mod tests {
     )]
     #[case::completed_prestart_run_again(
         H::running_restarted().start("init").exit("init", 0).start("proxy").start("leader").start("worker").start("logship"),
+        1
+    )]
+    // The agent dies as the sidecar is told: the restored agent carries the
+    // restart through, and brings the main tasks back after the sidecar.
+    #[case::carried_across_a_restore_in_order(
+        H::running().accepted(false)
+            .restarted("leader", true).restarted("worker", true).restarted("logship", true)
+            .hit(scoped(Some("proxy"), TR_RESTART_SIGNALED), None).restored()
+            .exit("proxy", 143).start("proxy").start("leader").start("worker").start("logship"),
+        0
+    )]
+    #[case::carried_across_a_restore_main_before_the_sidecar(
+        H::running().accepted(false)
+            .restarted("leader", true).restarted("worker", true).restarted("logship", true)
+            .hit(scoped(Some("proxy"), TR_RESTART_SIGNALED), None).restored()
+            .start("leader").exit("proxy", 143).start("proxy").start("worker").start("logship"),
         1
     )]
     fn restart_order(#[case] h: H, #[case] violations: usize) {

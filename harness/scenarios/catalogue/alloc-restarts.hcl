@@ -88,6 +88,64 @@ scenario "restart-stop-agent-death" {
   }
 }
 
+scenario "restart-siblings-across-restore" {
+  about = "a restart has the main task down and has told the prestart sidecar to stop when the agent dies: the restored agent must bring the sidecar back before the main task, as the restart would have (an open bug: it starts the main task while the sidecar is down)"
+  job "sidecar-then-web" {
+    type = "batch"
+    group "g" {
+      task "proxy" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        lifecycle {
+          hook    = "prestart"
+          sidecar = true
+        }
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "trap 'exit 0' INT TERM; echo proxy up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+      task "web" {
+        driver       = "exec"
+        kill_timeout = "250ms"
+        config {
+          command = "/bin/sh"
+          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
+        }
+        restart {
+          attempts = 0
+          mode     = "fail"
+        }
+      }
+    }
+  }
+  faults {
+    host    = "agent"
+    restore = "run"
+    then    = "run-to-end"
+    each {
+      points = ["proxy:tr.restart_signaled", "proxy:hook.prekill.before.shutdown_delay"]
+      action = "kill"
+      # Given to the restored agent (only it reaches tr.restoring): the
+      # sidecar's runner is held there until web has started, which an
+      # engine that holds web back until the sidecar is back never allows.
+      with   = ["web:hook.poststart.after.persist_handle=restart-alloc",
+                "proxy:tr.restoring=await(web:tr.after_driver_start@1)"]
+    }
+  }
+  expect {
+    status = "complete"
+    known_violation {
+      bug       = "restored-restart-releases-siblings"
+      invariant = "restart-order"
+    }
+  }
+}
+
 scenario "restart-target-panics" {
   about = "once everything runs, a restart's main target panics its task runner as it is told to restart: the restart holds the next wave until the runner's cleanup has killed that task (the cleanup is held 300 ms to widen the window a restart once went through, taking a gone runner for a task down)"
   job   = "jobs/lifecycle.hcl"
