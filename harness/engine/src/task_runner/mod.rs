@@ -149,10 +149,20 @@ impl TaskRunner {
         // may have its task still running until `run` kills it: the alloc
         // runner must not act on that death before (a sibling killed, a
         // poststop task started, beside the task's tree).
+        //
+        // A task a dead agent's runner told to restart is on its way down,
+        // and runs again only once this runner has carried the restart
+        // through: shown pending, so the siblings that start after it wait
+        // for it, as a restart of the alloc holds them.
         let shown = match (&record.state, &record.handle) {
             (TaskState::Dead { .. }, Some(_)) => TaskState::Running {
                 attempt: record.committed.unwrap_or(0),
             },
+            (TaskState::Running { attempt }, _)
+                if record.doomed_by(*attempt) == Some(Doom::Restart) =>
+            {
+                TaskState::Pending
+            }
             (state, _) => state.clone(),
         };
         let (state_tx, state_rx) = watch::channel(shown);
