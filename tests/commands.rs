@@ -312,6 +312,8 @@ fn logs_follow_ends_with_an_allocation_no_agent_is_left_to_report() {
         "{}",
         agent.printed()
     );
+    // With no agent left, the follower says what it waits for.
+    follower.expect_line(&["no agent serves", "until one does"]);
     // What an agent that finished the allocation and exited at once
     // leaves: a terminal record, and the socket it bound in the run dir,
     // which the follower wakes for and finds no agent behind.

@@ -86,12 +86,27 @@ fn print(args: Args) -> anyhow::Result<()> {
     };
     let mut end = follow();
     let mut look_at_record = end.is_none();
+    // Said once each time the agent goes: with none, nothing ends the
+    // follow but a new agent's word, and a silent wait looks like a hang.
+    let mut said_no_agent = false;
     log.copy_to(&mut out)?;
     loop {
         // The executors drained their pipes before their tasks' exits
         // were reported: once it finished, what is on disk is all there is.
-        if std::mem::take(&mut look_at_record) && finished_on_record() == Some(true) {
-            return Ok(log.copy_to(&mut out)?);
+        if std::mem::take(&mut look_at_record) {
+            if finished_on_record() == Some(true) {
+                return Ok(log.copy_to(&mut out)?);
+            }
+            if !std::mem::replace(&mut said_no_agent, true) {
+                eprintln!(
+                    "taskgate logs: no agent serves {}: following the log until one \
+                     does and says the allocation ended (Ctrl-C to stop)",
+                    args.client.data_dir.display()
+                );
+            }
+        }
+        if end.is_some() {
+            said_no_agent = false;
         }
         match watch.wait(end.as_ref().map(|r| r.socket()))? {
             Woke::Agent => match end.as_mut().map(|r| r.next_answer()) {

@@ -85,9 +85,10 @@ pub struct Args {
     /// Time the gate over these scenarios only (default: the whole gate).
     #[arg(long = "gate-only", value_name = "SCENARIO", value_parser = search::scenario_name)]
     pub gate_only: Vec<String>,
-    /// Random schedules of the report's scenario timed on the fake driver.
-    #[arg(long, default_value_t = 2000)]
-    pub fake_schedules: u32,
+    /// Random schedules of the report's scenario timed on the fake driver,
+    /// beside its enumerated ones [default: 2000].
+    #[arg(long, value_name = "N", value_parser = search::fake_schedules)]
+    pub fake_schedules: Option<u32>,
     /// Skip the search's figures (gate and fake driver throughput).
     #[arg(long, conflicts_with_all = ["gate_only", "fake_schedules"])]
     pub no_search: bool,
@@ -153,7 +154,8 @@ fn round3(x: f64) -> f64 {
 
 #[cfg(feature = "failpoints")]
 fn search_figures(scratch: &Path, args: &Args) -> anyhow::Result<Option<search::Search>> {
-    search::measure(scratch, &args.gate_only, args.fake_schedules).map(Some)
+    let fake_schedules = args.fake_schedules.unwrap_or(search::FAKE_SCHEDULES);
+    search::measure(scratch, &args.gate_only, fake_schedules).map(Some)
 }
 
 /// A build without fault points has no harness to time: the report says so.
@@ -694,6 +696,15 @@ mod tests {
             .filter(|flag| Cli::try_parse_from(["bench", flag, "0"]).is_ok())
             .collect();
         assert!(taken.is_empty(), "{taken:?} took 0");
+    }
+
+    /// A build without fault points has no fake driver to time: its
+    /// schedule count is refused as typed, not dropped.
+    #[cfg(not(feature = "failpoints"))]
+    #[test]
+    fn fake_schedules_are_refused_without_fault_points() {
+        let parsed = Cli::try_parse_from(["bench", "--fake-schedules", "10"]);
+        assert!(parsed.is_err(), "taken");
     }
 
     /// One the gate knows is taken.

@@ -93,6 +93,24 @@ pub(super) fn scenario_name(name: &str) -> Result<String, String> {
         .map_err(|unknown| unknown.to_string())
 }
 
+/// Random schedules the fake driver is timed on unless `--fake-schedules`.
+#[cfg(feature = "failpoints")]
+pub(super) const FAKE_SCHEDULES: u32 = 2000;
+
+/// `--fake-schedules`'s parser: a count, in a build with a fake driver.
+#[cfg(feature = "failpoints")]
+pub(super) fn fake_schedules(given: &str) -> Result<u32, String> {
+    given
+        .parse()
+        .map_err(|err: std::num::ParseIntError| err.to_string())
+}
+
+/// A build without fault points has no fake driver to time.
+#[cfg(not(feature = "failpoints"))]
+pub(super) fn fake_schedules(_: &str) -> Result<u32, String> {
+    Err("a build without fault points has no fake driver to time".into())
+}
+
 /// A build without fault points times no gate.
 #[cfg(not(feature = "failpoints"))]
 pub(super) fn scenario_name(name: &str) -> Result<String, String> {
