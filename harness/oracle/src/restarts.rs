@@ -93,10 +93,16 @@ pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
             ));
         } else if restart.end < history.len() {
             // The agent died before the targets were down: the restored
-            // agent carries the restart through, each task its runner had
-            // told to restart (before the death or after it) brought back
-            // in lifecycle order from the restore on.
+            // agent carries the restart through, each running task its
+            // runner had told to restart (before the death or after it)
+            // brought back in lifecycle order from the restore on. A task
+            // dead at the acceptance is not carried: its revival is only
+            // written once the running targets are down, so an agent dead
+            // before then leaves it dead.
             let carried = |task: &TaskShape| {
+                if ended_before(history, &task.name, restart.accepted) {
+                    return None;
+                }
                 (restarts(history, &task.name).into_iter())
                     .find(|&at| at > restart.accepted && at < next)
             };
@@ -119,6 +125,15 @@ pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
         }
     }
     out
+}
+
+/// Whether `task`'s latest tree launched before `at` had exited by then
+/// (or it never ran).
+fn ended_before(history: &[Event], task: &str, at: usize) -> bool {
+    let Some(last) = launches(history, task).into_iter().rfind(|&l| l < at) else {
+        return true;
+    };
+    (exits(history, task).iter()).any(|&(exited, _)| exited > last && exited < at)
 }
 
 /// From the restart's acceptance until its targets are down, no task is
@@ -418,6 +433,17 @@ mod tests {
             .restarted("leader", true).restarted("worker", true).restarted("logship", true)
             .hit(scoped(Some("proxy"), TR_RESTART_SIGNALED), None).restored()
             .exit("proxy", 143).start("proxy").start("leader").start("worker").start("logship"),
+        0
+    )]
+    // Cut as the completed prestart task is revived: the revival is not
+    // written before the running targets are down, so the restored agent
+    // leaves it completed, and the others come back without it.
+    #[case::all_tasks_cut_at_a_revival(
+        H::running().accepted(true)
+            .restarted("leader", true).restarted("worker", true)
+            .restarted("proxy", true).restarted("logship", true)
+            .hit(scoped(Some("init"), TR_RESTART_SIGNALED), None).restored()
+            .start("proxy").start("leader").start("worker").start("logship"),
         0
     )]
     #[case::carried_across_a_restore_main_before_the_sidecar(
