@@ -8,7 +8,7 @@ mod xattr;
 use super::device_filter;
 use crate::error::ExecutorError;
 use crate::spec::{Resources, TaskSpec};
-use crate::sys::{pidfd_open, wait_exited};
+use crate::sys::{pidfd_open, pidfd_send_signal, wait_exited};
 use cgroups_rs::cgroup::UNIFIED_MOUNTPOINT;
 use cgroups_rs::cpu::CpuController;
 use cgroups_rs::devices::DevicesController;
@@ -16,8 +16,7 @@ use cgroups_rs::freezer::FreezerController;
 use cgroups_rs::memory::MemController;
 use cgroups_rs::pid::PidController;
 use cgroups_rs::{hierarchies, Cgroup, Controller, MaxValue};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use parent::{CgroupParent, Layout, V2_REQUIRED};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -188,14 +187,30 @@ impl TaskCgroup {
         if let Some(f) = freezer {
             f.freeze().map_err(cg_err("freeze the task cgroup"))?;
         }
-        for p in self.cg.procs() {
+        for (_, pidfd) in self.pinned_members() {
             // A process that already exited is fine.
-            let _ = kill(Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+            let _ = pidfd_send_signal(pidfd.as_fd(), Signal::SIGKILL);
         }
         match freezer {
             Some(f) => f.thaw().map_err(cg_err("thaw the task cgroup")),
             None => Ok(()),
         }
+    }
+
+    /// The cgroup's processes, each pinned by a pidfd opened after it was
+    /// listed and kept only if the cgroup still lists it: a pid that was
+    /// reaped and reused by a process elsewhere between the two is never
+    /// signalled (a pidfd, unlike a pid, cannot come to name another).
+    fn pinned_members(&self) -> Vec<(i32, std::os::fd::OwnedFd)> {
+        let listed: Vec<_> = (self.cg.procs().iter())
+            .filter_map(|p| pidfd_open(p.pid as i32).ok().map(|fd| (p.pid as i32, fd)))
+            .collect();
+        let still: std::collections::HashSet<i32> =
+            self.cg.procs().iter().map(|p| p.pid as i32).collect();
+        listed
+            .into_iter()
+            .filter(|(pid, _)| still.contains(pid))
+            .collect()
     }
 
     /// Whether the kernel OOM-killed anything in the cgroup.
@@ -218,17 +233,17 @@ impl TaskCgroup {
     pub fn destroy(&self) -> Result<Vec<i32>, ExecutorError> {
         let mut killed = Vec::new();
         loop {
-            let procs: Vec<i32> = self.cg.procs().iter().map(|p| p.pid as i32).collect();
-            if procs.is_empty() {
+            // Pinned before the kill, so each wait is on a process of this
+            // cgroup, never on one that took a listed pid meanwhile.
+            let members = self.pinned_members();
+            if members.is_empty() && self.cg.procs().is_empty() {
                 break;
             }
-            // Opened before the kill, so each wait is on the process we listed.
-            let pidfds: Vec<_> = procs.iter().filter_map(|&p| pidfd_open(p).ok()).collect();
             self.kill_all()?;
-            for pidfd in &pidfds {
+            for (_, pidfd) in &members {
                 wait_exited(pidfd.as_fd())?;
             }
-            killed.extend(procs);
+            killed.extend(members.iter().map(|(pid, _)| *pid));
         }
         self.delete()?;
         Ok(killed)
