@@ -330,6 +330,7 @@ fn logs_follow_ends_with_an_allocation_no_agent_is_left_to_report() {
     };
     drop(std::os::unix::net::UnixListener::bind(home.data_dir().control_socket()).unwrap());
     let ended = follower.exit_status();
+    let followed = follower.printed();
     drop(follower);
     // The task still runs: a new agent restores it, and stops it.
     let state = taskgate_engine::state::StateDb::open(&state_db).unwrap();
@@ -345,7 +346,7 @@ fn logs_follow_ends_with_an_allocation_no_agent_is_left_to_report() {
     home.finish(std::slice::from_ref(&held));
     assert!(
         ended.is_some_and(|status| status.success()),
-        "logs -f still waits ({ended:?})"
+        "logs -f still waits ({ended:?}); it printed:\n{followed}"
     );
 }
 

@@ -40,6 +40,11 @@ pub struct Args {
     /// that a seeded bug is caught, and how soon.
     #[arg(long, conflicts_with = "merge")]
     pub fail_fast: bool,
+    /// Remove the failing runs' data with the lab instead of keeping it for
+    /// a person to read (their histories are in the JUnit report): for a
+    /// gate whose failures are the point, as the bug zoo's are.
+    #[arg(long, conflicts_with_all = ["merge", "list"])]
+    pub discard_failing_runs: bool,
     /// Run nothing: merge these shard reports into --junit and give the verdict.
     #[arg(long, num_args = 1.., value_name = "SHARD.xml", conflicts_with = "jobs")]
     pub merge: Vec<PathBuf>,
@@ -97,6 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let html = args.html.prepare(false)?;
     let mut workshop = session.workshop();
     workshop.report_data = html.as_ref().map(|h| h.keeper());
+    workshop.keep_failures = !args.discard_failing_runs;
     if shard != Shard::WHOLE {
         crate::commands::say!(
             "gate: shard {shard}: {planned} of the plan's {} runs",
