@@ -9,6 +9,7 @@ use super::lab_session::{interrupted_after, print_failures, JobsArgs, Progress, 
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use taskgate_scenarios::gate::{self, Gate, StopAt};
+use taskgate_scenarios::model::Kind;
 use taskgate_scenarios::shard::Shard;
 use taskgate_scenarios::{catalogue, coverage};
 
@@ -141,7 +142,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if shard == Shard::WHOLE {
         crate::commands::say_part!("{}", coverage::render(&coverage));
     }
-    if args.random > 0 {
+    let stop_races = (selected.iter()).any(|s| matches!(s.kind, Kind::StopRace { .. }));
+    if args.random > 0 && stop_races {
         crate::commands::say!("{}", super::explore::pct_guarantee());
     }
     crate::commands::say!("scenario                          runs  failed  known bug");
