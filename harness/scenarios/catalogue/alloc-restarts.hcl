@@ -90,39 +90,7 @@ scenario "restart-stop-agent-death" {
 
 scenario "restart-siblings-across-restore" {
   about = "a restart has the main task down and has told the prestart sidecar to stop when the agent dies: the restored agent brings the sidecar back before the main task, as the restart would have (it once started the main task while the sidecar was still going down)"
-  job "sidecar-then-web" {
-    type = "batch"
-    group "g" {
-      task "proxy" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        lifecycle {
-          hook    = "prestart"
-          sidecar = true
-        }
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "trap 'exit 0' INT TERM; echo proxy up; sleep 3600 & wait"]
-        }
-        restart {
-          attempts = 0
-          mode     = "fail"
-        }
-      }
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; trap 'exit 0' INT TERM; echo web up; sleep 3600 & wait"]
-        }
-        restart {
-          attempts = 0
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  job   = "jobs/runs-twice-beside-sidecar.hcl"
   faults {
     host    = "agent"
     restore = "run"

@@ -92,6 +92,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../catalogue/jobs/runs-twice.hcl"),
     ),
     (
+        "jobs/runs-twice-beside-sidecar.hcl",
+        include_str!("../catalogue/jobs/runs-twice-beside-sidecar.hcl"),
+    ),
+    (
         "jobs/stubborn.hcl",
         include_str!("../catalogue/jobs/stubborn.hcl"),
     ),
