@@ -443,6 +443,18 @@ fn missing_file_is_an_io_error() {
     7,
     "`max_files` must be at least 1"
 )]
+// Beyond what a cgroup takes, or what a byte count holds: each launch of
+// the task failed, a restart at a time, when these were taken here.
+#[case::memory_beyond_a_cgroup(
+    "      resources {\n        memory = 9000000000000\n      }",
+    7,
+    "`memory` is too large"
+)]
+#[case::log_size_beyond_a_byte_count(
+    "      logs {\n        max_file_size = 20000000000000\n      }",
+    7,
+    "`max_file_size` is too large"
+)]
 #[case::logs_size_zero(
     "      logs {\n        max_file_size = 0\n      }",
     7,
@@ -602,35 +614,4 @@ fn the_shared_dirs_name_is_no_task_name() {
     let err = crate::jobspec::parse(src, "j.hcl").err();
     let err = err.expect("ESCAPED: a task named alloc was accepted");
     assert!(err.to_string().contains("task name \"alloc\""), "{err}");
-}
-
-/// A memory limit beyond what a cgroup takes was accepted here and failed
-/// every launch of the task, a restart at a time.
-#[test]
-fn a_memory_limit_no_cgroup_takes_is_refused() {
-    let source = with_task("      resources {\n        memory = 9000000000000\n      }");
-    match parse(&source, "job.hcl") {
-        Err(JobspecError::Invalid { line, message, .. }) => {
-            assert_eq!(line, 7, "{message}");
-            assert!(message.contains("`memory` is too large"), "{message}");
-        }
-        other => panic!("taken: {other:?}"),
-    }
-}
-
-/// A log file size whose byte count overflows was taken here, and building
-/// the task's spec then overflowed (a panic in a debug build).
-#[test]
-fn a_log_file_size_beyond_a_byte_count_is_refused() {
-    let source = with_task("      logs {\n        max_file_size = 20000000000000\n      }");
-    match parse(&source, "job.hcl") {
-        Err(JobspecError::Invalid { line, message, .. }) => {
-            assert_eq!(line, 7, "{message}");
-            assert!(
-                message.contains("`max_file_size` is too large"),
-                "{message}"
-            );
-        }
-        other => panic!("taken: {other:?}"),
-    }
 }
