@@ -45,10 +45,27 @@ enum Command {
     /// The release gate: the whole catalogue, a JUnit report, non-zero exit on any violation.
     #[cfg(feature = "failpoints")]
     Gate(commands::gate::Args),
-    /// Explore, replay and gate need a build with fault points.
+    // A build without fault points still knows the harness's commands, to
+    // say what they need; any other word is clap's to refuse (exit 2, with
+    // the nearest command).
     #[cfg(not(feature = "failpoints"))]
-    #[command(external_subcommand)]
-    Harness(Vec<String>),
+    #[command(hide = true)]
+    Explore(HarnessOnly),
+    #[cfg(not(feature = "failpoints"))]
+    #[command(hide = true)]
+    Replay(HarnessOnly),
+    #[cfg(not(feature = "failpoints"))]
+    #[command(hide = true)]
+    Gate(HarnessOnly),
+}
+
+/// The arguments of a harness command, in a build that has none.
+#[cfg(not(feature = "failpoints"))]
+#[derive(clap::Args)]
+#[command(disable_help_flag = true)]
+struct HarnessOnly {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    _args: Vec<String>,
 }
 
 /// Errors print as their chain of causes, one line, never a backtrace: the
@@ -100,11 +117,34 @@ fn run() -> anyhow::Result<()> {
         #[cfg(feature = "failpoints")]
         Command::Gate(args) => commands::gate::run(args),
         #[cfg(not(feature = "failpoints"))]
-        Command::Harness(words) => match words.first().map(String::as_str) {
-            Some(cmd @ ("explore" | "replay" | "gate")) => anyhow::bail!(
-                "`taskgate {cmd}` needs a build with fault points: cargo build --features failpoints"
-            ),
-            _ => anyhow::bail!("unknown command {:?}; see taskgate --help", words.join(" ")),
-        },
+        Command::Explore(_) => needs_fault_points("explore"),
+        #[cfg(not(feature = "failpoints"))]
+        Command::Replay(_) => needs_fault_points("replay"),
+        #[cfg(not(feature = "failpoints"))]
+        Command::Gate(_) => needs_fault_points("gate"),
+    }
+}
+
+#[cfg(not(feature = "failpoints"))]
+fn needs_fault_points(command: &str) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "`taskgate {command}` needs a build with fault points: cargo build --features failpoints"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mistyped command is refused by the parser with the nearest one, in
+    /// a build with fault points or without (which once took any unknown
+    /// word for a harness command and named none).
+    #[test]
+    fn a_mistyped_command_is_refused_with_the_nearest() {
+        let err = Cli::try_parse_from(["taskgate", "stauts"])
+            .err()
+            .expect("stauts was taken");
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidSubcommand);
+        assert!(err.to_string().contains("'status'"), "{err}");
     }
 }

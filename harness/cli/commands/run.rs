@@ -484,7 +484,9 @@ pub fn print_event(event: &TaskEvent) {
 }
 
 fn print_missed(n: u64) {
-    super::say!("    ({n} events were missed: see taskgate status --verbose)");
+    super::say!(
+        "    ({n} events were missed: taskgate status --verbose shows each task's last 10)"
+    );
 }
 
 #[cfg(test)]
