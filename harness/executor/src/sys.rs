@@ -8,12 +8,23 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A pidfd pins a process's identity: signals and polls through it cannot hit a reused pid.
 pub(crate) fn pidfd_open(pid: i32) -> Result<OwnedFd, ExecutorError> {
+    raw_pidfd_open(pid).map_err(ExecutorError::io(format!("pidfd_open({pid})")))
+}
+
+/// [`pidfd_open`], or `None` for a process that has already exited.
+pub(crate) fn pidfd_open_if_alive(pid: i32) -> Result<Option<OwnedFd>, ExecutorError> {
+    match raw_pidfd_open(pid) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+        Err(err) => Err(ExecutorError::io(format!("pidfd_open({pid})"))(err)),
+    }
+}
+
+fn raw_pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
     // SAFETY: plain syscall; on success it returns a new fd that we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
-        return Err(ExecutorError::io(format!("pidfd_open({pid})"))(
-            std::io::Error::last_os_error(),
-        ));
+        return Err(std::io::Error::last_os_error());
     }
     // SAFETY: see above.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })

@@ -96,15 +96,13 @@ pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
             // agent carries the restart through, each running task its
             // runner had told to restart (before the death or after it)
             // brought back in lifecycle order from the restore on. A task
-            // dead at the acceptance is not carried: its revival is only
+            // dead when told (a revival) is not carried: its revival is only
             // written once the running targets are down, so an agent dead
             // before then leaves it dead.
             let carried = |task: &TaskShape| {
-                if ended_before(history, &task.name, restart.accepted) {
-                    return None;
-                }
-                (restarts(history, &task.name).into_iter())
-                    .find(|&at| at > restart.accepted && at < next)
+                (restarts(history, &task.name).into_iter()).find(|&at| {
+                    at > restart.accepted && at < next && !ended_before(history, &task.name, at)
+                })
             };
             out.extend(lifecycle_order(
                 history,
@@ -445,6 +443,19 @@ mod tests {
             .hit(scoped(Some("init"), TR_RESTART_SIGNALED), None).restored()
             .start("proxy").start("leader").start("worker").start("logship"),
         0
+    )]
+    // The sidecar's tree had ended, and its next start, decided before the
+    // restart, launched after it: it is the one the restart takes down and
+    // the restored agent carries through, so it must be back first.
+    #[case::carried_after_a_launch_decided_before_the_restart(
+        H::running().exit("proxy", 1)
+            .hit(scoped(Some("proxy"), TR_BEFORE_DRIVER_START), None).accepted(false)
+            .exec(ExecIdentity::Executor { alloc_id: "a".into(), task: "proxy".into() })
+            .exec(ExecIdentity::Task { alloc_id: "a".into(), task: "proxy".into() })
+            .restarted("leader", true).restarted("worker", true).restarted("logship", true)
+            .hit(scoped(Some("proxy"), TR_RESTART_SIGNALED), None).restored()
+            .start("leader").exit("proxy", 143).start("proxy").start("worker").start("logship"),
+        1
     )]
     #[case::carried_across_a_restore_main_before_the_sidecar(
         H::running().accepted(false)

@@ -8,7 +8,7 @@ mod xattr;
 use super::device_filter;
 use crate::error::ExecutorError;
 use crate::spec::{Resources, TaskSpec};
-use crate::sys::{pidfd_open, pidfd_send_signal, wait_exited};
+use crate::sys::{pidfd_open_if_alive, pidfd_send_signal, wait_exited};
 use cgroups_rs::cgroup::UNIFIED_MOUNTPOINT;
 use cgroups_rs::cpu::CpuController;
 use cgroups_rs::devices::DevicesController;
@@ -180,6 +180,12 @@ impl TaskCgroup {
     /// Kills every process in the cgroup: atomically with `cgroup.kill` on v2;
     /// on v1 frozen first, so nothing forks or exits between listing and killing.
     pub fn kill_all(&self) -> Result<(), ExecutorError> {
+        self.kill(None)
+    }
+
+    /// [`TaskCgroup::kill_all`], through `pinned` (the caller's pidfds of
+    /// the cgroup's processes) on v1, or through pidfds pinned once frozen.
+    fn kill(&self, pinned: Option<&[Member]>) -> Result<(), ExecutorError> {
         if self.cg.v2() && self.cg.kill().is_ok() {
             return Ok(());
         }
@@ -187,30 +193,42 @@ impl TaskCgroup {
         if let Some(f) = freezer {
             f.freeze().map_err(cg_err("freeze the task cgroup"))?;
         }
-        for (_, pidfd) in self.pinned_members() {
-            // A process that already exited is fine.
-            let _ = pidfd_send_signal(pidfd.as_fd(), Signal::SIGKILL);
-        }
-        match freezer {
+        let signalled = match pinned {
+            Some(members) => {
+                sigkill(members);
+                Ok(())
+            }
+            None => self.pinned_members().map(|members| sigkill(&members)),
+        };
+        let thawed = match freezer {
             Some(f) => f.thaw().map_err(cg_err("thaw the task cgroup")),
             None => Ok(()),
-        }
+        };
+        signalled.and(thawed)
     }
 
     /// The cgroup's processes, each pinned by a pidfd opened after it was
     /// listed and kept only if the cgroup still lists it: a pid that was
     /// reaped and reused by a process elsewhere between the two is never
-    /// signalled (a pidfd, unlike a pid, cannot come to name another).
-    fn pinned_members(&self) -> Vec<(i32, std::os::fd::OwnedFd)> {
-        let listed: Vec<_> = (self.cg.procs().iter())
-            .filter_map(|p| pidfd_open(p.pid as i32).ok().map(|fd| (p.pid as i32, fd)))
-            .collect();
+    /// signalled nor waited on (a pidfd, unlike a pid, cannot come to name
+    /// another). A pidfd that cannot be opened (out of fds) is an error,
+    /// not a process left alive unnoticed.
+    fn pinned_members(&self) -> Result<Vec<Member>, ExecutorError> {
+        let mut listed = Vec::new();
+        // A process of another pid namespace reads as 0 (v2): only
+        // `cgroup.kill` reaches it.
+        for pid in (self.cg.procs().iter())
+            .map(|p| p.pid as i32)
+            .filter(|&p| p != 0)
+        {
+            if let Some(pidfd) = pidfd_open_if_alive(pid)? {
+                listed.push(Member { pid, pidfd });
+            }
+        }
         let still: std::collections::HashSet<i32> =
             self.cg.procs().iter().map(|p| p.pid as i32).collect();
-        listed
-            .into_iter()
-            .filter(|(pid, _)| still.contains(pid))
-            .collect()
+        listed.retain(|m| still.contains(&m.pid));
+        Ok(listed)
     }
 
     /// Whether the kernel OOM-killed anything in the cgroup.
@@ -233,17 +251,18 @@ impl TaskCgroup {
     pub fn destroy(&self) -> Result<Vec<i32>, ExecutorError> {
         let mut killed = Vec::new();
         loop {
-            // Pinned before the kill, so each wait is on a process of this
-            // cgroup, never on one that took a listed pid meanwhile.
-            let members = self.pinned_members();
+            // Pinned before the kill, and killed through those pidfds: each
+            // wait is on a process of this cgroup that was sent the kill.
+            // One forked since is the next round's.
+            let members = self.pinned_members()?;
             if members.is_empty() && self.cg.procs().is_empty() {
                 break;
             }
-            self.kill_all()?;
-            for (_, pidfd) in &members {
-                wait_exited(pidfd.as_fd())?;
+            self.kill(Some(&members))?;
+            for member in &members {
+                wait_exited(member.pidfd.as_fd())?;
             }
-            killed.extend(members.iter().map(|(pid, _)| *pid));
+            killed.extend(members.iter().map(|m| m.pid));
         }
         self.delete()?;
         Ok(killed)
@@ -253,6 +272,19 @@ impl TaskCgroup {
         self.cg
             .delete()
             .map_err(cg_err(format!("remove {}", self.cg.path())))
+    }
+}
+
+/// A process of a task cgroup, pinned (see [`TaskCgroup::pinned_members`]).
+struct Member {
+    pid: i32,
+    pidfd: std::os::fd::OwnedFd,
+}
+
+fn sigkill(members: &[Member]) {
+    for member in members {
+        // A process that already exited is fine.
+        let _ = pidfd_send_signal(member.pidfd.as_fd(), Signal::SIGKILL);
     }
 }
 
