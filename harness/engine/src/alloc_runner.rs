@@ -8,6 +8,7 @@ use crate::alloc::{
 };
 use crate::job::Job;
 use crate::lifecycle::{kill_reason, live_client_status, may_start, KillReason, Member, Stage};
+use crate::lock;
 use crate::start_gate::StartGate;
 use crate::state::{AllocRecord, StateDb, TaskRecord};
 use crate::task_runner::{TaskRunner, TaskRunnerDeps, TaskRunnerHandle};
@@ -649,12 +650,6 @@ async fn kill_tasks(shared: &Shared, select: impl Fn(&TaskRunnerHandle) -> bool)
             dead.await;
         }
     }
-}
-
-/// A poisoned lock's data is still the alloc's: a panicked holder is
-/// reported where it panicked, not again by every later taker.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How many kill waves there are: the leader; every other task; the sidecars.

@@ -69,12 +69,12 @@ impl VirtualClock {
 }
 
 fn advance(now: &Mutex<Duration>, duration: Duration) {
-    *now.lock().unwrap_or_else(|p| p.into_inner()) += duration;
+    *crate::lock(now) += duration;
 }
 
 impl Clock for VirtualClock {
     fn now(&self) -> Duration {
-        *self.now.lock().unwrap_or_else(|p| p.into_inner())
+        *crate::lock(&self.now)
     }
 
     fn sleep(&self, duration: Duration) -> Sleep {

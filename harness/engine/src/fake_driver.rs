@@ -9,6 +9,7 @@
 //! as the real executor's does.
 
 use crate::driver::{Driver, DriverFuture, RunningTask, TaskHandle};
+use crate::lock;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -200,10 +201,6 @@ impl FakeDriver {
     fn lock(&self) -> MutexGuard<'_, World> {
         lock(&self.world)
     }
-}
-
-fn lock(world: &Mutex<World>) -> MutexGuard<'_, World> {
-    world.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn result(exit_code: Option<i32>, signal: Option<i32>) -> ExitResult {

@@ -33,3 +33,9 @@ pub use engine::{
 };
 pub use hooks::hook_points;
 pub use restart::{Jitter, RestartWindow};
+
+/// Locks `mutex`, taking its data even if a holder panicked: a panicked
+/// holder is reported where it panicked, not again by every later taker.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -79,7 +79,7 @@ impl StartGate {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock(&self.state)
     }
 
     /// The linearization point of a task start (see the module docs).

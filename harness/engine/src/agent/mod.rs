@@ -476,7 +476,7 @@ impl Agent {
     }
 
     fn lock(&self) -> MutexGuard<'_, Allocs> {
-        self.allocs.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock(&self.allocs)
     }
 }
 

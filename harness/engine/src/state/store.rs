@@ -149,7 +149,7 @@ pub(super) struct MemoryStore(Mutex<BTreeMap<(Table, String), Vec<u8>>>);
 
 impl MemoryStore {
     fn records(&self) -> std::sync::MutexGuard<'_, BTreeMap<(Table, String), Vec<u8>>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock(&self.0)
     }
 }
 
