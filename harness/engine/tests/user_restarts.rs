@@ -287,6 +287,23 @@ fn restart_held_with_targets_down(
     (control, waiter, restarted)
 }
 
+/// Waits for an alloc a stop sent during its restart ended: the restart is
+/// answered that the stop came meanwhile, and the alloc ends stopped.
+fn ended_by_the_stop(
+    rt: &tokio::runtime::Runtime,
+    waiter: taskgate_engine::AllocWaiter,
+    restarted: tokio::task::JoinHandle<Result<(), RestartRefused>>,
+) -> taskgate_engine::AllocSummary {
+    let summary = rt.block_on(async { tokio::time::timeout(idle(), waiter.wait()).await });
+    let summary = summary.expect("alloc hung");
+    assert_eq!(
+        rt.block_on(restarted).unwrap(),
+        Err(RestartRefused::StoppedMeanwhile)
+    );
+    assert_eq!(summary.status.desired, DesiredStatus::Stop);
+    summary
+}
+
 /// A stop sent while a restart takes its targets down lets nothing start
 /// again: once the user was told "stop sent", no task is launched, though
 /// the stop's own command waits behind the restart's in the queue.
@@ -311,13 +328,7 @@ fn a_stop_sent_during_a_restart_lets_nothing_start_again() {
         .iter()
         .any(|h| h.is(None, points::AR_RESTART_RELEASED));
     home.faults.release(None, points::AR_UPDATE_RECEIVED);
-    let summary = rt.block_on(async { tokio::time::timeout(idle(), waiter.wait()).await });
-    let summary = summary.expect("alloc hung");
-    assert_eq!(
-        rt.block_on(restarted).unwrap(),
-        Err(RestartRefused::StoppedMeanwhile)
-    );
-    assert_eq!(summary.status.desired, DesiredStatus::Stop);
+    ended_by_the_stop(&rt, waiter, restarted);
     let again = starts_in_order(&home.driver).split_off(starts_before);
     assert!(
         !released_first && again.iter().all(|t| t == "cleanup"),
@@ -366,9 +377,9 @@ fn a_stop_sent_during_a_restart_outlives_its_agent() {
             .await
         })
         .expect("the restored alloc hung");
+    // The first agent, let go, ends the same way.
     home.faults.release(None, points::AR_RESTART_TARGETS_DOWN);
-    let _ = rt.block_on(async { tokio::time::timeout(idle(), waiter.wait()).await });
-    let _ = rt.block_on(restarted);
+    ended_by_the_stop(&rt, waiter, restarted);
     let summary = ended.unwrap_or_else(|task| panic!("{task} started after the stop"));
     assert_eq!(summary.status.desired, DesiredStatus::Stop);
     assert!(
@@ -389,13 +400,7 @@ fn a_restart_racing_a_stop_ends_stopped() {
     let (control, waiter, restarted) = restart_held_with_targets_down(&rt, &home, &engine);
     control.stop();
     home.faults.release(None, points::AR_RESTART_TARGETS_DOWN);
-    let summary = rt.block_on(async { tokio::time::timeout(idle(), waiter.wait()).await });
-    let summary = summary.expect("alloc hung");
-    assert_eq!(
-        rt.block_on(restarted).unwrap(),
-        Err(RestartRefused::StoppedMeanwhile)
-    );
-    assert_eq!(summary.status.desired, DesiredStatus::Stop);
+    let summary = ended_by_the_stop(&rt, waiter, restarted);
     assert!(summary.tasks.iter().all(|t| t.state.is_dead()));
     let history = home.faults.history();
     let terminal = (history
