@@ -485,7 +485,8 @@ pub fn print_event(event: &TaskEvent) {
 
 fn print_missed(n: u64) {
     super::say!(
-        "    ({n} events were missed: taskgate status --verbose shows each task's last 10)"
+        "    ({n} events were missed: taskgate status --verbose shows each task's last {})",
+        taskgate_engine::state::MAX_TASK_EVENTS
     );
 }
 
