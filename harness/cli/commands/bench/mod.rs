@@ -9,6 +9,7 @@ use anyhow::{ensure, Context};
 use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -63,21 +64,21 @@ const KILL_TIMEOUT: Duration = Duration::from_millis(100);
 #[derive(clap::Args)]
 pub struct Args {
     /// Start-to-exit runs per contender (taskgate, runc, floor), interleaved.
-    #[arg(long, default_value_t = 30, value_parser = at_least_one)]
-    pub runs: usize,
+    #[arg(long, default_value_t = NonZeroUsize::new(30).unwrap())]
+    pub runs: NonZeroUsize,
     /// Idle time before each timed run; 0 runs them back to back. About 50
     /// or more makes each one start like a lone start on an idle host.
     #[arg(long, default_value_t = 0)]
     pub pause_ms: u64,
     /// Long-running tasks whose executors' resident memory is read.
-    #[arg(long, default_value_t = 5, value_parser = at_least_one)]
-    pub rss_tasks: usize,
+    #[arg(long, default_value_t = NonZeroUsize::new(5).unwrap())]
+    pub rss_tasks: NonZeroUsize,
     /// Allocations started and stopped through the engine.
-    #[arg(long, default_value_t = 20, value_parser = at_least_one)]
-    pub allocs: usize,
+    #[arg(long, default_value_t = NonZeroUsize::new(20).unwrap())]
+    pub allocs: NonZeroUsize,
     /// Engine allocations in flight at once.
-    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
-    pub concurrency: usize,
+    #[arg(long, default_value_t = NonZeroUsize::new(4).unwrap())]
+    pub concurrency: NonZeroUsize,
     /// Print the results as JSON on stdout (its fields: docs/benchmarks.md);
     /// the table goes to stderr.
     #[arg(long)]
@@ -92,15 +93,6 @@ pub struct Args {
     /// Skip the search's figures (gate and fake driver throughput).
     #[arg(long, conflicts_with_all = ["gate_only", "fake_schedules"])]
     pub no_search: bool,
-}
-
-/// A count the bench needs at least one of.
-fn at_least_one(given: &str) -> Result<usize, String> {
-    match given.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(err) => Err(err.to_string()),
-    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -119,9 +111,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let bench = Bench::prepare(&scratch)?;
 
     let pause = Duration::from_millis(args.pause_ms);
-    let latency = bench.latency(&mut scratch, args.runs, pause)?;
-    let rss = bench.rss(&mut scratch, args.rss_tasks)?;
-    let engine = bench.engine(&scratch, args.allocs, args.concurrency)?;
+    let latency = bench.latency(&mut scratch, args.runs.get(), pause)?;
+    let rss = bench.rss(&mut scratch, args.rss_tasks.get())?;
+    let engine = bench.engine(&scratch, args.allocs.get(), args.concurrency.get())?;
     let search = if args.no_search {
         None
     } else {
