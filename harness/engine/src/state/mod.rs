@@ -33,6 +33,10 @@ pub enum StateError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Each read of the file for a copy differed from the one before: an
+    /// agent is writing it.
+    #[error("state database {path} changed at each of {reads} reads of it: an agent of this data dir is writing it")]
+    Unsettled { path: PathBuf, reads: usize },
     #[error("state database: {0}")]
     Db(String),
     #[error("state database record {key}: {source}")]
