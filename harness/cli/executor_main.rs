@@ -6,6 +6,7 @@
 //! task's whole life, so it should stay small (no engine, CLI parser or async
 //! runtime in its pages) and start fast.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use taskgate_executor::CgroupParent;
@@ -19,13 +20,14 @@ fn main() -> ExitCode {
             match CgroupParent::new(parent) {
                 Ok(parent) => (PathBuf::from(dir), parent),
                 Err(err) => {
-                    eprintln!("taskgate-executor: {err}");
+                    let _ = writeln!(std::io::stderr(), "taskgate-executor: {err}");
                     return ExitCode::from(2);
                 }
             }
         }
         _ => {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "usage: taskgate-executor --run-dir DIR --cgroup-parent CGROUP\n\
                  (started by the taskgate engine with the task's spec on fd 3, not by hand)"
             );
@@ -40,13 +42,15 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        // A failed write (a full disk) is told with `eprintln!`, a panic.
+        .log_internal_errors(false)
         .with_max_level(level)
         .init();
     match taskgate_executor::server::run(&run_dir, &cgroup_parent) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("executor failed: {err}");
-            eprintln!("taskgate-executor: {err}");
+            let _ = writeln!(std::io::stderr(), "taskgate-executor: {err}");
             ExitCode::FAILURE
         }
     }

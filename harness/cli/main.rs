@@ -74,7 +74,7 @@ fn main() -> std::process::ExitCode {
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("Error: {err:#}");
+            commands::say_err!("Error: {err:#}");
             std::process::ExitCode::FAILURE
         }
     }
@@ -100,6 +100,8 @@ fn run() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A failed write is told with `eprintln!`, a panic when stderr is gone.
+        .log_internal_errors(false)
         .init();
     match cli.command {
         Command::Agent(args) => commands::agent::run(args),

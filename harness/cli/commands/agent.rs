@@ -45,7 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let server = socket.serve(agent.clone());
         // The others run on; each one left behind is said, with why.
         for skipped in &skipped {
-            eprintln!("error: {skipped}");
+            super::say_err!("error: {skipped}");
         }
         let serving = |restored: usize| {
             tracing::info!(

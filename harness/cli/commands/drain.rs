@@ -28,9 +28,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if serves_executors(&run_dir, &unreadable.alloc_id) {
             not_stopped.push(format!("{} ({})", unreadable.alloc_id, unreadable.why));
         } else {
-            eprintln!(
+            super::say_err!(
                 "warning: alloc {} could not be read ({}); no executor of it serves",
-                unreadable.alloc_id, unreadable.why
+                unreadable.alloc_id,
+                unreadable.why
             );
         }
     }

@@ -98,7 +98,7 @@ fn print(args: Args) -> anyhow::Result<()> {
                 return Ok(log.copy_to(&mut out)?);
             }
             if !std::mem::replace(&mut said_no_agent, true) {
-                eprintln!(
+                super::say_err!(
                     "taskgate logs: no agent serves {}: following the log until one \
                      does and says the allocation ended (Ctrl-C to stop)",
                     args.client.data_dir.display()

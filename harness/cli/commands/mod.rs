@@ -10,6 +10,15 @@ macro_rules! say {
 }
 pub(crate) use say;
 
+/// [`say!`] on stderr: `eprintln!` panics when stderr is gone (a closed
+/// pipe), which turned an error's exit 1 into a panic's 101.
+macro_rules! say_err {
+    ($($arg:tt)*) => {
+        crate::commands::say_to!(&mut std::io::stderr(), $($arg)*)
+    };
+}
+pub(crate) use say_err;
+
 /// [`say!`] without the newline: `print!` that never panics.
 macro_rules! say_part {
     ($($arg:tt)*) => {{

@@ -66,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // refused before anything of an agent starts or is asked.
     let group = job.group(args.group.as_deref())?;
     if let (None, [first, _, ..]) = (&args.group, job.groups.as_slice()) {
-        eprintln!(
+        super::say_err!(
             "warning: job {:?} has {} groups; this run places the first, {:?} (choose one with --group)",
             job.name,
             job.groups.len(),
@@ -76,7 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if control::agent_serves(args.agent.data_dir())? {
         let ignored = args.agent.agents_own_given();
         if !ignored.is_empty() {
-            eprintln!(
+            super::say_err!(
                 "warning: {} ignored: the running agent keeps the options it was started with",
                 ignored.join(", ")
             );
@@ -207,7 +207,7 @@ fn ask_agent_to_stop(data_dir: &DataDir, alloc_id: &str, stop: &Mutex<StopState>
         // Not sent: the next Ctrl-C tries again.
         Err(err) => {
             *lock(stop) = StopState::NotSent;
-            eprintln!("Error: sending the stop (Ctrl-C to try again): {err}");
+            super::say_err!("Error: sending the stop (Ctrl-C to try again): {err}");
         }
     }
 }
@@ -260,7 +260,7 @@ fn foreground(args: &Args, job: &Job) -> anyhow::Result<()> {
         let (restored, skipped) = agent.restore()?;
         let server = socket.serve(agent.clone());
         for skipped in &skipped {
-            eprintln!("error: {skipped}");
+            super::say_err!("error: {skipped}");
         }
         if !restored.is_empty() {
             super::say!(

@@ -86,7 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // Each one shown, the others named after them: the status is not whole.
     for unreadable in &report.unreadable {
-        eprintln!("error: {unreadable}");
+        super::say_err!("error: {unreadable}");
     }
     anyhow::ensure!(
         report.unreadable.is_empty(),

@@ -12,6 +12,7 @@ use nix::sys::fanotify::{
     EventFFlags, Fanotify, FanotifyEvent, FanotifyResponse, InitFlags, MarkFlags, MaskFlags,
     Response,
 };
+use std::io::Write as _;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -145,7 +146,7 @@ impl ExecGate {
 impl Drop for ExecGate {
     fn drop(&mut self) {
         if let Err(e) = self.stop() {
-            eprintln!("taskgate-oracle: {e}");
+            let _ = writeln!(std::io::stderr(), "taskgate-oracle: {e}");
         }
     }
 }

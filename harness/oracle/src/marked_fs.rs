@@ -6,6 +6,7 @@
 use crate::error::OracleError;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The source name of every marked tmpfs, as mountinfo shows it.
@@ -83,7 +84,11 @@ impl Drop for MarkedFs {
         // Detach: bind mounts of it in task roots or an exec'ing process may
         // still pin the superblock; the mount point itself goes away now.
         if let Err(e) = umount2(&self.path, MntFlags::MNT_DETACH) {
-            eprintln!("taskgate-oracle: unmounting {}: {e}", self.path.display());
+            let _ = writeln!(
+                std::io::stderr(),
+                "taskgate-oracle: unmounting {}: {e}",
+                self.path.display()
+            );
         }
     }
 }

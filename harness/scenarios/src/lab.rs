@@ -7,6 +7,7 @@
 //! before any thread exists), so the tmpfs never appears on the host.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use taskgate_faults::Hit;
@@ -270,13 +271,17 @@ impl Drop for Lab {
         // and killed them): the lab removes what is left of its own tree.
         let parent = self.cgroup_parent.as_str().trim_start_matches('/');
         for left in crate::leftovers::remove_cgroup_tree(parent) {
-            eprintln!("the lab could not remove its {left}");
+            let _ = writeln!(std::io::stderr(), "the lab could not remove its {left}");
         }
         if self.keep.get() {
             if let Some(work) = self.work.take() {
                 // The marked tmpfs is unmounted when `_marked` drops after
                 // this; what stays is the runs' data on the host disk.
-                eprintln!("failing runs' data kept in {}", work.keep().display());
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "failing runs' data kept in {}",
+                    work.keep().display()
+                );
             }
         }
     }

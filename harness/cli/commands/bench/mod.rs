@@ -216,7 +216,7 @@ impl Drop for Scratch {
             }
         }
         if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-            eprintln!("warning: removing {}: {e}", self.dir.display());
+            crate::commands::say_err!("warning: removing {}: {e}", self.dir.display());
         }
     }
 }
@@ -240,7 +240,7 @@ struct Bench {
 impl Drop for Bench {
     fn drop(&mut self) {
         if let Err(err) = self.cgroups.release() {
-            eprintln!("warning: giving back {}: {err}", self.cgroups.parent());
+            crate::commands::say_err!("warning: giving back {}: {err}", self.cgroups.parent());
         }
     }
 }

@@ -113,7 +113,12 @@ impl Keeper {
             Err(err) if failed => report
                 .problems
                 .push(format!("keeping the run's data for the report: {err}")),
-            Err(err) => eprintln!("keeping the run's data for the report: {err}"),
+            Err(err) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "keeping the run's data for the report: {err}"
+                );
+            }
         }
     }
 
@@ -167,7 +172,7 @@ impl Keeper {
                     if failed {
                         report.problems.push(said);
                     } else {
-                        eprintln!("{said}");
+                        let _ = writeln!(std::io::stderr(), "{said}");
                     }
                 }
             }
