@@ -87,7 +87,7 @@ fn a_new_agent_reattaches_to_every_task_of_a_killed_one(#[case] signal: Signal) 
 
     let stopped = ok(&home, &["stop", &alloc]);
     assert!(
-        stopped.contains("==> alloc finished: Complete"),
+        stopped.contains("==> alloc finished: complete"),
         "{stopped}"
     );
     for follower in [&mut echo, &mut idle_task] {
@@ -145,7 +145,7 @@ fn run_submits_to_a_running_agent_and_a_drain_ends_it() {
     let once = placed_alloc(&printed);
     assert!(printed.contains("hello      Started"), "{printed}");
     assert!(
-        printed.contains(&format!("==> alloc {once} finished: Complete")),
+        printed.contains(&format!("==> alloc {once} finished: complete")),
         "{printed}"
     );
     assert!(printed.contains("hello from the agent"), "{printed}");

@@ -279,7 +279,7 @@ fn an_interrupted_run_stops_its_allocation_and_fails(#[case] submitted: bool) {
     home.finish(std::slice::from_ref(&alloc));
     let printed = run.printed();
     assert!(
-        printed.contains(&format!("==> alloc {alloc} finished: Complete")),
+        printed.contains(&format!("==> alloc {alloc} finished: complete")),
         "{printed}"
     );
     assert_eq!(
@@ -337,7 +337,7 @@ fn logs_follow_ends_with_an_allocation_no_agent_is_left_to_report() {
     state.put_alloc(&running).unwrap();
     drop(state);
     let mut agent = Running::agent(&home);
-    assert!(ok(&home, &["stop", &held]).contains("finished: Complete"));
+    assert!(ok(&home, &["stop", &held]).contains("finished: complete"));
     assert!(
         agent.signal_and_wait(Signal::SIGTERM).success(),
         "{}",

@@ -56,7 +56,7 @@ impl Harness {
     /// those restored.
     pub async fn run(self, agent: &Arc<Agent>, restored: Vec<Following>) -> anyhow::Result<()> {
         let finished = |alloc_id: &str, status: &taskgate_engine::AllocStatus| {
-            super::say!("alloc {alloc_id} finished: {:?}", status.client)
+            super::say!("alloc {alloc_id} finished: {}", status.client.as_str())
         };
         Ok(self.0.run(agent, restored, finished).await?)
     }

@@ -419,9 +419,9 @@ fn finish(
     cut: Cut,
 ) -> anyhow::Result<()> {
     super::say!(
-        "==> alloc {} finished: {:?}",
+        "==> alloc {} finished: {}",
         entry.alloc.alloc_id,
-        status.client
+        status.client.as_str()
     );
     print_logs(data_dir, entry);
     if status.client == ClientStatus::Failed {

@@ -36,6 +36,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             super::run::recorded_end(entry)?
         }
     };
-    super::say!("==> alloc finished: {:?}", status.client);
+    super::say!("==> alloc finished: {}", status.client.as_str());
     Ok(())
 }
