@@ -385,6 +385,27 @@ mod tests {
         // The whole judgement finds this one only: `check`'s tests.
     }
 
+    /// An alloc restored terminal (its record stopping, or finished) has
+    /// its start gate shut as the restored runner starts, before the
+    /// harness delivers any stop to the new agent: a start decided after
+    /// that is the same bug.
+    #[test]
+    #[should_panic(expected = "known bug restored-terminal-unjudged")]
+    fn a_start_decided_after_a_restored_terminal_is_a_violation() {
+        let mut h = H::default()
+            .hit("ar.alloc_terminal")
+            .hit("web:tr.before_driver_start")
+            .executor("web")
+            .stop();
+        h.0.insert(0, Event::AgentRestarted { stop: true });
+        let v = check_no_exec_after_terminal(&h.0, &tasks(&["web"]), &InvariantConfig::default());
+        assert!(!v.is_empty(), "known bug restored-terminal-unjudged");
+        assert_eq!(
+            invariants(&v),
+            [(Invariant::NoExecAfterTerminal, Some("web"))]
+        );
+    }
+
     /// An in-place update delivered before the stop is handled first: its
     /// state change is not the stop's.
     #[test]
