@@ -107,19 +107,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .context(
             "runc is not at /usr/sbin/runc or /usr/bin/runc: install runc (apt-get install runc)",
         )?;
-    let mut scratch = Scratch::create(runc)?;
-    let bench = Bench::prepare(&scratch)?;
+    let Setup { scratch, bench } = &mut Setup::prepare(runc, super::sibling_executor()?)?;
 
     let pause = Duration::from_millis(args.pause_ms);
-    let latency = bench.latency(&mut scratch, args.runs.get(), pause)?;
-    let rss = bench.rss(&mut scratch, args.rss_tasks.get())?;
-    let engine = bench.engine(&scratch, args.allocs.get(), args.concurrency.get())?;
+    let latency = bench.latency(scratch, args.runs.get(), pause)?;
+    let rss = bench.rss(scratch, args.rss_tasks.get())?;
+    let engine = bench.engine(scratch, args.allocs.get(), args.concurrency.get())?;
     let search = if args.no_search {
         None
     } else {
         search_figures(&scratch.dir, &args)?
     };
-    let report = Report::new(&bench, pause, latency, rss, engine, search);
+    let report = Report::new(bench, pause, latency, rss, engine, search);
     if args.json {
         // Standard output holds the JSON alone, for a script to keep.
         report.print_table(&mut std::io::stderr());
@@ -221,6 +220,24 @@ impl Drop for Scratch {
     }
 }
 
+/// What the bench made on the host, given back in the one order that
+/// works, however it ends (an error, Ctrl-C): the executors still running
+/// and their task cgroups (`scratch`'s) before the cgroup parent they live
+/// under (`bench`'s), which is refused while any lives. Fields drop in
+/// declaration order.
+struct Setup {
+    scratch: Scratch,
+    bench: Bench,
+}
+
+impl Setup {
+    fn prepare(runc: PathBuf, executor_bin: PathBuf) -> anyhow::Result<Setup> {
+        let scratch = Scratch::create(runc)?;
+        let bench = Bench::prepare(&scratch, executor_bin)?;
+        Ok(Setup { scratch, bench })
+    }
+}
+
 /// The shared busybox root, the executor config, and an OCI bundle for runc
 /// over the same root.
 struct Bench {
@@ -254,7 +271,7 @@ fn bench_cgroup_parent(what: &str) -> anyhow::Result<CgroupParent> {
 }
 
 impl Bench {
-    fn prepare(scratch: &Scratch) -> anyhow::Result<Bench> {
+    fn prepare(scratch: &Scratch, executor_bin: PathBuf) -> anyhow::Result<Bench> {
         let rootfs = scratch.dir.join("rootfs");
         let chroot_env = taskgate_executor::build_busybox_root(&rootfs)?;
         let bundle = scratch.dir.join("bundle");
@@ -269,7 +286,6 @@ impl Bench {
         )?;
         let unshare = on_path("unshare").context("no unshare on PATH: install util-linux")?;
         let chroot = on_path("chroot").context("no chroot on PATH: install coreutils")?;
-        let executor_bin = super::sibling_executor()?;
         // Last: nothing fails after the claim, which only the bench's drop
         // gives back.
         let cgroup_parent = bench_cgroup_parent("")?;
@@ -697,6 +713,33 @@ mod tests {
     fn fake_schedules_are_refused_without_fault_points() {
         let parsed = Cli::try_parse_from(["bench", "--fake-schedules", "10"]);
         assert!(parsed.is_err(), "taken");
+    }
+
+    /// A bench cut short while a task runs (an error, Ctrl-C) gives back
+    /// its cgroup parent: its executors are shut down first. (The parent
+    /// was released first, refused as in use, and left on the host.)
+    #[cfg(feature = "privileged")]
+    #[test]
+    fn a_bench_cut_short_gives_back_its_cgroup_parent() {
+        let runc = RUNC_PATHS.iter().map(PathBuf::from).find(|p| p.exists());
+        // This test runs from target/<profile>/deps, the executor one up.
+        let me = std::env::current_exe().unwrap();
+        let executor = me.parent().and_then(Path::parent).unwrap();
+        let executor = executor.join("taskgate-executor");
+        let mut setup = Setup::prepare(runc.expect("runc installed"), executor).unwrap();
+        let parent = setup.bench.cgroups.parent().as_str().to_string();
+        let Setup { scratch, bench } = &mut setup;
+        let spec = bench
+            .spec("sleep", "/bin/sh", &["-c", "sleep 3600"])
+            .unwrap();
+        scratch.launch(&bench.executor, &spec).unwrap();
+        let name = parent.trim_start_matches('/');
+        assert!(!taskgate_scenarios::leftovers::cgroups(name).is_empty());
+        drop(setup);
+        assert_eq!(
+            taskgate_scenarios::leftovers::cgroups(name),
+            Vec::<String>::new()
+        );
     }
 
     /// One the gate knows is taken.
