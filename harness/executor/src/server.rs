@@ -92,7 +92,10 @@ struct Leftovers {
 
 impl Leftovers {
     /// The cgroup goes first: if it cannot be removed, the socket stays for
-    /// a retry. The lock file goes last, while this executor still holds it.
+    /// a retry. The spec and lock files are not among them: after a failed
+    /// start the launcher removes them once its own cleanup is done, under
+    /// the lock (removed here, a second launch could lock a new file while
+    /// that cleanup ran); at a shutdown, [`Supervisor::teardown`] does.
     fn remove(&mut self) -> Result<(), ExecutorError> {
         if let Some(cg) = &self.cgroup {
             cg.delete()?;
@@ -104,7 +107,7 @@ impl Leftovers {
         if std::mem::take(&mut self.root) {
             remove(&self.paths.root, |p| std::fs::remove_dir(p))?;
         }
-        remove(&self.paths.lock, |p| std::fs::remove_file(p))
+        Ok(())
     }
 }
 
@@ -527,7 +530,10 @@ impl Supervisor {
         drop(st);
         let mut made = self.lock_leftovers();
         made.remove()?;
-        remove(&made.paths.spec, |p| std::fs::remove_file(p))
+        // The lock file last, while this executor still holds it: with it
+        // gone, the next launch may begin, and this one's files are gone.
+        remove(&made.paths.spec, |p| std::fs::remove_file(p))?;
+        remove(&made.paths.lock, |p| std::fs::remove_file(p))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
