@@ -364,7 +364,7 @@ impl CgroupTree {
         let layout = Layout::detect()?;
         let first = layout.dirs(parent.relative()).swap_remove(0);
         let hold = loop {
-            create_parent_dir(&first)?;
+            create_dir_once_marked(&first)?;
             let dir = match std::fs::File::open(&first) {
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 opened => opened.map_err(ExecutorError::io(format!("open {}", first.display())))?,
@@ -392,7 +392,7 @@ impl CgroupTree {
     fn make_ready(&self) -> Result<(), ExecutorError> {
         let dirs = self.dirs();
         for dir in &dirs {
-            create_parent_dir(dir)?;
+            create_dir_once_marked(dir)?;
         }
         if self.layout.v2() {
             enable_controllers(&dirs[0])?;
@@ -469,7 +469,9 @@ impl CgroupTree {
         if self.layout.v2() {
             let dir = &dirs[0];
             disable_enabled_controllers(dir)?;
-            leave_agent_leaf(dir)?;
+            if !leave_agent_leaf(dir)? {
+                return Ok(Released::InUse);
+            }
         }
         // The held directory last: a claim waiting for it finds every
         // hierarchy's parent gone once it may go on.
@@ -504,12 +506,17 @@ pub(crate) fn join_self(files: &[PathBuf]) -> Result<(), ExecutorError> {
     })
 }
 
-fn create_parent_dir(dir: &Path) -> Result<(), ExecutorError> {
+/// Creates `dir` marked as taskgate's (what a release removes); `false` if
+/// it existed. One it could not mark goes again: unmarked, no release
+/// would ever remove it.
+fn create_dir_once_marked(dir: &Path) -> Result<bool, ExecutorError> {
     match std::fs::create_dir(dir) {
-        Ok(()) => set_xattr(dir, CREATED_MARK, "1").inspect_err(|_| {
-            let _ = std::fs::remove_dir(dir);
-        }),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Ok(()) => set_xattr(dir, CREATED_MARK, "1")
+            .inspect_err(|_| {
+                let _ = std::fs::remove_dir(dir);
+            })
+            .map(|()| true),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
         Err(e) if e.kind() == ErrorKind::NotFound => Err(ExecutorError::Cgroup(format!(
             "cannot create cgroup {}: {} does not exist (taskgate creates its parent, never what is above it)",
             dir.display(),
@@ -620,18 +627,6 @@ fn make_room(dir: &Path) -> Result<(), ExecutorError> {
     )))
 }
 
-/// Creates `dir` marked as taskgate's; `false` if it existed.
-fn create_dir_once_marked(dir: &Path) -> Result<bool, ExecutorError> {
-    match std::fs::create_dir(dir) {
-        Ok(()) => set_xattr(dir, CREATED_MARK, "1").map(|()| true),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(ExecutorError::io(format!(
-            "create cgroup {}",
-            dir.display()
-        ))(e)),
-    }
-}
-
 fn disable_enabled_controllers(dir: &Path) -> Result<(), ExecutorError> {
     let Some(recorded) = get_xattr(dir, ENABLED_MARK) else {
         return Ok(());
@@ -648,13 +643,15 @@ fn disable_enabled_controllers(dir: &Path) -> Result<(), ExecutorError> {
 
 /// An agent that moved itself into the `agent` leaf goes back, and the
 /// leaf goes, once the parent gives no controller to its children (only
-/// then may the parent hold a process again).
-fn leave_agent_leaf(dir: &Path) -> Result<(), ExecutorError> {
+/// then may the parent hold a process again). `false` while another
+/// process is in the leaf (an executor the agent started that has yet to
+/// join its own): the leaf stays.
+fn leave_agent_leaf(dir: &Path) -> Result<bool, ExecutorError> {
     let leaf = dir.join(AGENT_LEAF);
     if get_xattr(&leaf, CREATED_MARK).is_none()
         || !read_words(&dir.join("cgroup.subtree_control"))?.is_empty()
     {
-        return Ok(());
+        return Ok(true);
     }
     let me = std::process::id().to_string();
     if read_words(&leaf.join("cgroup.procs"))?.contains(&me) {
@@ -663,7 +660,7 @@ fn leave_agent_leaf(dir: &Path) -> Result<(), ExecutorError> {
             dir.display()
         )))?;
     }
-    remove_cgroup(&leaf).map(drop)
+    remove_cgroup(&leaf)
 }
 
 fn write_subtree_control(dir: &Path, change: &str) -> Result<(), ExecutorError> {
