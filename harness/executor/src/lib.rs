@@ -15,7 +15,7 @@ mod signal;
 mod spawn;
 pub mod spec;
 mod sys;
-pub use sys::{now_ms, same_file};
+pub use sys::{now_ms, pidfd_open_if_alive, pidfd_send_signal, same_file};
 mod task_lock;
 mod validate;
 

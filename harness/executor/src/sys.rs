@@ -12,7 +12,7 @@ pub(crate) fn pidfd_open(pid: i32) -> Result<OwnedFd, ExecutorError> {
 }
 
 /// [`pidfd_open`], or `None` for a process that has already exited.
-pub(crate) fn pidfd_open_if_alive(pid: i32) -> Result<Option<OwnedFd>, ExecutorError> {
+pub fn pidfd_open_if_alive(pid: i32) -> Result<Option<OwnedFd>, ExecutorError> {
     match raw_pidfd_open(pid) {
         Ok(fd) => Ok(Some(fd)),
         Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Ok(None),
@@ -31,10 +31,7 @@ fn raw_pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
 }
 
 /// Signals the process behind `pidfd`; a process that already exited is not an error.
-pub(crate) fn pidfd_send_signal(
-    pidfd: BorrowedFd<'_>,
-    signal: Signal,
-) -> Result<(), ExecutorError> {
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signal: Signal) -> Result<(), ExecutorError> {
     // SAFETY: plain syscall on a valid pidfd, no siginfo.
     let rc = unsafe {
         libc::syscall(

@@ -103,33 +103,26 @@ fn signal_all(pids: &[i32], signal: Signal) {
 }
 
 /// SIGKILLs `pids` and returns once each has exited, so the engine goes on
-/// past the fault point only when the processes are really dead.
+/// past the fault point only when the processes are really dead. Signalled
+/// through a pidfd: once opened it names this process, never a reuse.
 pub fn kill_and_reap(pids: &[i32]) {
     for &pid in pids {
-        // Opened before the kill: the pidfd then names this process, never a reuse.
-        let pidfd = pidfd_open(pid);
-        if kill(Pid::from_raw(pid), Signal::SIGKILL).is_err() {
+        let Ok(Some(pidfd)) = taskgate_executor::pidfd_open_if_alive(pid) else {
+            continue;
+        };
+        if taskgate_executor::pidfd_send_signal(pidfd.as_fd(), Signal::SIGKILL).is_err() {
             continue;
         }
-        if let Some(pidfd) = pidfd {
-            let mut fds = [nix::poll::PollFd::new(
-                pidfd.as_fd(),
-                nix::poll::PollFlags::POLLIN,
-            )];
-            let wait = patience::step().as_millis().min(i32::MAX as u128) as i32;
-            let _ = nix::poll::poll(
-                &mut fds,
-                nix::poll::PollTimeout::try_from(wait).unwrap_or(nix::poll::PollTimeout::MAX),
-            );
-        }
+        let mut fds = [nix::poll::PollFd::new(
+            pidfd.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let wait = patience::step().as_millis().min(i32::MAX as u128) as i32;
+        let _ = nix::poll::poll(
+            &mut fds,
+            nix::poll::PollTimeout::try_from(wait).unwrap_or(nix::poll::PollTimeout::MAX),
+        );
     }
-}
-
-fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    // SAFETY: the kernel just returned this fd; nothing else owns it.
-    (fd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
 }
 
 /// After a run: SIGKILL whatever of `tasks` is still alive (and let it go),

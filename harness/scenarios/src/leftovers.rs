@@ -60,7 +60,12 @@ pub fn remove_cgroup_tree(name: &str) -> Vec<String> {
         })
         .collect();
     let pids: Vec<i32> = pids.into_iter().collect();
-    // A stopped process dies of SIGKILL too; a frozen one would not.
+    // A stopped process dies of SIGKILL too; a frozen one would not: thawed
+    // first (an executor killed mid-kill leaves its cgroup frozen on v1).
+    for dir in &dirs {
+        let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
+        let _ = std::fs::write(dir.join("cgroup.freeze"), "0");
+    }
     crate::interventions::kill_and_reap(&pids);
     dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
     dirs.into_iter()
