@@ -560,6 +560,21 @@ mod tests {
         assert!(v[0].detail.contains("attempt 2"), "{}", v[0].detail);
     }
 
+    /// An attempt ends with its own end: a later attempt's "Killed" does
+    /// not end an earlier one that never ended.
+    #[test]
+    #[should_panic(expected = "known bug started-attempt-end-unmatched")]
+    fn an_attempt_is_ended_only_by_its_own_end() {
+        let h = H::default()
+            .task_event("web", TaskEventKind::Started, 1)
+            .task_event("web", TaskEventKind::Started, 2)
+            .task_event("web", TaskEventKind::Killed, 2);
+        let v = check_started_tasks_end(&h.0);
+        assert!(!v.is_empty(), "known bug started-attempt-end-unmatched");
+        assert_eq!(invariants(&v), [(Invariant::StartedTasksEnd, Some("web"))]);
+        assert!(v[0].detail.contains("attempt 1"), "{}", v[0].detail);
+    }
+
     /// A runner's panic cleanup added a second Killed to an attempt its
     /// kill path had recorded killed.
     #[test]
