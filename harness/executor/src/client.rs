@@ -102,22 +102,46 @@ pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, Executo
         serde_json::to_vec_pretty(spec).map_err(|e| ExecutorError::Protocol(e.to_string()))?;
     std::fs::write(&paths.spec, json)
         .map_err(ExecutorError::io(format!("write {}", paths.spec.display())))?;
-    let result = spawn_executor(cfg, spec, &paths, &lock);
-    match &result {
-        Ok(_) => {}
+    match spawn_executor(cfg, spec, &paths, &lock) {
+        Ok(executor) => Ok(executor),
         // A garbled report may come from a live executor: what it made, and
         // the lock, stay its own.
-        Err(ExecutorError::Protocol(_)) => {
+        Err(Failure::Garbled(error)) => {
             let _ = std::fs::remove_file(&paths.spec);
+            Err(error)
         }
         // A failed executor removed what it made unless its cleanup failed
-        // too; one that died could not.
-        Err(_) => {
+        // too; one that died could not. Its spec and lock files are left
+        // to this cleanup, under the lock.
+        Err(Failure::Gone(error)) => {
             let _ = remove_remains(cfg, &spec.alloc_id, &spec.task_name, &paths);
             lock.remove(&paths.lock);
+            Err(error)
         }
     }
-    result
+}
+
+/// Why [`spawn_executor`] failed, as its cleanup needs to know.
+enum Failure {
+    /// The executor never started, died, or reported its failure and
+    /// exited: its launcher cleans up after it.
+    Gone(ExecutorError),
+    /// Its report made no sense: it may still live.
+    Garbled(ExecutorError),
+}
+
+impl From<ExecutorError> for Failure {
+    fn from(error: ExecutorError) -> Failure {
+        Failure::Gone(error)
+    }
+}
+
+/// A report that could not be read: garbled if it was not even a report.
+fn unread(error: ExecutorError) -> Failure {
+    match error {
+        ExecutorError::Protocol(_) => Failure::Garbled(error),
+        error => Failure::Gone(error),
+    }
 }
 
 /// What [`destroy_remains`] (or a launch) found of a task's earlier attempts.
@@ -207,7 +231,7 @@ fn spawn_executor(
     spec: &TaskSpec,
     paths: &RunPaths,
     lock: &TaskLock,
-) -> Result<Executor, ExecutorError> {
+) -> Result<Executor, Failure> {
     let spec_file = File::open(&paths.spec)
         .map_err(ExecutorError::io(format!("open {}", paths.spec.display())))?;
     let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -276,10 +300,14 @@ fn spawn_executor(
         log: spec.task_dir.join(crate::validate::EXECUTOR_LOG),
         first_exit: status.to_string(),
     };
-    let daemon = match protocol::recv_or_eof(&mut ready, "executor")? {
+    let daemon = match protocol::recv_or_eof(&mut ready, "executor").map_err(unread)? {
         Some(Ready::Daemon(pid)) => pid,
-        Some(other) => return Err(ExecutorError::Protocol(format!("{other:?} before the pid"))),
-        None => return Err(vanished()),
+        Some(other) => {
+            return Err(Failure::Garbled(ExecutorError::Protocol(format!(
+                "{other:?} before the pid"
+            ))))
+        }
+        None => return Err(vanished().into()),
     };
     // Opened while the daemon can only just have exited (it reports before
     // anything can fail), so any wait below is on it, never on a reused pid.
@@ -288,17 +316,20 @@ fn spawn_executor(
         Some(pidfd) => wait_exited(pidfd.as_fd()),
         None => Ok(()),
     };
-    match protocol::recv_or_eof(&mut ready, "executor")? {
+    match protocol::recv_or_eof(&mut ready, "executor").map_err(unread)? {
         Some(Ready::Started(info)) => Ok(Executor { info }),
+        // Its own error, a protocol one too (a spec it could not read).
         Some(Ready::Failed(error)) => {
             let _ = std::io::copy(&mut ready, &mut std::io::sink());
             wait_for_daemon()?;
-            Err(error)
+            Err(Failure::Gone(error))
         }
-        Some(Ready::Daemon(pid)) => Err(ExecutorError::Protocol(format!("a second pid {pid}"))),
+        Some(Ready::Daemon(pid)) => Err(Failure::Garbled(ExecutorError::Protocol(format!(
+            "a second pid {pid}"
+        )))),
         None => {
             wait_for_daemon()?;
-            Err(vanished())
+            Err(vanished().into())
         }
     }
 }

@@ -345,7 +345,9 @@ pub struct CgroupTree {
 pub enum Released {
     /// Nothing of a task was left: what taskgate made or changed is undone.
     Undone,
-    /// An executor or a task cgroup lives on, for the next agent: all kept.
+    /// An executor, a task cgroup, or another process in the agent's leaf
+    /// lives on: the parent and every cgroup holding something are kept,
+    /// for the next agent, whose claim makes the rest ready again.
     InUse,
     /// Another agent's claim holds the parent: all kept, for it.
     Shared,
