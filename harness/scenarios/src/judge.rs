@@ -90,7 +90,7 @@ pub(crate) fn expect_known(scenario: &Scenario, report: &mut RunReport) {
     };
     let (excused, others) = std::mem::take(&mut report.violations)
         .into_iter()
-        .partition::<Vec<_>, _>(|v| v.invariant == known.invariant);
+        .partition::<Vec<_>, _>(|v| known.excuses(v));
     report.violations = others;
     if excused.is_empty() {
         report.problems.push(format!(
@@ -152,6 +152,7 @@ mod tests {
         scenario.expect.known_violation = Some(KnownViolation {
             bug: "B9".into(),
             invariant: Invariant::KillOrder,
+            task: None,
         });
         let mut known_only = report(
             &scenario,
@@ -172,5 +173,33 @@ mod tests {
         assert_eq!(more.verdict(), RunVerdict::Fail, "{more:?}");
         assert_eq!(more.violations, [violation(Invariant::LayoutBeforeExec)]);
         assert_eq!(more.problems, ["leftover process 42"]);
+    }
+
+    /// A marker that names its task excuses that task's violations of
+    /// its invariant only: another task's breach of the same invariant (a
+    /// second bug) still fails the run.
+    #[test]
+    fn a_known_marker_with_a_task_excuses_only_that_tasks() {
+        let mut scenario = find(&catalogue(), "sidecar-stop").unwrap().clone();
+        scenario.expect.known_violation = Some(KnownViolation {
+            bug: "B9".into(),
+            invariant: Invariant::KillOrder,
+            task: Some("web".into()),
+        });
+        let of = |task: &str| Violation {
+            task: Some(task.into()),
+            ..violation(Invariant::KillOrder)
+        };
+        let mut theirs = report(&scenario, vec![of("web")], Vec::new());
+        expect_known(&scenario, &mut theirs);
+        assert_eq!(theirs.verdict(), RunVerdict::Known, "{theirs:?}");
+        let mut another = report(&scenario, vec![of("web"), of("sidecar")], Vec::new());
+        expect_known(&scenario, &mut another);
+        assert_eq!(another.verdict(), RunVerdict::Fail, "{another:?}");
+        assert_eq!(another.violations, [of("sidecar")]);
+        // Only another task's: the marked bug did not show.
+        let mut elsewhere = report(&scenario, vec![of("sidecar")], Vec::new());
+        expect_known(&scenario, &mut elsewhere);
+        assert_eq!(elsewhere.verdict(), RunVerdict::Fail, "{elsewhere:?}");
     }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use taskgate_engine::jobspec::{Job, Task};
 use taskgate_engine::ClientStatus;
 use taskgate_faults::{Fault, PointName};
-use taskgate_oracle::Invariant;
+use taskgate_oracle::{Invariant, Violation};
 
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -104,4 +104,15 @@ pub struct KnownViolation {
     pub bug: String,
     /// The invariant every run must violate while the bug is open.
     pub invariant: Invariant,
+    /// The task whose violations they are, for a bug of one task's: another
+    /// task's breach of the same invariant still fails the run.
+    pub task: Option<String>,
+}
+
+impl KnownViolation {
+    /// Whether `violation` is this bug's to excuse.
+    pub fn excuses(&self, violation: &Violation) -> bool {
+        violation.invariant == self.invariant
+            && (self.task.as_deref()).is_none_or(|task| violation.task.as_deref() == Some(task))
+    }
 }

@@ -48,7 +48,7 @@ const EXPECT: Schema = Schema {
     repeated: &[],
 };
 const KNOWN_VIOLATION: Schema = Schema {
-    attrs: &["bug", "invariant"],
+    attrs: &["bug", "invariant", "task"],
     named: &[],
     single: &[],
     repeated: &[],
@@ -124,7 +124,7 @@ fn scenario(cx: &Cx, block: &Block, jobs: &JobReader) -> Result<Scenario> {
         }
     };
     let expect = match body.get_blocks("expect").next() {
-        Some(expect) => self::expect(cx, expect)?,
+        Some(expect) => self::expect(cx, expect, &job)?,
         None => {
             return Err(cx.error(
                 block.ident.span(),
@@ -178,17 +178,22 @@ fn job(cx: &Cx, block: &Block, within: &str, jobs: &JobReader) -> Result<Job> {
 
 fn stop_race(cx: &Cx, block: &Block, job: &Job) -> Result<Kind> {
     cx.check_body(&block.body, "stop_race", &STOP_RACE)?;
-    let attr = required(cx, block, "task", "stop_race")?;
+    let task = job_task(cx, required(cx, block, "task", "stop_race")?, job)?;
+    Ok(Kind::StopRace { controlled: task })
+}
+
+/// A string attribute that names one of `job`'s tasks.
+fn job_task(cx: &Cx, attr: &Attribute, job: &Job) -> Result<String> {
     let task = cx.string(attr)?;
     let tasks = task_names(job);
     if !tasks.contains(&task.as_str()) {
         let within = format!("job {:?}", job.name);
         return Err(cx.error(attr.value.span(), unknown("task", &task, &within, &tasks)));
     }
-    Ok(Kind::StopRace { controlled: task })
+    Ok(task)
 }
 
-fn expect(cx: &Cx, block: &Block) -> Result<Expect> {
+fn expect(cx: &Cx, block: &Block, job: &Job) -> Result<Expect> {
     cx.check_body(&block.body, "expect", &EXPECT)?;
     let attr = required(cx, block, "status", "expect")?;
     let status = choice(
@@ -206,6 +211,9 @@ fn expect(cx: &Cx, block: &Block) -> Result<Expect> {
             Some(KnownViolation {
                 bug: cx.string(required(cx, known, "bug", "known_violation")?)?,
                 invariant: invariant(cx, required(cx, known, "invariant", "known_violation")?)?,
+                task: (known.body.get_attribute("task"))
+                    .map(|attr| job_task(cx, attr, job))
+                    .transpose()?,
             })
         }
         None => None,

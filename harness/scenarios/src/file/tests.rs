@@ -50,8 +50,14 @@ fn a_known_violation_names_its_invariant_by_id() {
         Some(KnownViolation {
             bug: "B9".into(),
             invariant: Invariant::KillOrder,
+            task: None,
         })
     );
+    // A bug of one task's names it.
+    let one_task = src.replace("kill-order\"", "kill-order\"\n      task = \"side\"");
+    let scenario = parse_str(&one_task).unwrap().remove(0);
+    let known = scenario.expect.known_violation.expect("the marker");
+    assert_eq!(known.task.as_deref(), Some("side"));
 }
 
 #[test]
@@ -235,6 +241,10 @@ fn error_of(src: &str) -> String {
 #[case::invariant_named_by_its_statement(
     "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect {\n    status = \"complete\"\n    known_violation {\n      bug = \"B9\"\n      invariant = \"a poststop task runs exactly once\"\n    }\n  }\n}",
     "8:19: unknown invariant `a poststop task runs exactly once` in the oracle (expected one of: layout-before-exec, no-exec-after-terminal, one-exec-per-attempt, started-tasks-end, no-restart-after-completion, no-exec-after-kill, one-live-tree, kill-order, poststop-once, status-matches-exits, no-survivors, restarts-monotonic, start-order, attempts-within-policy, exits-observed, updates-whole, restart-order, launches-accounted, commands-take-effect, restart-windows, kill-signal, kill-grace) (invariants are named by id: `poststop-once`)"
+)]
+#[case::known_violation_of_an_unknown_task(
+    "scenario \"s\" {\n  job = \"jobs/j.hcl\"\n  stop_race { task = \"web\" }\n  expect {\n    status = \"complete\"\n    known_violation {\n      bug = \"B9\"\n      invariant = \"kill-order\"\n      task = \"sied\"\n    }\n  }\n}",
+    "9:14: unknown task `sied` in job \"j\"; did you mean `side`?"
 )]
 #[case::inline_job_error(
     "scenario \"s\" {\n  job \"x\" {\n    grop \"g\" {}\n  }\n}",
