@@ -24,14 +24,17 @@ use taskgate_faults::{scoped, Action};
 /// A task restarted on success (a service's, a sidecar) never completes,
 /// nor does an attempt that exited once its runner was told to die or to
 /// restart (after its executor's peek): that exit 0 is the kill's or the
-/// restart's (a trap's answer to its signal), and a restart goes on.
+/// restart's (a trap's answer to its signal), and a restart goes on. A
+/// user restart after the completion brings the task back: its launch is
+/// the restart's.
 pub fn check_no_restart_after_completion(history: &[Event], tasks: &[TaskShape]) -> Vec<Violation> {
-    let restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
+    let agent_restarts = positions(history, |e| matches!(e, Event::AgentRestarted { .. }));
     let mut out = Vec::new();
     for task in tasks.iter().filter(|t| !t.restarts_on_success) {
         let launched = launches(history, &task.name);
         let peeked = peeks(history, &task.name);
-        for &restart in &restarts {
+        let revived = restarts(history, &task.name);
+        for &restart in &agent_restarts {
             let Some(&(exited, exit)) = exits(history, &task.name)
                 .iter()
                 .rev()
@@ -47,7 +50,8 @@ pub fn check_no_restart_after_completion(history: &[Event], tasks: &[TaskShape])
             if !exit.successful() || relaunched_before || told {
                 continue;
             }
-            if let Some(again) = launched.iter().find(|&&l| l > restart) {
+            let rerun = |&&l: &&usize| l > restart && !revived.iter().any(|&r| r > exited && r < l);
+            if let Some(again) = launched.iter().find(rerun) {
                 out.push(Invariant::NoRestartAfterCompletion.violation(
                     Some(&task.name),
                     format!(
