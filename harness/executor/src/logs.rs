@@ -174,7 +174,9 @@ impl RotatingWriter {
     /// must not hold up the task's end. A failing log write is reported
     /// once to the executor's log and the rest drained, so the task never
     /// blocks on a full pipe.
-    pub fn pump(mut self, mut pipe: File, task_ended: &impl AsFd) {
+    /// `first_output` runs once, after the first bytes were written.
+    pub fn pump(mut self, mut pipe: File, task_ended: &impl AsFd, first_output: impl FnOnce()) {
+        let mut first_output = Some(first_output);
         let mut buf = vec![0u8; 64 * 1024];
         let mut failed = false;
         // What is left to copy once the task ended.
@@ -203,6 +205,9 @@ impl RotatingWriter {
                     self.name(self.index)
                 );
                 failed = true;
+            }
+            if let Some(first_output) = first_output.take() {
+                first_output();
             }
         }
     }
@@ -303,8 +308,17 @@ mod tests {
             held
         });
         let (done_tx, done) = std::sync::mpsc::channel();
+        let outputs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&outputs);
         std::thread::spawn(move || {
-            w.pump(File::from(std::os::fd::OwnedFd::from(pipe)), &ended);
+            let first_output = move || {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            };
+            w.pump(
+                File::from(std::os::fd::OwnedFd::from(pipe)),
+                &ended,
+                first_output,
+            );
             let _ = done_tx.send(());
         });
         let ended_in_time = done.recv_timeout(taskgate_faults::patience::step());
@@ -314,6 +328,8 @@ mod tests {
         );
         drop(writer.join().unwrap());
         assert!(read(dir.path(), 0).starts_with("written before its end"));
+        // Told once of the first output, however many writes followed.
+        assert_eq!(outputs.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

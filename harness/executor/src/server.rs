@@ -307,10 +307,15 @@ impl Supervisor {
             nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(ExecutorError::io("task-ended pipe"))?;
         let ended_r = Arc::new(ended_r);
         let err_ended = Arc::clone(&ended_r);
+        let output_seen = |faults: Faults, task: String| {
+            move || taskgate_faults::record_point!(faults, points::EX_TASK_OUTPUT, task.as_str())
+        };
+        let out_seen = output_seen(faults.clone(), spec.task_name.clone());
+        let err_seen = output_seen(faults.clone(), spec.task_name.clone());
         let pumps = Pumps {
             threads: [
-                std::thread::spawn(move || out_log.pump(out_r, &*ended_r)),
-                std::thread::spawn(move || err_log.pump(err_r, &*err_ended)),
+                std::thread::spawn(move || out_log.pump(out_r, &*ended_r, out_seen)),
+                std::thread::spawn(move || err_log.pump(err_r, &*err_ended, err_seen)),
             ],
             task_ended: ended_w,
         };

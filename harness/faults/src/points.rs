@@ -170,6 +170,11 @@ pub const EX_TASK_EXITED: &str = "ex.task_exited";
 /// any kill signal, is the task's own end; one after it, the kill's (or
 /// the restart's).
 pub const EX_PEEKED: &str = "ex.peeked";
+/// Record-only, in the executor: the task's first output on a stream
+/// reached its log. What a task does before it writes, it has done: a
+/// fault that must not act before the task's own set-up (a trap, a marker
+/// file) awaits this.
+pub const EX_TASK_OUTPUT: &str = "ex.task_output";
 
 /// Every per-task point a fault can act at, other than the hook points
 /// (which the engine's hook set names), for scenario files to name and
@@ -200,9 +205,10 @@ pub const TASK_POINTS: [&str; 20] = [
 
 /// Per-task points that only record (no fault acts at them), which a
 /// fault can still await.
-pub const RECORDED_TASK_POINTS: [&str; 4] = [
+pub const RECORDED_TASK_POINTS: [&str; 5] = [
     EX_TASK_EXITED,
     EX_PEEKED,
+    EX_TASK_OUTPUT,
     TR_RESTART_DELAY_ELAPSED,
     TR_RESTART_DECIDED,
 ];

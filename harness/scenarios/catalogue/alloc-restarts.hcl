@@ -101,7 +101,10 @@ scenario "restart-siblings-across-restore" {
       # The restored sidecar's runner is held 300 ms as it restores (only
       # the restored agent reaches tr.restoring): the window in which the
       # bug let web start ahead of it.
-      with   = ["web:hook.poststart.after.persist_handle=restart-alloc",
+      # The restart waits for web's first output: by then its first run
+      # made its marker and set its trap, however slow the machine.
+      with   = ["web:hook.poststart.before.persist_handle=await(web:ex.task_output@1)",
+                "web:hook.poststart.after.persist_handle=restart-alloc",
                 "proxy:tr.restoring=delay(300)"]
     }
   }
@@ -368,13 +371,17 @@ scenario "restart-carried-across-restore" {
     each {
       points = ["web:tr.restart_signaled"]
       action = "kill"
-      with   = ["web:hook.poststart.after.persist_handle=restart-alloc",
+      # As web's first output shows, its first run made its marker: the
+      # second then completes (it once ran on, killed before it had).
+      with   = ["web:hook.poststart.before.persist_handle=await(web:ex.task_output@1)",
+                "web:hook.poststart.after.persist_handle=restart-alloc",
                 "web:tr.restoring=kill-task-tree"]
     }
     each {
       points = ["web:tr.restart_signaled"]
       action = "kill"
-      with   = ["web:hook.poststart.after.persist_handle=restart-alloc",
+      with   = ["web:hook.poststart.before.persist_handle=await(web:ex.task_output@1)",
+                "web:hook.poststart.after.persist_handle=restart-alloc",
                 "web:tr.restoring=kill-executor"]
     }
   }
@@ -393,7 +400,9 @@ scenario "restart-exit-0-across-restore" {
     each {
       points = ["web:hook.exited.before.executor_shutdown"]
       action = "kill"
-      with   = ["web:hook.poststart.after.persist_handle=restart-alloc"]
+      # The restart's SIGINT waits for web's first output: its trap is set.
+      with   = ["web:hook.poststart.before.persist_handle=await(web:ex.task_output@1)",
+                "web:hook.poststart.after.persist_handle=restart-alloc"]
     }
   }
   expect {
