@@ -17,7 +17,7 @@ use crate::job::Job;
 use crate::state::{StateDb, StateError};
 use crate::task_state::TaskEvent;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use tokio::sync::{broadcast, watch};
 
 /// Events a follower may fall behind by before it is told it missed some.
@@ -77,6 +77,7 @@ pub struct Following {
     pub alloc_id: String,
     events: broadcast::Receiver<TaskEvent>,
     finished: watch::Receiver<Option<AllocStatus>>,
+    _reader: Reader,
 }
 
 /// What a follower gets next.
@@ -128,6 +129,46 @@ struct Allocs {
     /// The engine records an allocation before the agent adopts it, so a
     /// lookup that finds a record but no live allocation waits for these.
     placing: usize,
+    /// How many followers each allocation has (see [`Reader`]).
+    followed: BTreeMap<String, usize>,
+}
+
+/// Counts its follower in [`Allocs::followed`] while it lives: a follower
+/// told of the end reads the record and logs next (a foreground `run`
+/// only once a drain it serves has finished every other allocation), so
+/// a finished allocation still followed is never collected.
+struct Reader {
+    agent: Weak<Agent>,
+    alloc_id: String,
+}
+
+impl Reader {
+    fn new(agent: &Arc<Agent>, alloc_id: &str) -> Reader {
+        *agent
+            .lock()
+            .followed
+            .entry(alloc_id.to_string())
+            .or_default() += 1;
+        Reader {
+            agent: Arc::downgrade(agent),
+            alloc_id: alloc_id.to_string(),
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let Some(agent) = self.agent.upgrade() else {
+            return;
+        };
+        let mut allocs = agent.lock();
+        if let Some(count) = allocs.followed.get_mut(&self.alloc_id) {
+            *count -= 1;
+            if *count == 0 {
+                allocs.followed.remove(&self.alloc_id);
+            }
+        }
+    }
 }
 
 /// A placement under way, counted in [`Allocs::placing`] from its drain
@@ -309,6 +350,7 @@ impl Agent {
             counted.out();
         });
         Following {
+            _reader: Reader::new(self, &alloc_id),
             alloc_id,
             events: first,
             finished,
@@ -316,12 +358,18 @@ impl Agent {
     }
 
     /// Removes the finished allocations beyond the engine's keep, sparing
-    /// `finishing` (its followers read it next) and every one this agent
-    /// runs; a failure is logged, and the next collection tries again.
+    /// `finishing` (its followers read it next), every one this agent
+    /// runs, and every one still followed; a failure is logged, and the
+    /// next collection tries again.
     fn collect_finished(&self, finishing: &str) {
-        let live: Vec<String> = self.lock().live.keys().cloned().collect();
+        let spared: Vec<String> = {
+            let allocs = self.lock();
+            (allocs.live.keys().chain(allocs.followed.keys()))
+                .cloned()
+                .collect()
+        };
         let spare: Vec<&str> = std::iter::once(finishing)
-            .chain(live.iter().map(String::as_str))
+            .chain(spared.iter().map(String::as_str))
             .collect();
         match self.engine.collect_finished(&spare) {
             Ok(removed) if !removed.is_empty() => {
@@ -394,9 +442,10 @@ impl Agent {
 
     /// Follows an allocation from now on: a running one's events and end,
     /// or a finished one's end at once.
-    pub fn follow(&self, alloc: &str) -> Result<Following, ControlError> {
+    pub fn follow(self: &Arc<Self>, alloc: &str) -> Result<Following, ControlError> {
         match self.find_live(alloc) {
             Ok((alloc_id, live)) => Ok(Following {
+                _reader: Reader::new(self, &alloc_id),
                 alloc_id,
                 events: live.events.subscribe(),
                 finished: live.finished,
@@ -404,6 +453,7 @@ impl Agent {
             Err(ControlError::Finished { alloc_id, status }) => {
                 let (_, events) = broadcast::channel(1);
                 Ok(Following {
+                    _reader: Reader::new(self, &alloc_id),
                     alloc_id,
                     events,
                     finished: watch::channel(Some(status)).1,
