@@ -15,7 +15,7 @@ use std::path::Path;
 use taskgate_engine::agent::AllocEntry;
 use taskgate_engine::control::{self, ControlAnswer, ControlRequest};
 use taskgate_engine::AllocDir;
-use taskgate_executor::confined::ConfinedDir;
+use taskgate_executor::confined::{ConfinedDir, ConfinedError};
 use taskgate_executor::{log_file_indexes, log_file_name, LogStream};
 
 #[derive(clap::Args)]
@@ -183,27 +183,42 @@ impl LogFiles {
     pub fn copy_to(&mut self, out: &mut impl Write) -> std::io::Result<()> {
         loop {
             if self.current.is_none() {
-                let Some(first) = self.indexes()?.first().copied() else {
+                let Some(first) = self.open_after(None)? else {
                     return out.flush();
                 };
-                self.current = Some((first, self.open(first)?));
+                self.current = Some(first);
             }
             let (index, mut file) = self.current.take().expect("opened above");
             std::io::copy(&mut file, out)?;
-            let Some(next) = self.indexes()?.into_iter().find(|i| *i > index) else {
+            let Some(next) = self.open_after(Some(index))? else {
                 self.current = Some((index, file));
                 return out.flush();
             };
             // The writer never writes a file again once it made the next:
             // read this one to its end before moving on.
             std::io::copy(&mut file, out)?;
-            self.current = Some((next, self.open(next)?));
+            self.current = Some(next);
         }
     }
 
-    fn open(&self, index: u64) -> std::io::Result<File> {
-        let name = log_file_name(&self.task, self.stream, index);
-        self.dir.open_read(&name).map_err(std::io::Error::other)
+    /// The first file after index `after` (the oldest kept if `None`),
+    /// opened. One the writer rotated away between the listing and its
+    /// open is passed over: the oldest file is the next one it deletes.
+    fn open_after(&self, after: Option<u64>) -> std::io::Result<Option<(u64, File)>> {
+        loop {
+            let indexes = self.indexes()?;
+            let Some(index) = indexes.into_iter().find(|i| after.is_none_or(|a| *i > a)) else {
+                return Ok(None);
+            };
+            let name = log_file_name(&self.task, self.stream, index);
+            match self.dir.open_read(&name) {
+                Ok(file) => return Ok(Some((index, file))),
+                // Gone since the listing: the next listing has it no more.
+                Err(ConfinedError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => return Err(std::io::Error::other(err)),
+            }
+        }
     }
 
     /// Indexes of the files there now, ascending.

@@ -176,9 +176,11 @@ fn stop_on_interrupt(
         };
         match signal {
             Signal::SIGINT if first_interrupt => {
-                super::say!("==> interrupt: sending stop update");
+                // Asked before it is said: a stalled stdout (a paused
+                // terminal) may block the saying, never the stop.
                 let (data_dir, alloc_id, stop) = (data_dir.clone(), alloc_id.clone(), stop.clone());
                 std::thread::spawn(move || ask_agent_to_stop(&data_dir, &alloc_id, &stop));
+                super::say!("==> interrupt: sending stop update");
             }
             Signal::SIGINT => {
                 super::say!(
