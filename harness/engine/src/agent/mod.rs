@@ -349,10 +349,21 @@ impl Agent {
             }
             counted.out();
         });
+        self.following(alloc_id, first, finished)
+    }
+
+    /// A follower of `alloc_id`, counted as its reader while it lives (see
+    /// [`Reader`]): every follower is made here, so none escapes the count.
+    fn following(
+        self: &Arc<Self>,
+        alloc_id: String,
+        events: broadcast::Receiver<TaskEvent>,
+        finished: watch::Receiver<Option<AllocStatus>>,
+    ) -> Following {
         Following {
             _reader: Reader::new(self, &alloc_id),
             alloc_id,
-            events: first,
+            events,
             finished,
         }
     }
@@ -444,20 +455,12 @@ impl Agent {
     /// or a finished one's end at once.
     pub fn follow(self: &Arc<Self>, alloc: &str) -> Result<Following, ControlError> {
         match self.find_live(alloc) {
-            Ok((alloc_id, live)) => Ok(Following {
-                _reader: Reader::new(self, &alloc_id),
-                alloc_id,
-                events: live.events.subscribe(),
-                finished: live.finished,
-            }),
+            Ok((alloc_id, live)) => {
+                Ok(self.following(alloc_id, live.events.subscribe(), live.finished))
+            }
             Err(ControlError::Finished { alloc_id, status }) => {
                 let (_, events) = broadcast::channel(1);
-                Ok(Following {
-                    _reader: Reader::new(self, &alloc_id),
-                    alloc_id,
-                    events,
-                    finished: watch::channel(Some(status)).1,
-                })
+                Ok(self.following(alloc_id, events, watch::channel(Some(status)).1))
             }
             Err(other) => Err(other),
         }
