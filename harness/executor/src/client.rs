@@ -3,7 +3,9 @@
 use crate::error::ExecutorError;
 use crate::isolation::cgroup::parent::CgroupParent;
 use crate::isolation::cgroup::TaskCgroup;
-use crate::protocol::{self, Doom, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
+use crate::protocol::{
+    self, Doom, Ready, Request, Response, RunPaths, SpecFile, LOCK_FD, READY_FD, SPEC_FD,
+};
 use crate::spawn::spawn;
 use crate::spec::{ExitResult, ReattachInfo, StopOutcome, TaskSpec};
 use crate::sys::{pidfd_open, wait_exited};
@@ -80,7 +82,7 @@ pub struct Executor {
 /// dead one left is destroyed first (B3: a task whose executor was killed
 /// kept running, and the next attempt joined it in the same cgroup).
 pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, ExecutorError> {
-    validate(spec)?;
+    let run_as = validate(spec)?;
     let paths = RunPaths::new(&cfg.run_dir, spec)?;
     std::fs::create_dir_all(&cfg.run_dir).map_err(ExecutorError::io(format!(
         "create run dir {}",
@@ -98,8 +100,8 @@ pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, Executo
             spec.task_name
         );
     }
-    let json =
-        serde_json::to_vec_pretty(spec).map_err(|e| ExecutorError::Protocol(e.to_string()))?;
+    let json = serde_json::to_vec_pretty(&SpecFile { spec, run_as })
+        .map_err(|e| ExecutorError::Protocol(e.to_string()))?;
     std::fs::write(&paths.spec, json)
         .map_err(ExecutorError::io(format!("write {}", paths.spec.display())))?;
     match spawn_executor(cfg, spec, &paths, &lock) {

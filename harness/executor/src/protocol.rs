@@ -4,6 +4,7 @@
 
 use crate::error::ExecutorError;
 use crate::spec::{ExitResult, ReattachInfo, StopOutcome, TaskSpec};
+use crate::validate::Credentials;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -16,6 +17,16 @@ pub const SPEC_FD: RawFd = 3;
 pub(crate) const READY_FD: RawFd = 4;
 /// The task's lock (see `task_lock`), which the executor holds until it exits.
 pub(crate) const LOCK_FD: RawFd = 5;
+
+/// The file an executor reads on [`SPEC_FD`]: its task's spec, and beside
+/// the spec's fields the host ids its launcher resolved the task's user to
+/// (see [`Credentials`]).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct SpecFile<S> {
+    #[serde(flatten)]
+    pub spec: S,
+    pub run_as: Credentials,
+}
 
 /// `sun_path` is 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
@@ -182,6 +193,30 @@ pub(crate) fn recv_or_eof<T: DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The executor reads back what its launcher wrote; the spec's fields
+    /// stay at the top, where the oracle reads the version and kill
+    /// timeout of an attempt.
+    #[test]
+    fn a_spec_file_carries_the_spec_and_its_users_ids() {
+        let mut spec = crate::isolation::rootfs::tests::spec();
+        spec.env.insert("NOMAD_JOB_VERSION".into(), "3".into());
+        let run_as = crate::isolation::rootfs::tests::creds(65534, 65533);
+        let json = serde_json::to_vec(&SpecFile {
+            spec: &spec,
+            run_as,
+        })
+        .unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(value["env"]["NOMAD_JOB_VERSION"], "3");
+        assert_eq!(value["kill_timeout"], 5000);
+        assert_eq!(
+            value["run_as"],
+            serde_json::json!({"uid": 65534, "gid": 65533})
+        );
+        let read: SpecFile<TaskSpec> = serde_json::from_slice(&json).unwrap();
+        assert_eq!((read.spec, read.run_as), (spec, run_as));
+    }
 
     /// An executor's socket is known as its alloc's, and nothing else is:
     /// not another alloc's whose id it begins with, nor the task's lock.

@@ -7,10 +7,12 @@ use crate::isolation::cgroup::parent::{self, CgroupParent};
 use crate::isolation::cgroup::TaskCgroup;
 use crate::isolation::{spawn_task, TaskLaunch};
 use crate::logs::{LogStream, RotatingWriter, LOGS_DIR};
-use crate::protocol::{self, Doom, Ready, Request, Response, RunPaths, LOCK_FD, READY_FD, SPEC_FD};
+use crate::protocol::{
+    self, Doom, Ready, Request, Response, RunPaths, SpecFile, LOCK_FD, READY_FD, SPEC_FD,
+};
 use crate::spec::{ExitResult, ReattachInfo, TaskSpec};
 use crate::sys::{now_ms, pidfd_send_signal};
-use crate::validate::{check_task_dir, validate, Credentials, EXECUTOR_LOG};
+use crate::validate::{check_spec, check_task_dir, Credentials, EXECUTOR_LOG};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -190,10 +192,11 @@ impl Supervisor {
         cgroup_parent: &CgroupParent,
         spec_file: &File,
     ) -> Result<(Arc<Supervisor>, UnixListener), ExecutorError> {
-        let spec: TaskSpec = serde_json::from_reader(BufReader::new(spec_file))
-            .map_err(|e| ExecutorError::Protocol(format!("bad spec on fd {SPEC_FD}: {e}")))?;
+        let SpecFile { spec, run_as }: SpecFile<TaskSpec> =
+            serde_json::from_reader(BufReader::new(spec_file))
+                .map_err(|e| ExecutorError::Protocol(format!("bad spec on fd {SPEC_FD}: {e}")))?;
         let faults = configured_faults()?;
-        let creds = validate(&spec)?;
+        check_spec(&spec)?;
         check_task_dir(&spec)?;
         log_to_task_dir(&spec.task_dir)?;
         let paths = RunPaths::new(run_dir, &spec)?;
@@ -203,7 +206,7 @@ impl Supervisor {
             socket: false,
             root: false,
         };
-        match Self::setup(&spec, cgroup_parent, creds, &faults, &mut made) {
+        match Self::setup(&spec, cgroup_parent, run_as, &faults, &mut made) {
             Ok((task_pid, pidfd, listener, pumps)) => {
                 tracing::info!("task {} started as pid {task_pid}", spec.task_name);
                 let info = ReattachInfo {

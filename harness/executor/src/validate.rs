@@ -1,19 +1,51 @@
 //! Spec checks, run by the client before it spawns anything and again by the
 //! executor before it touches the system (the spec file could be stale);
-//! the task directory's existence only by the executor.
+//! the task directory's existence only by the executor. The task's user is
+//! looked up by the client alone (see [`Credentials`]).
 
 use crate::confined::{ConfinedDir, ConfinedError};
 use crate::error::ExecutorError;
 use crate::spec::{Resources, TaskSpec, MAX_MEMORY_MB, MAX_PIDS};
 use nix::unistd::{Gid, Uid, User};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-/// The host user a task runs as, resolved before the task's root hides the host's /etc.
-#[derive(Debug, Clone, Copy)]
+/// The host user a task runs as. The launcher looks it up and hands the ids
+/// to its executor in the spec file: the executor makes no name-service
+/// call, so it may be linked statically (glibc's NSS modules are shared
+/// libraries of the host's own glibc, which a static binary cannot load
+/// safely) and pays no lookup on its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "HostIds", into = "HostIds")]
 pub(crate) struct Credentials {
     pub uid: Uid,
     pub gid: Gid,
+}
+
+/// [`Credentials`] as the spec file holds them.
+#[derive(Serialize, Deserialize)]
+struct HostIds {
+    uid: u32,
+    gid: u32,
+}
+
+impl From<HostIds> for Credentials {
+    fn from(ids: HostIds) -> Credentials {
+        Credentials {
+            uid: Uid::from_raw(ids.uid),
+            gid: Gid::from_raw(ids.gid),
+        }
+    }
+}
+
+impl From<Credentials> for HostIds {
+    fn from(creds: Credentials) -> HostIds {
+        HostIds {
+            uid: creds.uid.as_raw(),
+            gid: creds.gid.as_raw(),
+        }
+    }
 }
 
 /// The task directory's subdirectories, each mounted at `/<name>` in the
@@ -47,7 +79,15 @@ pub fn check_chroot_env(env: &BTreeMap<PathBuf, PathBuf>) -> Result<(), Executor
     Ok(())
 }
 
+/// The launcher's check: the spec's, and its user's lookup.
 pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
+    check_spec(spec)?;
+    resolve_user(&spec.user)
+}
+
+/// Everything about the spec but its user, which the executor takes as
+/// its launcher resolved it.
+pub(crate) fn check_spec(spec: &TaskSpec) -> Result<(), ExecutorError> {
     if let Some(reason) = task_name_problem(&spec.task_name) {
         return Err(ExecutorError::InvalidTaskName {
             name: spec.task_name.clone(),
@@ -93,7 +133,7 @@ pub(crate) fn validate(spec: &TaskSpec) -> Result<Credentials, ExecutorError> {
             reason: format!("{} is outside -1000..=1000", spec.oom_score_adj),
         });
     }
-    resolve_user(&spec.user)
+    Ok(())
 }
 
 /// The task directory is the prestart hooks' work. Only the executor process

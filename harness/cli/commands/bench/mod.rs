@@ -23,8 +23,10 @@ use taskgate_executor::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+mod linkage;
 mod report;
 mod search;
+use linkage::Linkage;
 use report::*;
 
 /// The target: taskgate's median at most a fifth of runc's.
@@ -248,6 +250,7 @@ struct Bench {
     chroot_env: BTreeMap<PathBuf, PathBuf>,
     bundle: PathBuf,
     executor: ExecutorConfig,
+    executor_linkage: Linkage,
     /// The executors' cgroup parent, the bench's own; given back on drop.
     cgroups: CgroupTree,
     alloc_dir: PathBuf,
@@ -272,6 +275,7 @@ fn bench_cgroup_parent(what: &str) -> anyhow::Result<CgroupParent> {
 
 impl Bench {
     fn prepare(scratch: &Scratch, executor_bin: PathBuf) -> anyhow::Result<Bench> {
+        let executor_linkage = Linkage::of(&executor_bin)?;
         let rootfs = scratch.dir.join("rootfs");
         let chroot_env = taskgate_executor::build_busybox_root(&rootfs)?;
         let bundle = scratch.dir.join("bundle");
@@ -296,6 +300,7 @@ impl Bench {
             chroot,
             chroot_env,
             bundle,
+            executor_linkage,
             executor: ExecutorConfig {
                 executor_bin,
                 run_dir: scratch.dir.join("run"),

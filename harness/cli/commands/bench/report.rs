@@ -88,6 +88,7 @@ impl Stats {
 
 pub(super) struct Report {
     pub(super) binary: PathBuf,
+    pub(super) linkage: Linkage,
     pub(super) build: &'static str,
     pub(super) runs: usize,
     pub(super) pause: Duration,
@@ -113,6 +114,7 @@ impl Report {
     ) -> Report {
         Report {
             binary: bench.executor.executor_bin.clone(),
+            linkage: bench.executor_linkage,
             build: if cfg!(debug_assertions) {
                 "debug"
             } else {
@@ -153,9 +155,10 @@ impl Report {
         let met = |ok: bool| if ok { "met" } else { "NOT met" };
         crate::commands::say_to!(
             out,
-            "taskgate bench: {} build ({}), /bin/true under full isolation",
+            "taskgate bench: {} build ({}, linked {}), /bin/true under full isolation",
             self.build,
             self.binary.display(),
+            self.linkage.as_str(),
         );
         crate::commands::say_to!(
             out,
@@ -164,7 +167,9 @@ impl Report {
             self.pause.as_millis()
         );
         if self.build == "debug" {
-            crate::commands::say_to!(out, "  (debug build: for real numbers use cargo build --release, target/release/taskgate)");
+            crate::commands::say_to!(out, "  (debug build: for real numbers use dist/build-release.sh, target/release/taskgate)");
+        } else if self.linkage == Linkage::Dynamic {
+            crate::commands::say_to!(out, "  (a dynamically linked executor: dist/build-release.sh links it statically, as installed)");
         }
         crate::commands::say_to!(out);
         crate::commands::say_to!(
@@ -275,7 +280,7 @@ impl Report {
             None => crate::commands::say_to!(
                 out,
                 "search: timed only by a build with fault points \
-                 (cargo build --release --features failpoints)"
+                 (dist/build-release.sh --features failpoints)"
             ),
         }
     }
@@ -284,6 +289,7 @@ impl Report {
         json!({
             "build": self.build,
             "binary": self.binary,
+            "executor_linkage": self.linkage,
             "latency_ms": {
                 "runs": self.runs,
                 "pause_ms": self.pause.as_millis() as u64,

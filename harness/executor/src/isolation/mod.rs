@@ -6,7 +6,7 @@ pub(crate) mod caps;
 pub(crate) mod cgroup;
 pub mod device_filter;
 mod namespaces;
-mod rootfs;
+pub(crate) mod rootfs;
 mod seccomp;
 mod syscalls;
 
