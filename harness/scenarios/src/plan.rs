@@ -387,6 +387,37 @@ mod tests {
         );
     }
 
+    /// A token names a case by its place in its scenario; replayed after
+    /// the scenario changed (another build, an edited file), that place may
+    /// hold another case, which must be refused, not run in its stead.
+    #[test]
+    #[should_panic(expected = "known bug positional-replay-token")]
+    fn a_token_whose_case_moved_is_refused() {
+        let all = catalogue::catalogue();
+        let run = plan(&all, 0, 0)
+            .into_iter()
+            .find(|run| {
+                matches!(&run.scenario.kind, Kind::Faults(plan) if plan.cases.len() > 1)
+                    && run.token().to_string().ends_with("#0")
+            })
+            .expect("a fault scenario of several cases");
+        let token = run.token().to_string();
+        let mut changed = all.clone();
+        let scenario = changed
+            .iter_mut()
+            .find(|s| s.name == run.scenario.name)
+            .unwrap();
+        let Kind::Faults(plan) = &mut scenario.kind else {
+            unreachable!("a fault scenario")
+        };
+        plan.cases.remove(0);
+        let replayed = Token::parse(&token, &changed).map(|run| run.describe());
+        assert!(
+            replayed.is_err(),
+            "known bug positional-replay-token: {token} replays {replayed:?}"
+        );
+    }
+
     /// A token of the wrong form for its scenario says which form it takes.
     #[test]
     fn a_token_of_the_wrong_form_names_the_right_one() {
