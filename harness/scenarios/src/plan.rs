@@ -140,13 +140,43 @@ impl Run<'_> {
         let case = match &self.case {
             Case::InProcess(InProcess::Race { schedule, .. }) => format!("@{schedule}"),
             Case::InProcess(InProcess::Faults { index, .. })
-            | Case::Agent(AgentCase { index, .. }) => format!("#{index}"),
+            | Case::Agent(AgentCase { index, .. }) => {
+                format!("#{index}:{}", self.fingerprint().unwrap_or_default())
+            }
         };
         Token {
             scenario: self.scenario.name.clone(),
             case,
             file: self.scenario.file.clone(),
         }
+    }
+
+    /// A fault case's fingerprint, which its token carries: what the case
+    /// does (its faults in the scenario syntax, what follows them, the
+    /// restored agent's part), hashed to 8 hex digits (FNV-1a, a hash that
+    /// never changes with the toolchain). `None` for a stop race, whose
+    /// token holds its whole schedule.
+    fn fingerprint(&self) -> Option<String> {
+        let key = match &self.case {
+            Case::InProcess(InProcess::Race { .. }) => return None,
+            Case::InProcess(InProcess::Faults { case, then, .. }) => {
+                format!("in-process|{}|{then:?}", faults(case))
+            }
+            Case::Agent(AgentCase {
+                case,
+                then,
+                restore,
+                ..
+            }) => format!(
+                "agent|{}|{then:?}|{restore:?}|{:?}",
+                faults(case),
+                case.restored_kill
+            ),
+        };
+        let mut hasher = fnv::FnvHasher::default();
+        std::hash::Hasher::write(&mut hasher, key.as_bytes());
+        let hash = std::hash::Hasher::finish(&hasher);
+        Some(format!("{:08x}", (hash ^ (hash >> 32)) as u32))
     }
 
     /// The fault case this run configures, if it is one.
@@ -213,12 +243,15 @@ fn then_text(then: Then) -> &'static str {
     }
 }
 
-/// `scenario@schedule` or `scenario#n`: everything needed to replay a run,
-/// as [`Run::token`] names it, with the file its scenario came from.
+/// `scenario@schedule` or `scenario#n:fingerprint`: everything needed to
+/// replay a run, as [`Run::token`] names it, with the file its scenario
+/// came from. A fault case is named by its place in its scenario and, so
+/// that another build's case at that place is refused rather than run in
+/// its stead, by its fingerprint ([`Run::fingerprint`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {
     pub scenario: String,
-    /// `@schedule` or `#n`.
+    /// `@schedule` or `#n:fingerprint`.
     case: String,
     /// The scenario's file, if it is not in the built-in catalogue.
     file: Option<PathBuf>,
@@ -232,8 +265,10 @@ impl fmt::Display for Token {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("replay token {0:?} is neither SCENARIO@SCHEDULE nor SCENARIO#N")]
+    #[error("replay token {0:?} is neither SCENARIO@SCHEDULE nor SCENARIO#N[:FINGERPRINT]")]
     Shape(String),
+    #[error(transparent)]
+    CaseChanged(Box<CaseChanged>),
     #[error(transparent)]
     Scenario(#[from] catalogue::UnknownScenario),
     #[error(transparent)]
@@ -250,6 +285,23 @@ pub enum TokenError {
         "scenario {0} is a stop race; replay it as {0}@SCHEDULE (the schedule its run printed)"
     )]
     AStopRace(String),
+}
+
+/// A token's fault case whose fingerprint is not the one at its place in
+/// this build.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "replay token {token}: case #{n} of scenario {scenario} is another case in this build \
+     (fingerprint {now}, the token's {then}): it is \"{describe}\". Replay the token on the \
+     build that printed it, or take this build's token for the case from its gate's output"
+)]
+pub struct CaseChanged {
+    token: String,
+    scenario: String,
+    n: usize,
+    then: String,
+    now: String,
+    describe: String,
 }
 
 impl Token {
@@ -286,18 +338,35 @@ impl Token {
                 Kind::StopRace { controlled } => Ok(scenario.race(controlled, schedule)),
                 Kind::Faults(_) => Err(TokenError::NotAStopRace(name.into())),
             }
-        } else if let Some((name, n)) = token.split_once('#') {
+        } else if let Some((name, case)) = token.split_once('#') {
+            // A token without its fingerprint (typed by hand) is taken by place alone.
+            let (n, fingerprint) = match case.split_once(':') {
+                Some((n, fingerprint)) => (n, Some(fingerprint)),
+                None => (case, None),
+            };
             let index: usize = n
                 .parse()
                 .map_err(|_| TokenError::Shape(token.to_string()))?;
             let scenario = catalogue::find(set, name)?;
-            match &scenario.kind {
+            let run = match &scenario.kind {
                 Kind::Faults(plan) => scenario.fault_run(plan, index).ok_or(TokenError::Range {
                     scenario: name.into(),
                     n: index,
                     count: plan.cases.len(),
-                }),
-                Kind::StopRace { .. } => Err(TokenError::AStopRace(name.into())),
+                })?,
+                Kind::StopRace { .. } => return Err(TokenError::AStopRace(name.into())),
+            };
+            let now = run.fingerprint().unwrap_or_default();
+            match fingerprint {
+                Some(then) if then != now => Err(TokenError::CaseChanged(Box::new(CaseChanged {
+                    token: token.to_string(),
+                    scenario: name.into(),
+                    n: index,
+                    then: then.into(),
+                    now,
+                    describe: run.describe(),
+                }))),
+                _ => Ok(run),
             }
         } else {
             Err(TokenError::Shape(token.to_string()))
@@ -391,14 +460,13 @@ mod tests {
     /// the scenario changed (another build, an edited file), that place may
     /// hold another case, which must be refused, not run in its stead.
     #[test]
-    #[should_panic(expected = "known bug positional-replay-token")]
     fn a_token_whose_case_moved_is_refused() {
         let all = catalogue::catalogue();
         let run = plan(&all, 0, 0)
             .into_iter()
             .find(|run| {
                 matches!(&run.scenario.kind, Kind::Faults(plan) if plan.cases.len() > 1)
-                    && run.token().to_string().ends_with("#0")
+                    && run.token().to_string().contains("#0:")
             })
             .expect("a fault scenario of several cases");
         let token = run.token().to_string();
@@ -412,9 +480,20 @@ mod tests {
         };
         plan.cases.remove(0);
         let replayed = Token::parse(&token, &changed).map(|run| run.describe());
-        assert!(
-            replayed.is_err(),
-            "known bug positional-replay-token: {token} replays {replayed:?}"
+        let Err(TokenError::CaseChanged(changed_case)) = &replayed else {
+            panic!("{token} replays {replayed:?}");
+        };
+        let next = Token::parse(&format!("{}#1", run.scenario.name), &all).unwrap();
+        assert_eq!(
+            changed_case.describe,
+            next.describe(),
+            "names the case now at #0"
+        );
+        // Typed by place alone, it is taken as it is.
+        let by_place = token.split(':').next().unwrap();
+        assert_eq!(
+            Token::parse(by_place, &changed).unwrap().describe(),
+            next.describe()
         );
     }
 

@@ -87,7 +87,7 @@ pub fn parse(src: &str, file: &str, jobs: &JobReader) -> Result<Vec<Scenario>> {
 fn scenario(cx: &Cx, block: &Block, jobs: &JobReader) -> Result<Scenario> {
     let label = &block.labels[0];
     let name = label.as_str().to_owned();
-    // Replay tokens are `name@schedule` and `name#n`.
+    // Replay tokens are `name@schedule` and `name#n:fingerprint`.
     if name.is_empty() || name.contains(['@', '#', ' ', '\'']) {
         return Err(cx.error(
             label.span(),
