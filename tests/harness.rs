@@ -104,7 +104,11 @@ fn passing_replay(scratch: &Scratch, token: &str) -> String {
         "replay failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
-    assert!(stdout.starts_with(&format!("PASS {token} ")), "{stdout}");
+    // A fault case is named by its whole token, fingerprint and all.
+    let named = stdout
+        .strip_prefix(&format!("PASS {token}"))
+        .is_some_and(|rest| rest.starts_with([' ', ':']));
+    assert!(named, "{stdout}");
     stdout
 }
 
@@ -170,7 +174,7 @@ fn gate_writes_a_junit_report() {
     assert_eq!(cases.len(), 8, "{xml}");
     for n in 0..8 {
         assert!(
-            xml.contains(&format!("name=\"prestart-hook-error#{n}\"")),
+            xml.contains(&format!("name=\"prestart-hook-error#{n}:")),
             "case #{n} missing:\n{xml}"
         );
     }
@@ -391,8 +395,14 @@ fn gate_shards_merge_into_the_whole_gate() {
         assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
         let xml = std::fs::read_to_string(path(file)).unwrap();
         cases.extend(
-            xml.match_indices("<testcase name=\"")
-                .map(|(i, m)| xml[i + m.len()..].split('"').next().unwrap().to_string()),
+            // Each case by its place (its token without the fingerprint).
+            xml.match_indices("<testcase name=\"").map(|(i, m)| {
+                xml[i + m.len()..]
+                    .split([':', '"'])
+                    .next()
+                    .unwrap()
+                    .to_string()
+            }),
         );
     }
     cases.sort();
@@ -414,7 +424,7 @@ fn gate_shards_merge_into_the_whole_gate() {
     assert!(stdout.contains("8 passed, 0 failed"), "{stdout}");
     let merged = std::fs::read_to_string(path("all.xml")).unwrap();
     for case in &expected {
-        assert!(merged.contains(&format!("name=\"{case}\"")), "{merged}");
+        assert!(merged.contains(&format!("name=\"{case}:")), "{merged}");
     }
 
     let out = scratch.taskgate(&[
