@@ -100,8 +100,11 @@ pub fn launch(cfg: &ExecutorConfig, spec: &TaskSpec) -> Result<Executor, Executo
             spec.task_name
         );
     }
-    let json = serde_json::to_vec_pretty(&SpecFile { spec, run_as })
-        .map_err(|e| ExecutorError::Protocol(e.to_string()))?;
+    let json = serde_json::to_vec_pretty(&SpecFile {
+        spec,
+        run_as: Some(run_as),
+    })
+    .map_err(|e| ExecutorError::Protocol(e.to_string()))?;
     std::fs::write(&paths.spec, json)
         .map_err(ExecutorError::io(format!("write {}", paths.spec.display())))?;
     match spawn_executor(cfg, spec, &paths, &lock) {

@@ -21,11 +21,28 @@ pub(crate) const LOCK_FD: RawFd = 5;
 /// The file an executor reads on [`SPEC_FD`]: its task's spec, and beside
 /// the spec's fields the host ids its launcher resolved the task's user to
 /// (see [`Credentials`]).
+/// An executor installed beside a running agent of an older release reads
+/// that agent's spec files, which have no `run_as`: it refuses them by
+/// name ([`SpecFile::run_as`]), not as a garbled file.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct SpecFile<S> {
     #[serde(flatten)]
     pub spec: S,
-    pub run_as: Credentials,
+    #[serde(default)]
+    pub run_as: Option<Credentials>,
+}
+
+impl<S> SpecFile<S> {
+    /// The ids the task runs as, which every launcher of this release writes.
+    pub fn run_as(&self) -> Result<Credentials, ExecutorError> {
+        self.run_as.ok_or_else(|| {
+            ExecutorError::Protocol(format!(
+                "the spec on fd {SPEC_FD} has no run_as: its launcher is of an older \
+                 taskgate release than this executor (restart the agent once both \
+                 binaries are installed)"
+            ))
+        })
+    }
 }
 
 /// `sun_path` is 108 bytes including the terminating NUL.
@@ -204,7 +221,7 @@ mod tests {
         let run_as = crate::isolation::rootfs::tests::creds(65534, 65533);
         let json = serde_json::to_vec(&SpecFile {
             spec: &spec,
-            run_as,
+            run_as: Some(run_as),
         })
         .unwrap();
         let value: serde_json::Value = serde_json::from_slice(&json).unwrap();
@@ -215,7 +232,24 @@ mod tests {
             serde_json::json!({"uid": 65534, "gid": 65533})
         );
         let read: SpecFile<TaskSpec> = serde_json::from_slice(&json).unwrap();
-        assert_eq!((read.spec, read.run_as), (spec, run_as));
+        assert_eq!(read.run_as().unwrap(), run_as);
+        assert_eq!(read.spec, spec);
+    }
+
+    /// An older launcher's spec (no ids) is refused by what it lacks; ids
+    /// that would leave the executor's own in place are no ids at all.
+    #[test]
+    fn a_spec_file_without_usable_ids_is_refused() {
+        let spec = crate::isolation::rootfs::tests::spec();
+        let older = serde_json::to_vec(&spec).unwrap();
+        let read: SpecFile<TaskSpec> = serde_json::from_slice(&older).unwrap();
+        let refused = read.run_as().unwrap_err().to_string();
+        assert!(refused.contains("older taskgate release"), "{refused}");
+
+        let mut value = serde_json::to_value(&spec).unwrap();
+        value["run_as"] = serde_json::json!({"uid": u32::MAX, "gid": 0});
+        let unchanged = serde_json::from_value::<SpecFile<TaskSpec>>(value);
+        assert!(unchanged.is_err(), "{unchanged:?}");
     }
 
     /// An executor's socket is known as its alloc's, and nothing else is:

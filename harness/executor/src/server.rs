@@ -192,9 +192,10 @@ impl Supervisor {
         cgroup_parent: &CgroupParent,
         spec_file: &File,
     ) -> Result<(Arc<Supervisor>, UnixListener), ExecutorError> {
-        let SpecFile { spec, run_as }: SpecFile<TaskSpec> =
-            serde_json::from_reader(BufReader::new(spec_file))
-                .map_err(|e| ExecutorError::Protocol(format!("bad spec on fd {SPEC_FD}: {e}")))?;
+        let file: SpecFile<TaskSpec> = serde_json::from_reader(BufReader::new(spec_file))
+            .map_err(|e| ExecutorError::Protocol(format!("bad spec on fd {SPEC_FD}: {e}")))?;
+        let run_as = file.run_as()?;
+        let spec = file.spec;
         let faults = configured_faults()?;
         check_spec(&spec)?;
         check_task_dir(&spec)?;

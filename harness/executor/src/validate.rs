@@ -17,7 +17,7 @@ use std::path::{Component, Path, PathBuf};
 /// libraries of the host's own glibc, which a static binary cannot load
 /// safely) and pays no lookup on its start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "HostIds", into = "HostIds")]
+#[serde(try_from = "HostIds", into = "HostIds")]
 pub(crate) struct Credentials {
     pub uid: Uid,
     pub gid: Gid,
@@ -30,12 +30,21 @@ struct HostIds {
     gid: u32,
 }
 
-impl From<HostIds> for Credentials {
-    fn from(ids: HostIds) -> Credentials {
-        Credentials {
+/// `setresuid` and `setresgid` take -1 for "leave it as it is": an id
+/// read from a file never may be that.
+const UNCHANGED_ID: u32 = u32::MAX;
+
+impl TryFrom<HostIds> for Credentials {
+    type Error = String;
+
+    fn try_from(ids: HostIds) -> Result<Credentials, String> {
+        if ids.uid == UNCHANGED_ID || ids.gid == UNCHANGED_ID {
+            return Err(format!("{UNCHANGED_ID} is no user or group id"));
+        }
+        Ok(Credentials {
             uid: Uid::from_raw(ids.uid),
             gid: Gid::from_raw(ids.gid),
-        }
+        })
     }
 }
 

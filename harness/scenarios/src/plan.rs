@@ -153,14 +153,15 @@ impl Run<'_> {
 
     /// A fault case's fingerprint, which its token carries: what the case
     /// does (its faults in the scenario syntax, what follows them, the
-    /// restored agent's part), hashed to 8 hex digits (FNV-1a, a hash that
-    /// never changes with the toolchain). `None` for a stop race, whose
-    /// token holds its whole schedule.
+    /// restored agent's part, all as a report words them), hashed to 8 hex
+    /// digits (FNV-1a, a hash fixed by its definition, not by the
+    /// toolchain). The scenario's job is not in it. `None` for a stop
+    /// race, whose token holds its whole schedule.
     fn fingerprint(&self) -> Option<String> {
         let key = match &self.case {
             Case::InProcess(InProcess::Race { .. }) => return None,
             Case::InProcess(InProcess::Faults { case, then, .. }) => {
-                format!("in-process|{}|{then:?}", faults(case))
+                format!("in-process|{}|{}", faults(case), then_text(*then))
             }
             Case::Agent(AgentCase {
                 case,
@@ -168,9 +169,13 @@ impl Run<'_> {
                 restore,
                 ..
             }) => format!(
-                "agent|{}|{then:?}|{restore:?}|{:?}",
+                "agent|{}|{}|{}|{}",
                 faults(case),
+                then_text(*then),
+                restore_text(*restore),
                 case.restored_kill
+                    .as_ref()
+                    .map_or(String::new(), ToString::to_string)
             ),
         };
         let mut hasher = fnv::FnvHasher::default();
@@ -214,10 +219,7 @@ impl Run<'_> {
                 "agent with {}, {}; restored agent {}{}",
                 faults(case),
                 then_text(*then),
-                match restore {
-                    Restore::Stop => "stops the alloc",
-                    Restore::Run => "lets it run",
-                },
+                restore_text(*restore),
                 match &case.restored_kill {
                     Some(point) => format!(", is killed at {point}, and a third agent restores"),
                     None => String::new(),
@@ -233,6 +235,13 @@ fn faults(case: &FaultCase) -> String {
         .map(Fault::to_string)
         .collect::<Vec<_>>()
         .join(" + ")
+}
+
+fn restore_text(restore: Restore) -> &'static str {
+    match restore {
+        Restore::Stop => "stops the alloc",
+        Restore::Run => "lets it run",
+    }
 }
 
 fn then_text(then: Then) -> &'static str {
@@ -341,6 +350,7 @@ impl Token {
         } else if let Some((name, case)) = token.split_once('#') {
             // A token without its fingerprint (typed by hand) is taken by place alone.
             let (n, fingerprint) = match case.split_once(':') {
+                Some((_, "")) => return Err(TokenError::Shape(token.to_string())),
                 Some((n, fingerprint)) => (n, Some(fingerprint)),
                 None => (case, None),
             };
@@ -497,6 +507,20 @@ mod tests {
         );
     }
 
+    /// A tripwire: a case's fingerprint changes only with what the case
+    /// does, or with the words its report uses for it. Should this fail,
+    /// every token printed before the change is refused from now on: say so
+    /// in the change.
+    #[test]
+    fn a_cases_fingerprint_is_fixed() {
+        let all = catalogue::catalogue();
+        let run = Token::parse("failing-batch-agent-kill#1", &all).unwrap();
+        assert_eq!(
+            run.token().to_string(),
+            "failing-batch-agent-kill#1:802e0f6c"
+        );
+    }
+
     /// A token of the wrong form for its scenario says which form it takes.
     #[test]
     fn a_token_of_the_wrong_form_names_the_right_one() {
@@ -523,6 +547,10 @@ mod tests {
         assert!(matches!(
             Token::parse("nope#1", &all),
             Err(TokenError::Scenario(_))
+        ));
+        assert!(matches!(
+            Token::parse("agent-kill#1:", &all),
+            Err(TokenError::Shape(_))
         ));
         assert!(matches!(
             Token::parse("agent-kill#999", &all),

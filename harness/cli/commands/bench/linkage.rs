@@ -12,10 +12,16 @@ use std::path::Path;
 pub(super) enum Linkage {
     Static,
     Dynamic,
+    /// Not an ELF64 little-endian binary this bench can read.
+    Unknown,
 }
 
 /// An ELF program header's type naming the dynamic loader.
 const PT_INTERP: u32 = 3;
+/// An ELF64 program header's size.
+const PHDR_SIZE: u16 = 56;
+/// A program header count saying the real count is elsewhere.
+const PN_XNUM: u16 = 0xffff;
 
 impl Linkage {
     /// Reads `binary`'s ELF64 program headers: a dynamically linked one
@@ -35,13 +41,20 @@ impl Linkage {
             "{}: not a little-endian 64-bit ELF binary",
             binary.display()
         );
-        let u16_at = |at: usize| u64::from(u16::from_le_bytes([header[at], header[at + 1]]));
+        let u16_at = |at: usize| u16::from_le_bytes([header[at], header[at + 1]]);
         let mut phoff = [0; 8];
         phoff.copy_from_slice(&header[32..40]);
         let (phoff, entry_size, entries) = (u64::from_le_bytes(phoff), u16_at(54), u16_at(56));
-        let headers = read(phoff, (entry_size * entries) as usize)?;
+        // An executable has program headers, each of ELF64's size; 0xffff
+        // would say their count is elsewhere, which no executable needs.
+        ensure!(
+            entry_size == PHDR_SIZE && (1..PN_XNUM).contains(&entries),
+            "{}: not an ELF64 executable ({entries} program headers of {entry_size} bytes)",
+            binary.display()
+        );
+        let headers = read(phoff, usize::from(PHDR_SIZE) * usize::from(entries))?;
         let names_loader = headers
-            .chunks_exact(entry_size.max(4) as usize)
+            .chunks_exact(usize::from(PHDR_SIZE))
             .any(|ph| u32::from_le_bytes([ph[0], ph[1], ph[2], ph[3]]) == PT_INTERP);
         Ok(if names_loader {
             Linkage::Dynamic
@@ -54,6 +67,7 @@ impl Linkage {
         match self {
             Linkage::Static => "static",
             Linkage::Dynamic => "dynamic",
+            Linkage::Unknown => "unknown",
         }
     }
 }

@@ -275,7 +275,10 @@ fn bench_cgroup_parent(what: &str) -> anyhow::Result<CgroupParent> {
 
 impl Bench {
     fn prepare(scratch: &Scratch, executor_bin: PathBuf) -> anyhow::Result<Bench> {
-        let executor_linkage = Linkage::of(&executor_bin)?;
+        let executor_linkage = Linkage::of(&executor_bin).unwrap_or_else(|err| {
+            crate::commands::say_err!("warning: the executor's linkage: {err:#}");
+            Linkage::Unknown
+        });
         let rootfs = scratch.dir.join("rootfs");
         let chroot_env = taskgate_executor::build_busybox_root(&rootfs)?;
         let bundle = scratch.dir.join("bundle");
