@@ -152,34 +152,15 @@ impl Run<'_> {
     }
 
     /// A fault case's fingerprint, which its token carries: what the case
-    /// does (its faults in the scenario syntax, what follows them, the
-    /// restored agent's part, all as a report words them), hashed to 8 hex
-    /// digits (FNV-1a, a hash fixed by its definition, not by the
-    /// toolchain). The scenario's job is not in it. `None` for a stop
-    /// race, whose token holds its whole schedule.
+    /// does as its report says it ([`Run::describe`]: its faults in the
+    /// scenario syntax, what follows them, the restored agent's part),
+    /// hashed to 8 hex digits (FNV-1a, a hash fixed by its definition, not
+    /// by the toolchain). The scenario's job is not in it. `None` for a
+    /// stop race, whose token holds its whole schedule.
     fn fingerprint(&self) -> Option<String> {
-        let key = match &self.case {
-            Case::InProcess(InProcess::Race { .. }) => return None,
-            Case::InProcess(InProcess::Faults { case, then, .. }) => {
-                format!("in-process|{}|{}", faults(case), then_text(*then))
-            }
-            Case::Agent(AgentCase {
-                case,
-                then,
-                restore,
-                ..
-            }) => format!(
-                "agent|{}|{}|{}|{}",
-                faults(case),
-                then_text(*then),
-                restore_text(*restore),
-                case.restored_kill
-                    .as_ref()
-                    .map_or(String::new(), ToString::to_string)
-            ),
-        };
+        self.fault_case()?;
         let mut hasher = fnv::FnvHasher::default();
-        std::hash::Hasher::write(&mut hasher, key.as_bytes());
+        std::hash::Hasher::write(&mut hasher, self.describe().as_bytes());
         let hash = std::hash::Hasher::finish(&hasher);
         Some(format!("{:08x}", (hash ^ (hash >> 32)) as u32))
     }
@@ -219,7 +200,10 @@ impl Run<'_> {
                 "agent with {}, {}; restored agent {}{}",
                 faults(case),
                 then_text(*then),
-                restore_text(*restore),
+                match restore {
+                    Restore::Stop => "stops the alloc",
+                    Restore::Run => "lets it run",
+                },
                 match &case.restored_kill {
                     Some(point) => format!(", is killed at {point}, and a third agent restores"),
                     None => String::new(),
@@ -235,13 +219,6 @@ fn faults(case: &FaultCase) -> String {
         .map(Fault::to_string)
         .collect::<Vec<_>>()
         .join(" + ")
-}
-
-fn restore_text(restore: Restore) -> &'static str {
-    match restore {
-        Restore::Stop => "stops the alloc",
-        Restore::Run => "lets it run",
-    }
 }
 
 fn then_text(then: Then) -> &'static str {
@@ -517,7 +494,7 @@ mod tests {
         let run = Token::parse("failing-batch-agent-kill#1", &all).unwrap();
         assert_eq!(
             run.token().to_string(),
-            "failing-batch-agent-kill#1:802e0f6c"
+            "failing-batch-agent-kill#1:7f90123c"
         );
     }
 
