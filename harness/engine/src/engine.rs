@@ -607,6 +607,37 @@ mod tests {
         }
     }
 
+    /// A job submitted as data (the control socket's `Submit`) skips the
+    /// jobspec parser: a task named as the alloc's shared dir, or two of
+    /// one name, would have their task dirs built in the shared dir, or in
+    /// one dir for both. Refused before anything is made.
+    #[test]
+    #[should_panic(expected = "known bug submitted-job-unchecked")]
+    fn a_submitted_job_with_unusable_task_names_is_refused() {
+        let home = tempfile::tempdir().unwrap();
+        let config = EngineConfig::for_fake(DataDir::new(home.path().join("data")));
+        let engine = Engine::open_on_fake(config.clone(), &config.fake_driver()).unwrap();
+        let runtime = crate::engine_runtime().unwrap();
+        let renamed = |names: [&str; 2]| {
+            let mut job = crate::job::builtin_default();
+            for (task, name) in job.groups[0].tasks.iter_mut().zip(names) {
+                task.name = name.to_string();
+            }
+            job
+        };
+        for names in [
+            [taskgate_executor::SHARED_ALLOC_DIR, "sidecar"],
+            ["web", "web"],
+        ] {
+            let job = renamed(names);
+            let submitted = runtime.block_on(async { engine.submit(&job, None).map(drop) });
+            assert!(
+                submitted.is_err(),
+                "known bug submitted-job-unchecked: tasks {names:?} placed"
+            );
+        }
+    }
+
     /// A root task can make device nodes and set-uid files in its alloc
     /// dir, on the host's disk: only root may reach them.
     #[test]
