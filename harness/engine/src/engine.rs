@@ -100,6 +100,13 @@ pub enum EngineError {
     AllocDir(#[from] taskgate_executor::confined::ConfinedError),
     #[error(transparent)]
     NoSuchGroup(#[from] crate::job::NoSuchGroup),
+    /// Tasks named so that they could not have dirs of their own (see
+    /// [`crate::job::Group::task_problems`]).
+    #[error("group {group:?}: {}", .problems.join("; "))]
+    UnusableTasks {
+        group: String,
+        problems: Vec<String>,
+    },
     /// Tasks whose user (their own, or the agent's default) the host lacks:
     /// none of them could ever start.
     #[error("{}", .0.join("; "))]
@@ -263,6 +270,13 @@ impl Engine {
     /// and starts running it.
     pub fn submit(&self, job: &Job, group: Option<&str>) -> Result<AllocHandle, EngineError> {
         let group = job.group(group)?;
+        let problems = group.task_problems();
+        if !problems.is_empty() {
+            return Err(EngineError::UnusableTasks {
+                group: group.name.clone(),
+                problems,
+            });
+        }
         let unknown = crate::job::unknown_users(group, &self.config.default_user);
         if !unknown.is_empty() {
             return Err(EngineError::UnknownUsers(unknown));
@@ -612,7 +626,6 @@ mod tests {
     /// one name, would have their task dirs built in the shared dir, or in
     /// one dir for both. Refused before anything is made.
     #[test]
-    #[should_panic(expected = "known bug submitted-job-unchecked")]
     fn a_submitted_job_with_unusable_task_names_is_refused() {
         let home = tempfile::tempdir().unwrap();
         let config = EngineConfig::for_fake(DataDir::new(home.path().join("data")));
@@ -631,11 +644,13 @@ mod tests {
         ] {
             let job = renamed(names);
             let submitted = runtime.block_on(async { engine.submit(&job, None).map(drop) });
-            assert!(
-                submitted.is_err(),
-                "known bug submitted-job-unchecked: tasks {names:?} placed"
-            );
+            let Err(EngineError::UnusableTasks { problems, .. }) = submitted else {
+                panic!("tasks {names:?}: {submitted:?}");
+            };
+            assert_eq!(problems.len(), 1, "{problems:?}");
         }
+        let allocs = std::fs::read_dir(config.data_dir.allocs()).unwrap().count();
+        assert_eq!(allocs, 0, "nothing is made for a refused job");
     }
 
     /// A root task can make device nodes and set-uid files in its alloc

@@ -205,6 +205,34 @@ pub struct Group {
     pub tasks: Vec<Task>,
 }
 
+impl Group {
+    /// What makes the group's tasks unusable as they are named: a name
+    /// that cannot be a task dir (the shared dir's among them), two tasks
+    /// of one name (one task dir for both), two leaders. The jobspec parser
+    /// refuses each at its line; a group built as data (a `Submit` on the
+    /// control socket) is held to them here.
+    pub fn task_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for task in &self.tasks {
+            if let Some(problem) = taskgate_executor::task_name_problem(&task.name) {
+                problems.push(format!("task name {:?} {problem}", task.name));
+            }
+            if !seen.insert(task.name.as_str()) {
+                problems.push(format!("two tasks named {:?}", task.name));
+            }
+        }
+        let leaders: Vec<&str> = (self.tasks.iter())
+            .filter(|t| t.leader)
+            .map(|t| t.name.as_str())
+            .collect();
+        if leaders.len() > 1 {
+            problems.push(format!("more than one leader: {leaders:?}"));
+        }
+        problems
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
     pub name: String,
@@ -454,6 +482,20 @@ pub fn builtin_default() -> Job {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The parser's default group passes; each way of naming its tasks
+    /// unusably is told once.
+    #[test]
+    fn a_groups_unusable_task_names_are_told() {
+        let group = || builtin_default().groups.remove(0);
+        assert_eq!(group().task_problems(), Vec::<String>::new());
+        let mut leaders = group();
+        leaders.tasks.iter_mut().for_each(|t| t.leader = true);
+        assert_eq!(leaders.task_problems().len(), 1, "two leaders");
+        let mut bad = group();
+        bad.tasks[1].name = "../x".into();
+        assert_eq!(bad.task_problems().len(), 1, "a path for a name");
+    }
 
     #[test]
     fn log_sizes_are_mebibytes() {
