@@ -449,6 +449,11 @@ fn reattach_gets_the_exit_result() {
     let fields: Vec<&str> = status.rsplit_once(") ").unwrap().1.split(' ').collect();
     assert_ne!(fields[1], std::process::id().to_string(), "parent");
     assert_eq!(fields[3], info.executor_pid.to_string(), "session id");
+    // Whoever can connect can stop the task: its socket is root's alone.
+    let socket_mode =
+        std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(&info.socket_path).unwrap())
+            & 0o777;
+    assert_eq!(socket_mode, 0o600, "socket mode {socket_mode:o}");
     // Its fd 3 is the spec file, by which the oracle tells tasks apart.
     let fd3 = std::fs::read_link(format!("/proc/{}/fd/3", info.executor_pid)).unwrap();
     assert_eq!(

@@ -21,7 +21,6 @@ use std::fs::File;
 use std::io::BufReader;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -277,12 +276,13 @@ impl Supervisor {
             |msg| Err(ExecutorError::Injected(msg))
         );
         remove(socket, |p| std::fs::remove_file(p))?;
-        let listener = UnixListener::bind(socket)
-            .map_err(ExecutorError::io(format!("bind {}", socket.display())))?;
+        // Whoever can connect can stop the task: root only, from its
+        // creation on (the umask is the process's, which is one thread yet).
+        let umask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+        let bound = UnixListener::bind(socket);
+        nix::sys::stat::umask(umask);
+        let listener = bound.map_err(ExecutorError::io(format!("bind {}", socket.display())))?;
         made.socket = true;
-        // Whoever can connect can stop the task: root only.
-        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-            .map_err(ExecutorError::io(format!("chmod {}", socket.display())))?;
         match std::fs::create_dir(&made.paths.root) {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
                 return Err(ExecutorError::io(format!(
