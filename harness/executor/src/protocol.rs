@@ -21,6 +21,7 @@ pub(crate) const LOCK_FD: RawFd = 5;
 /// The file an executor reads on [`SPEC_FD`]: its task's spec, and beside
 /// the spec's fields the host ids its launcher resolved the task's user to
 /// (see [`Credentials`]).
+///
 /// An executor installed beside a running agent of an older release reads
 /// that agent's spec files, which have no `run_as`: it refuses them by
 /// name ([`SpecFile::run_as`]), not as a garbled file.
