@@ -34,6 +34,9 @@
 #   lint       ci/lint.sh: cargo fmt --check, clippy -D warnings (default and
 #              all features), the GitHub workflow (actionlint), the Vagrantfile,
 #              the systemd unit (systemd-analyze verify)
+#   static     ci/static-executor.sh: the escape catalogue and the executor's
+#              tests against the executor linked statically, as
+#              dist/build-release.sh links the installed one
 #   qemu-v2    the README's demo alloc (the default job to Complete), then the
 #   qemu-v1    executor, escape, cgroup, engine, harness and agent tests, in a qemu
 #              guest with pure cgroup v2 (from a login session's cgroup
@@ -52,7 +55,7 @@ set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
-ALL_STAGES=(build test gate legacy zoo fake stress lint qemu-v2 qemu-v1 leftovers)
+ALL_STAGES=(build test gate legacy zoo fake stress lint static qemu-v2 qemu-v1 leftovers)
 if [ $# -eq 0 ]; then
     stages=("${ALL_STAGES[@]}")
 else
@@ -120,6 +123,7 @@ ZOO_CMD=(ci/zoo.sh run)
 FAKE_CMD=("${LEGACY_ENV[@]}" ci/fake.sh target/debug/taskgate "$ZOO_BIN")
 STRESS_CMD=("${LEGACY_ENV[@]}" ci/stress.sh target/debug/taskgate "$ZOO_BIN" "${STRESS_REPEAT:-100}")
 LINT_CMD=(ci/lint.sh)
+STATIC_CMD=(ci/static-executor.sh)
 # Integration tests (tests/NAME.rs) that also run in the qemu cgroup v2 / v1
 # guests, with the same features, and the arguments given to their binaries.
 # The guests are there for what depends on the cgroup version and layout
@@ -253,6 +257,7 @@ wants zoo && needs_build "zoo (every seeded bug caught)" "${ZOO_CMD[@]}"
 wants fake && needs_build "fake (the wide search, unprivileged)" "${FAKE_CMD[@]}"
 wants stress && needs_build stress "${STRESS_CMD[@]}"
 wants lint && stage lint "${LINT_CMD[@]}"
+wants static && needs_build "static (the installed executor's linkage)" "${STATIC_CMD[@]}"
 
 for i in "${!modes[@]}"; do
     wait "${qemu_pids[$i]}"
