@@ -2,26 +2,33 @@
 # ci/static-executor.sh: the executor linked as dist/build-release.sh links
 # the installed one (static-pie) passes the escape catalogue and the
 # executor's own tests. The other stages run the debug build's dynamic
-# executor: this relinks it statically (the final link only, through
-# `cargo rustc`), checks it names no dynamic loader, runs the two test
-# binaries the test stage built against it, and relinks it as it was.
+# executor: this builds the executor's binary crate again with
+# `crt-static` (through `cargo rustc`, which hands the flag to that crate
+# alone), checks it names no dynamic loader, runs the two test binaries the
+# build stage built against it, and puts the dynamic one back (the same
+# file, kept by a hard link, as ci/zoo.sh does).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 features=(--features failpoints,privileged)
 executor=target/debug/taskgate-executor
+work=$(mktemp -d "${TMPDIR:-/tmp}/tg-static.XXXXXX")
+ln "$executor" "$work/dynamic"
+trap 'mv -f "$work/dynamic" "$executor"; rm -rf "$work"' EXIT
 
-# Asked before the relink (cargo would relink the executor for its tests),
-# of the test stage's build, so nothing is built again.
-mapfile -t tests < <(cargo test --quiet --no-run --message-format=json --workspace "${features[@]}" |
-    jq -r 'select(.profile.test and (.target.name == "escapes" or .target.name == "executor")
-        and (.target.kind | index("test"))) | .executable')
+# The build stage's test binaries (the same features, so nothing is built
+# again), asked before the relink: cargo would relink the executor for them.
+cargo test --quiet --no-run --message-format=json --workspace "${features[@]}" >"$work/built.json"
+jq -r 'select(.profile.test and (.target.name == "escapes" or .target.name == "executor")
+    and (.target.kind | index("test"))) | .executable' "$work/built.json" >"$work/tests"
+mapfile -t tests <"$work/tests"
 if [ ${#tests[@]} -ne 2 ]; then
     echo "static-executor: error: expected the escapes and executor test binaries, found: ${tests[*]}" >&2
     exit 1
 fi
-trap 'cargo build --quiet "${features[@]}" --bin taskgate-executor' EXIT
+
 cargo rustc --quiet "${features[@]}" --bin taskgate-executor -- -C target-feature=+crt-static
-if readelf --program-headers "$executor" | grep -q INTERP; then
+readelf --program-headers "$executor" >"$work/headers"
+if grep -q INTERP "$work/headers"; then
     echo "static-executor: error: $executor still names a dynamic loader" >&2
     exit 1
 fi

@@ -111,26 +111,8 @@ impl Job {
         if names(&old) != names(&new) {
             return destructive(format!("group {group:?}'s tasks"));
         }
-        for task in &new {
-            let (size, allowed) = task.exec_size();
-            if size > allowed {
-                return Err(NotInPlace::TooLarge {
-                    task: task.name.clone(),
-                    size,
-                    allowed,
-                });
-            }
-            let names =
-                (task.env.iter().map(|e| ("env", e))).chain(task.meta.iter().map(|m| ("meta", m)));
-            for (what, (name, value)) in names {
-                if !is_execable_name(name) || value.contains('\0') {
-                    return Err(NotInPlace::Unexecable {
-                        task: task.name.clone(),
-                        what,
-                        name: name.clone(),
-                    });
-                }
-            }
+        if let Some(problem) = new.iter().find_map(Task::exec_problem) {
+            return Err(problem);
         }
         for (old, new) in old.iter().zip(&new) {
             if let Some(field) = old
@@ -205,16 +187,49 @@ pub struct Group {
     pub tasks: Vec<Task>,
 }
 
+impl Task {
+    /// Why no `execve` could start this task as it is, if none could: its
+    /// command, args, env and meta beyond the kernel's limit, or an env or
+    /// meta entry that cannot be exec'd.
+    pub fn exec_problem(&self) -> Option<NotInPlace> {
+        let (size, allowed) = self.exec_size();
+        if size > allowed {
+            return Some(NotInPlace::TooLarge {
+                task: self.name.clone(),
+                size,
+                allowed,
+            });
+        }
+        let names =
+            (self.env.iter().map(|e| ("env", e))).chain(self.meta.iter().map(|m| ("meta", m)));
+        for (what, (name, value)) in names {
+            if !is_execable_name(name) || value.contains('\0') {
+                return Some(NotInPlace::Unexecable {
+                    task: self.name.clone(),
+                    what,
+                    name: name.clone(),
+                });
+            }
+        }
+        None
+    }
+}
+
 impl Group {
-    /// What makes the group's tasks unusable as they are named: a name
-    /// that cannot be a task dir (the shared dir's among them), two tasks
-    /// of one name (one task dir for both), two leaders. The jobspec parser
-    /// refuses each at its line; a group built as data (a `Submit` on the
-    /// control socket) is held to them here.
+    /// What makes the group's tasks unusable: none at all, a name that
+    /// cannot be a task dir (the shared dir's among them), two tasks of one
+    /// name (one task dir for both), two leaders, a task no `execve` could
+    /// start ([`Task::exec_problem`]). The jobspec parser refuses each at
+    /// its line; a group built as data (a `Submit` on the control socket)
+    /// is held to them here.
     pub fn task_problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
+        if self.tasks.is_empty() {
+            problems.push("no task".to_string());
+        }
         let mut seen = std::collections::BTreeSet::new();
         for task in &self.tasks {
+            problems.extend(task.exec_problem().map(|p| p.to_string()));
             if let Some(problem) = taskgate_executor::task_name_problem(&task.name) {
                 problems.push(format!("task name {:?} {problem}", task.name));
             }
@@ -495,6 +510,12 @@ mod tests {
         let mut bad = group();
         bad.tasks[1].name = "../x".into();
         assert_eq!(bad.task_problems().len(), 1, "a path for a name");
+        let mut unexecable = group();
+        unexecable.tasks[0].env.insert("A=B".into(), "c".into());
+        assert_eq!(unexecable.task_problems().len(), 1, "an env name with =");
+        let mut empty = group();
+        empty.tasks.clear();
+        assert_eq!(empty.task_problems(), ["no task"]);
     }
 
     #[test]
