@@ -4,9 +4,9 @@
 # executor's own tests. The other stages run the debug build's dynamic
 # executor: this builds the executor's binary crate again with
 # `crt-static` (through `cargo rustc`, which hands the flag to that crate
-# alone), checks it names no dynamic loader, runs the two test binaries the
-# build stage built against it, and puts the dynamic one back (the same
-# file, kept by a hard link, as ci/zoo.sh does).
+# alone), checks it names no dynamic loader, runs the workspace build's two
+# test binaries against it, and puts the dynamic one back (the same file,
+# kept by a hard link, as ci/zoo.sh does).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 features=(--features failpoints,privileged)
@@ -15,7 +15,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tg-static.XXXXXX")
 ln "$executor" "$work/dynamic"
 trap 'mv -f "$work/dynamic" "$executor"; rm -rf "$work"' EXIT
 
-# The build stage's test binaries (the same features, so nothing is built
+# The workspace build's test binaries (its features, so nothing is built
 # again), asked before the relink: cargo would relink the executor for them.
 cargo test --quiet --no-run --message-format=json --workspace "${features[@]}" >"$work/built.json"
 jq -r 'select(.profile.test and (.target.name == "escapes" or .target.name == "executor")

@@ -9,10 +9,6 @@
 #              the zoo binaries (every seeded bug, one chosen per run by
 #              TASKGATE_SEEDED_BUG; same target dir, so the dependencies
 #              are built once) copied to target/zoo/
-#   static     ci/static-executor.sh: the escape catalogue and the executor's
-#              tests against the executor linked statically, as
-#              dist/build-release.sh links the installed one (then the
-#              dynamic one put back), before the guests copy theirs
 #   test       the workspace tests on this host (tests/report.rs renders the
 #              legacy build's report in headless Chromium: the zoo is built),
 #              then the fault layer's unit tests in a default build (its
@@ -38,6 +34,10 @@
 #   lint       ci/lint.sh: cargo fmt --check, clippy -D warnings (default and
 #              all features), the GitHub workflow (actionlint), the Vagrantfile,
 #              the systemd unit (systemd-analyze verify)
+#   static     ci/static-executor.sh: the escape catalogue and the executor's
+#              tests against the executor linked statically, as
+#              dist/build-release.sh links the installed one (then the
+#              dynamic one put back), once the guests have copied theirs
 #   qemu-v2    the README's demo alloc (the default job to Complete), then the
 #   qemu-v1    executor, escape, cgroup, engine, harness and agent tests, in a qemu
 #              guest with pure cgroup v2 (from a login session's cgroup
@@ -56,7 +56,7 @@ set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
-ALL_STAGES=(build static test gate legacy zoo fake stress lint qemu-v2 qemu-v1 leftovers)
+ALL_STAGES=(build test gate legacy zoo fake stress lint static qemu-v2 qemu-v1 leftovers)
 if [ $# -eq 0 ]; then
     stages=("${ALL_STAGES[@]}")
 else
@@ -228,8 +228,6 @@ fi
 needs_build() { # needs_build NAME COMMAND...: a stage that runs what `build` built
     if [ "$built" = 1 ]; then stage "$@"; else skip "$1" "nothing built (run the build stage)"; fi
 }
-# Before the guests start: it swaps the executor binary they copy.
-wants static && needs_build "static (the installed executor's linkage)" "${STATIC_CMD[@]}"
 # The guests start as soon as the build is done and run beside the host's
 # stages: a guest is mostly one emulated core, and the host's stages leave
 # cores idle while they wait on their runs' events. Nice, so the host's
@@ -260,6 +258,17 @@ wants zoo && needs_build "zoo (every seeded bug caught)" "${ZOO_CMD[@]}"
 wants fake && needs_build "fake (the wide search, unprivileged)" "${FAKE_CMD[@]}"
 wants stress && needs_build stress "${STRESS_CMD[@]}"
 wants lint && stage lint "${LINT_CMD[@]}"
+# static swaps the executor binary the guests copy: each guest has built its
+# initramfs first (or ended). In a whole run they did minutes before.
+wait_for_guest_copies() {
+    local i
+    for i in "${!modes[@]}"; do
+        grep -q -m1 '^qemu-matrix: initramfs:' \
+            < <(tail -n +1 -f --pid="${qemu_pids[$i]}" "$qemu_logs/${modes[$i]}.log") || true
+    done
+}
+wants static && wait_for_guest_copies &&
+    needs_build "static (the installed executor's linkage)" "${STATIC_CMD[@]}"
 
 for i in "${!modes[@]}"; do
     wait "${qemu_pids[$i]}"
