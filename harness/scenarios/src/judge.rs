@@ -129,6 +129,18 @@ mod tests {
         }
     }
 
+    /// `sidecar-stop`, marked with a known bug breaking `kill-order` (of
+    /// `task` only, if given).
+    fn marked_kill_order(task: Option<&str>) -> Scenario {
+        let mut scenario = find(&catalogue(), "sidecar-stop").unwrap().clone();
+        scenario.expect.known_violation = Some(KnownViolation {
+            bug: "B9".into(),
+            invariant: Invariant::KillOrder,
+            task: task.map(str::to_string),
+        });
+        scenario
+    }
+
     fn report(scenario: &Scenario, violations: Vec<Violation>, problems: Vec<String>) -> RunReport {
         RunReport {
             token: crate::plan::plan(std::slice::from_ref(scenario), 0, 0)[0].token(),
@@ -148,12 +160,7 @@ mod tests {
     /// it, or the marker would hide it from the gate.
     #[test]
     fn a_known_marker_excuses_only_its_own_invariant() {
-        let mut scenario = find(&catalogue(), "sidecar-stop").unwrap().clone();
-        scenario.expect.known_violation = Some(KnownViolation {
-            bug: "B9".into(),
-            invariant: Invariant::KillOrder,
-            task: None,
-        });
+        let scenario = marked_kill_order(None);
         let mut known_only = report(
             &scenario,
             vec![violation(Invariant::KillOrder)],
@@ -180,12 +187,7 @@ mod tests {
     /// second bug) still fails the run.
     #[test]
     fn a_known_marker_with_a_task_excuses_only_that_tasks() {
-        let mut scenario = find(&catalogue(), "sidecar-stop").unwrap().clone();
-        scenario.expect.known_violation = Some(KnownViolation {
-            bug: "B9".into(),
-            invariant: Invariant::KillOrder,
-            task: Some("web".into()),
-        });
+        let scenario = marked_kill_order(Some("web"));
         let of = |task: &str| Violation {
             task: Some(task.into()),
             ..violation(Invariant::KillOrder)
