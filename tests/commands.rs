@@ -518,3 +518,76 @@ fn a_bench_that_cannot_start_leaves_no_cgroup() {
     }
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// A control socket another user serves is not an agent's: a data dir
+/// such a user made (`mkdir -p /tmp/tg/run`, then a listener there) got
+/// root's `run --data-dir /tmp/tg` job, with its environment, and could
+/// answer as an agent would (placed, then complete). The commands now ask
+/// the kernel who listens (`SO_PEERCRED`) and talk only to root or to
+/// their own user.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug impostor-control-socket")]
+fn a_control_socket_another_user_serves_is_refused() {
+    use nix::sys::socket::{bind, listen, socket, AddressFamily, Backlog, SockFlag};
+    use nix::sys::socket::{SockType, UnixAddr};
+    use std::io::BufRead;
+    use std::os::fd::AsRawFd;
+    const THE_END: &str = "the test is done\n";
+
+    let home = EngineHome::new();
+    let socket_path = home.data_dir().control_socket();
+    std::fs::create_dir_all(socket_path.parent().unwrap()).unwrap();
+    let listener = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    bind(listener.as_raw_fd(), &UnixAddr::new(&socket_path).unwrap()).unwrap();
+    // The kernel takes a listener's credentials at listen(): this thread
+    // alone becomes nobody (the raw call, not glibc's, which would change
+    // every thread of the test) before it listens.
+    let (ready_tx, ready) = channel();
+    let (got_tx, got) = channel();
+    let impostor = std::thread::spawn(move || {
+        let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap().uid;
+        let id = nobody.as_raw() as libc::c_long;
+        assert_eq!(unsafe { libc::syscall(libc::SYS_setresuid, id, id, id) }, 0);
+        listen(&listener, Backlog::new(8).unwrap()).unwrap();
+        ready_tx.send(()).unwrap();
+        let listener = std::os::unix::net::UnixListener::from(listener);
+        // Each connection's request line (`run` probes, then sends), until
+        // the test's own says the end.
+        let mut sent = 0;
+        for stream in listener.incoming() {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stream.unwrap()).read_line(&mut line);
+            if line == THE_END {
+                break;
+            }
+            sent += line.len();
+        }
+        got_tx.send(sent).unwrap();
+    });
+    ready.recv().unwrap();
+
+    let out = taskgate_output(&home, &["run", "--detach"]);
+    let (_, stderr) = text(&out);
+    let mut end = std::os::unix::net::UnixStream::connect(&socket_path).unwrap();
+    std::io::Write::write_all(&mut end, THE_END.as_bytes()).unwrap();
+    let sent = got.recv().unwrap();
+    impostor.join().unwrap();
+    std::fs::remove_file(&socket_path).unwrap();
+    home.finish(&[]);
+    assert!(!out.status.success(), "exit 0: {stderr}");
+    assert_eq!(
+        sent, 0,
+        "known bug impostor-control-socket: the job went to nobody's socket; stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains("is served by uid") && stderr.contains("not by root"),
+        "{stderr}"
+    );
+}

@@ -220,8 +220,19 @@ pub fn agent_died_while_web_ran(
 
 /// Changes the dead agent's record of `web`.
 pub fn edit_web_record(home: &Home, alloc_id: &str, edit: impl FnOnce(&mut TaskRecord)) {
+    edit_task_record(home, alloc_id, "web", edit)
+}
+
+/// Changes the dead agent's record of `task`.
+pub fn edit_task_record(
+    home: &Home,
+    alloc_id: &str,
+    task: &str,
+    edit: impl FnOnce(&mut TaskRecord),
+) {
     let state = StateDb::open(&home.data_dir().state_db()).unwrap();
-    let mut web = state.tasks(alloc_id).unwrap().remove(0);
-    edit(&mut web);
-    state.put_task(alloc_id, &web).unwrap();
+    let tasks = state.tasks(alloc_id).unwrap();
+    let mut record = (tasks.into_iter().find(|t| t.task == task)).expect("the task's record");
+    edit(&mut record);
+    state.put_task(alloc_id, &record).unwrap();
 }
