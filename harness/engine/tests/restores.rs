@@ -552,7 +552,6 @@ fn a_doom_the_executor_cannot_tell_is_read_from_the_record() {
 /// running, it let `web` start again first; `proxy`'s runner is held
 /// 300 ms as it restores, the window that took.)
 #[test]
-#[should_panic(expected = "known bug restored-owed-restart-releases-siblings")]
 fn a_restart_owed_across_a_restore_holds_the_tasks_after_it() {
     let first = runtime();
     let second = runtime();
@@ -599,6 +598,6 @@ fn a_restart_owed_across_a_restore_holds_the_tasks_after_it() {
     assert_eq!(
         starts_in_order(&home.driver),
         ["proxy", "web", "proxy", "web"],
-        "known bug restored-owed-restart-releases-siblings: web started again before proxy"
+        "web started again before proxy"
     );
 }

@@ -3,7 +3,8 @@
 //! agent. One JSON request line per connection, answered by one JSON reply
 //! line, or by a stream of them for what follows an allocation (an event
 //! per line, then its end). Access control is the run dir's mode, 0700:
-//! only root reaches the socket (see [`crate::Engine::open_with`]). The
+//! only root reaches the socket (see [`crate::Engine::open_with`]); and the
+//! commands talk only to a socket root or their own user serves. The
 //! agent's side, the server, is [`crate::agent::ControlServer`].
 
 use crate::alloc::{AllocStatus, RestartRefused, RestartScope};
@@ -11,8 +12,10 @@ use crate::data_dir::DataDir;
 use crate::job::Job;
 use crate::state::{AllocRecord, TaskRecord};
 use crate::task_state::TaskEvent;
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 /// One allocation and its tasks, as the state database holds them.
@@ -158,6 +161,14 @@ pub enum RequestError {
     },
     #[error("the agent at {} closed the connection without a reply", .0.display())]
     NoReply(PathBuf),
+    /// Whoever listens on the socket is neither root nor this user: not an
+    /// agent to send a job to, or to believe (the data dir is not root's).
+    #[error(
+        "the control socket {} is served by uid {uid}, not by root or by you (uid {me}): \
+         not talking to it (is the data dir another user's?)",
+        path.display()
+    )]
+    NotAnAgent { path: PathBuf, uid: u32, me: u32 },
     #[error("the agent's reply was not understood: {0}")]
     BadReply(String),
     #[error("the agent answered {0:?}, which does not answer this request")]
@@ -169,20 +180,36 @@ pub enum RequestError {
 /// Whether an agent serves `data_dir` right now; a socket this user may
 /// not reach is an error (run it with sudo), not "no agent".
 pub fn agent_serves(data_dir: &DataDir) -> Result<bool, RequestError> {
-    let path = data_dir.control_socket();
-    match std::os::unix::net::UnixStream::connect(&path) {
+    match connect(data_dir.control_socket()) {
         Ok(_) => Ok(true),
-        Err(err) => match connect_error(path, err) {
-            RequestError::NoAgent(_) => Ok(false),
-            other => Err(other),
-        },
+        Err(RequestError::NoAgent(_)) => Ok(false),
+        Err(other) => Err(other),
     }
+}
+
+/// Connects to the control socket at `path`, if root or this user listens
+/// there (the kernel says who, `SO_PEERCRED`): in a data dir another user
+/// can write, that user's listener would be sent the job, environment and
+/// all, and its answers believed.
+fn connect(path: PathBuf) -> Result<(PathBuf, UnixStream), RequestError> {
+    let stream = match UnixStream::connect(&path) {
+        Ok(stream) => stream,
+        Err(err) => return Err(connect_error(path, err)),
+    };
+    let uid = getsockopt(&stream, PeerCredentials)
+        .map_err(|errno| io_error("asking who serves", &path, errno.into()))?
+        .uid();
+    let me = nix::unistd::geteuid().as_raw();
+    if uid != 0 && uid != me {
+        return Err(RequestError::NotAnAgent { path, uid, me });
+    }
+    Ok((path, stream))
 }
 
 /// A reply stream: each line the agent sends for one request.
 pub struct Replies {
     path: PathBuf,
-    lines: BufReader<std::os::unix::net::UnixStream>,
+    lines: BufReader<UnixStream>,
 }
 
 impl Replies {
@@ -202,7 +229,7 @@ impl Replies {
     }
 
     /// The connection, for a caller that waits on it beside other things.
-    pub fn socket(&self) -> &std::os::unix::net::UnixStream {
+    pub fn socket(&self) -> &UnixStream {
         self.lines.get_ref()
     }
 }
@@ -223,11 +250,7 @@ fn io_error(what: &'static str, path: &Path, source: std::io::Error) -> RequestE
 
 /// Sends `req` to the agent serving `data_dir`; the replies follow.
 pub fn send(data_dir: &DataDir, req: &ControlRequest) -> Result<Replies, RequestError> {
-    let path = data_dir.control_socket();
-    let mut stream = match std::os::unix::net::UnixStream::connect(&path) {
-        Ok(stream) => stream,
-        Err(err) => return Err(connect_error(path, err)),
-    };
+    let (path, mut stream) = connect(data_dir.control_socket())?;
     let mut line = serde_json::to_vec(req).expect("a request serialises");
     line.push(b'\n');
     (stream.write_all(&line)).map_err(|source| io_error("sending to", &path, source))?;

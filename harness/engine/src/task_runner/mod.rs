@@ -150,8 +150,9 @@ impl TaskRunner {
         // runner must not act on that death before (a sibling killed, a
         // poststop task started, beside the task's tree).
         //
-        // A task a dead agent's runner told to restart is on its way down,
-        // and runs again only once this runner has carried the restart
+        // A task a dead agent's runner told to restart (or whose restart
+        // it kept as owed, the attempt over before the restart reached it)
+        // runs again only once this runner has carried the restart
         // through: shown pending, so the siblings that start after it wait
         // for it, as a restart of the alloc holds them.
         let shown = match (&record.state, &record.handle) {
@@ -159,7 +160,8 @@ impl TaskRunner {
                 attempt: record.committed.unwrap_or(0),
             },
             (TaskState::Running { attempt }, _)
-                if record.doomed_by(*attempt) == Some(Doom::Restart) =>
+                if record.doomed_by(*attempt) == Some(Doom::Restart)
+                    || record.restart_owed == Some(*attempt) =>
             {
                 TaskState::Pending
             }
