@@ -9,7 +9,7 @@
 use crate::history::{Event, TaskRole, TaskShape};
 use crate::invariant::{Invariant, Violation};
 use crate::lifecycle::told_in_kill_order;
-use crate::timeline::{exits, launches, positions, restarts, tree_roots};
+use crate::timeline::{exits, kept_restarts, launches, positions, restarts, tree_roots};
 use taskgate_faults::points::{
     AR_ALLOC_TERMINAL, AR_RESTART_ACCEPTED, AR_RESTART_TARGETS_DOWN, TR_BEFORE_DRIVER_START,
 };
@@ -98,11 +98,18 @@ pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
             // brought back in lifecycle order from the restore on. A task
             // dead when told (a revival) is not carried: its revival is only
             // written once the running targets are down, so an agent dead
-            // before then leaves it dead.
+            // before then leaves it dead. A restart kept as owed (the
+            // attempt over before the restart reached it) is carried, if
+            // the task came back at all (its policy may leave it dead).
+            let within = |at: &usize| *at > restart.accepted && *at < next;
             let carried = |task: &TaskShape| {
-                (restarts(history, &task.name).into_iter()).find(|&at| {
-                    at > restart.accepted && at < next && !ended_before(history, &task.name, at)
-                })
+                (restarts(history, &task.name).into_iter())
+                    .find(|&at| within(&at) && !ended_before(history, &task.name, at))
+                    .or_else(|| {
+                        (kept_restarts(history, &task.name).into_iter()).find(|at| {
+                            within(at) && tree_roots(history, &task.name).iter().any(|r| r > at)
+                        })
+                    })
             };
             out.extend(lifecycle_order(
                 history,
@@ -267,7 +274,7 @@ mod tests {
     use crate::history::TaskExit;
     use crate::identity::ExecIdentity;
     use rstest::rstest;
-    use taskgate_faults::points::TR_RESTART_SIGNALED;
+    use taskgate_faults::points::{TR_RESTART_KEPT, TR_RESTART_SIGNALED};
     use taskgate_faults::Hit;
 
     /// Histories as the harness merges them, one call per record.
@@ -463,6 +470,32 @@ mod tests {
             .hit(scoped(Some("proxy"), TR_RESTART_SIGNALED), None).restored()
             .start("leader").exit("proxy", 143).start("proxy").start("worker").start("logship"),
         1
+    )]
+    // The sidecar failed before the restart reached it, which its runner
+    // kept as owed; the agent died there. The restored agent owes the
+    // sidecar's return before the main tasks', as a restart told to it.
+    #[case::kept_across_a_restore_in_order(
+        H::running().accepted(false)
+            .restarted("leader", true).restarted("worker", true).restarted("logship", true)
+            .exit("proxy", 1).hit(scoped(Some("proxy"), TR_RESTART_KEPT), None).restored()
+            .start("proxy").start("leader").start("worker").start("logship"),
+        0
+    )]
+    #[case::kept_across_a_restore_main_before_the_sidecar(
+        H::running().accepted(false)
+            .restarted("leader", true).restarted("worker", true).restarted("logship", true)
+            .exit("proxy", 1).hit(scoped(Some("proxy"), TR_RESTART_KEPT), None).restored()
+            .start("leader").start("proxy").start("worker").start("logship"),
+        1
+    )]
+    // Its policy left it dead: nothing of it is owed back, and nothing
+    // waits for it.
+    #[case::kept_across_a_restore_never_back(
+        H::running().accepted(false)
+            .restarted("leader", true).restarted("worker", true).restarted("logship", true)
+            .exit("proxy", 1).hit(scoped(Some("proxy"), TR_RESTART_KEPT), None).restored()
+            .start("leader").start("worker").start("logship"),
+        0
     )]
     fn restart_order(#[case] h: H, #[case] violations: usize) {
         let v = check_restart_order(&h.0, &tasks());

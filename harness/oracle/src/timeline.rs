@@ -4,7 +4,7 @@
 //! reason over these positions.
 
 use crate::history::{Event, TaskExit};
-use taskgate_faults::points::{EX_PEEKED, TR_KILLING, TR_RESTART_SIGNALED};
+use taskgate_faults::points::{EX_PEEKED, TR_KILLING, TR_RESTART_KEPT, TR_RESTART_SIGNALED};
 use taskgate_faults::{scoped, Action, Intervention};
 
 /// Where an executor for `task` was exec'd: one per launch of an attempt.
@@ -57,6 +57,13 @@ pub(crate) fn peeks(history: &[Event], task: &str) -> Vec<usize> {
 /// the restart's, outside the restart policy.
 pub(crate) fn restarts(history: &[Event], task: &str) -> Vec<usize> {
     task_hits(history, task, TR_RESTART_SIGNALED)
+}
+
+/// Where the task's runner kept a user restart that found its attempt
+/// already over (its own exit came first, or its executor was gone): owed,
+/// the restart still brings the task back (a restored agent's runner too).
+pub(crate) fn kept_restarts(history: &[Event], task: &str) -> Vec<usize> {
+    task_hits(history, task, TR_RESTART_KEPT)
 }
 
 /// Where the harness SIGKILLed the task's executor behind the engine's back.
