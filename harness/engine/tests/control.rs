@@ -264,6 +264,30 @@ fn an_overlong_request_is_a_bad_request() {
     );
 }
 
+/// A request far over the limit (a job whose environment is too big) is
+/// refused with the server's reason: the client, still writing when the
+/// server answered and hung up, reads that answer. (It said the agent
+/// closed the connection without a reply.)
+#[test]
+#[should_panic(expected = "known bug overlong-request-unexplained")]
+fn a_request_far_over_the_limit_is_told_why() {
+    let home = Home::new();
+    let _server = home.serve().unwrap();
+    let mut job = web_job();
+    let big = "x".repeat(control::MAX_REQUEST_BYTES + (4 << 20));
+    job.groups[0].tasks[0].env.insert("BIG".into(), big);
+    let reply = home.request(ControlRequest::Submit {
+        job,
+        group: None,
+        follow: false,
+    });
+    assert!(
+        matches!(&reply, Err(RequestError::Control(ControlError::BadRequest(why))) if why.contains("longer")),
+        "known bug overlong-request-unexplained: {reply:?}"
+    );
+    assert!(home.driver.calls().is_empty(), "placed");
+}
+
 /// A dead agent's socket file, which no one answers on, is replaced.
 #[test]
 fn a_stale_socket_is_replaced() {
