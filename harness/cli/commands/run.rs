@@ -104,9 +104,15 @@ fn submit(args: &Args, job: Job) -> anyhow::Result<()> {
         follow: !args.detach,
     };
     let mut replies = control::send(data_dir, &request)?;
-    let alloc_id = match replies.next_answer()? {
-        ControlAnswer::Placed { alloc_id } => alloc_id,
-        other => return Err(control::RequestError::Unexpected(Box::new(other)).into()),
+    let alloc_id = match replies.next_answer() {
+        Ok(ControlAnswer::Placed { alloc_id }) => alloc_id,
+        Ok(other) => return Err(control::RequestError::Unexpected(Box::new(other)).into()),
+        // An agent that exits as it places a job (told to, or crashing)
+        // may have recorded it, for the next agent to run.
+        Err(hung_up @ control::RequestError::NoReply(_)) => anyhow::bail!(
+            "{hung_up}; the job may have been placed all the same: see `taskgate status` before you submit it again"
+        ),
+        Err(err) => return Err(err.into()),
     };
     print_placed(data_dir, &alloc_id, &name);
     if args.detach {
