@@ -3,8 +3,9 @@
 //! reattaching to them; its cgroup parent, chosen, delegated by systemd and
 //! given back; its readiness under systemd. Every test checks that the
 //! agent touched no cgroup outside its own parent and left nothing. These
-//! run in the CI's cgroup v2 and v1 guests too (what each command tells
-//! its user is in tests/commands.rs). Run as root:
+//! run in the CI's cgroup v2 guest too, and in its v1 guest where the host
+//! is not v1 (what each command tells its user is in tests/commands.rs).
+//! Run as root:
 //! `cargo test --features privileged --test agent -- --test-threads=1`.
 
 mod common;

@@ -584,6 +584,10 @@ impl SilentListener {
         std::io::Write::write_all(&mut end, SilentListener::THE_END.as_bytes()).unwrap();
         let sent = self.got.recv().unwrap();
         self.thread.join().unwrap();
+        // A thread's change of user marks the whole process undumpable (the
+        // kernel's rule for any change of credentials): put back for the
+        // tests after this one.
+        assert_eq!(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1) }, 0);
         std::fs::remove_file(&self.socket).unwrap();
         sent
     }

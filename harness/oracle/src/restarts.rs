@@ -107,7 +107,10 @@ pub fn check_restart_order(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
                     .find(|&at| within(&at) && !ended_before(history, &task.name, at))
                     .or_else(|| {
                         (kept_restarts(history, &task.name).into_iter()).find(|at| {
-                            within(at) && tree_roots(history, &task.name).iter().any(|r| r > at)
+                            within(at)
+                                && tree_roots(history, &task.name)
+                                    .iter()
+                                    .any(|r| r > at && *r < next)
                         })
                     })
             };
@@ -495,6 +498,24 @@ mod tests {
             .restarted("leader", true).restarted("worker", true).restarted("logship", true)
             .exit("proxy", 1).hit(scoped(Some("proxy"), TR_RESTART_KEPT), None).restored()
             .start("leader").start("worker").start("logship"),
+        0
+    )]
+    // Kept before this restart was accepted: another restart's, owed
+    // nothing back by this one.
+    #[case::kept_before_the_restart(
+        H::running().exit("proxy", 1).hit(scoped(Some("proxy"), TR_RESTART_KEPT), None)
+            .accepted(false)
+            .restarted("leader", true).restarted("worker", true).restarted("logship", true)
+            .restored()
+            .start("leader").start("proxy").start("worker").start("logship"),
+        0
+    )]
+    // Back only after the next restart was accepted: not this one's return.
+    #[case::kept_back_only_after_the_next_restart(
+        H::running().accepted(false)
+            .restarted("leader", true).restarted("worker", true).restarted("logship", true)
+            .exit("proxy", 1).hit(scoped(Some("proxy"), TR_RESTART_KEPT), None).restored()
+            .start("leader").start("worker").start("logship").accepted(false).down().start("proxy"),
         0
     )]
     fn restart_order(#[case] h: H, #[case] violations: usize) {
