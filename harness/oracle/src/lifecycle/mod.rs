@@ -320,7 +320,8 @@ pub fn check_poststop_once(history: &[Event], tasks: &[TaskShape]) -> Vec<Violat
 /// - its last recorded exit was a failure its attempt was not told to die
 ///   or to restart for (a kill, restart or peek since its launch), and its
 ///   policy had no attempt left;
-/// - it never ran and its runner gave up before any stop;
+/// - it never ran and its runner gave up before any stop, untold (not a
+///   sidecar the alloc runner told to die once the main tasks were done);
 /// - the harness panicked its runner (the runner's cleanup fails it).
 ///
 /// Complete otherwise. (A task killed by the kill path exits by a signal,
@@ -338,12 +339,15 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
             Event::StopDelivered { .. } | Event::AgentRestarted { stop: true }
         )
     });
+    // Gave up untold: a runner the alloc runner told to die first (a
+    // sidecar once the main tasks are done) ended as told, not failed.
     let gave_up = |task: &str| {
         let exited = scoped(Some(task), TR_MAIN_EXITED);
+        let told = task_hits(history, task, TR_KILL_ASKED);
         history
             .iter()
             .position(|e| e.is_hit(&exited))
-            .is_some_and(|at| stop.is_none_or(|s| at < s))
+            .is_some_and(|at| stop.is_none_or(|s| at < s) && !told.iter().any(|&k| k < at))
     };
     let mut why = None;
     // A task that may have failed or not: either status is right.

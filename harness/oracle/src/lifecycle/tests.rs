@@ -495,11 +495,19 @@ fn status_matches_exits(#[case] h: H, #[case] holds: bool) {
 /// that is no failure (the engine reports the alloc complete, as Nomad
 /// does). One that gave up untold is still a failure.
 #[rstest]
-#[should_panic(expected = "known bug unstarted-sidecar-called-failed")]
 #[case::told_to_die_unstarted(
     H::default().start("web").exit("web", OK).kill_asked("logship").gave_up("logship")
         .status(AllocStatus::Complete),
     true
+)]
+#[case::gave_up_untold(
+    H::default().start("web").exit("web", OK).gave_up("logship").status(AllocStatus::Complete),
+    false
+)]
+#[case::told_after_it_gave_up(
+    H::default().start("web").exit("web", OK).gave_up("logship").kill_asked("logship")
+        .status(AllocStatus::Complete),
+    false
 )]
 fn a_sidecar_killed_before_its_start_fails_nothing(#[case] h: H, #[case] holds: bool) {
     let tasks = [
@@ -507,11 +515,7 @@ fn a_sidecar_killed_before_its_start_fails_nothing(#[case] h: H, #[case] holds: 
         shape("logship", TaskRole::Poststart { sidecar: true }, 0),
     ];
     let v = check_status_matches_exits(&h.0, &tasks);
-    assert_eq!(
-        v.is_empty(),
-        holds,
-        "known bug unstarted-sidecar-called-failed: {v:#?}"
-    );
+    assert_eq!(v.is_empty(), holds, "{v:#?}");
 }
 
 /// web's first attempt taken down by a user restart, and the restart's
