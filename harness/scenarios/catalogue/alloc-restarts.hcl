@@ -411,34 +411,26 @@ scenario "restart-exit-0-across-restore" {
 }
 
 scenario "restart-kept-across-restore" {
-  about = "as failure-before-restart-retried, with the agent killed: a user restart finds web's first run already failed (exit 1), and stays owed (the policy's 3 s delay is to be cut short); the agent dies as the runner keeps the restart, or as the delay begins: the restored agent still cuts the delay short, and web's second run completes"
-  job "fails-then-completes" {
-    type = "batch"
-    group "g" {
-      task "web" {
-        driver       = "exec"
-        kill_timeout = "250ms"
-        config {
-          command = "/bin/sh"
-          args    = ["-c", "if [ -e /local/ran ]; then echo web done; exit 0; fi; : > /local/ran; echo web failed; exit 1"]
-        }
-        restart {
-          attempts = 1
-          interval = "60s"
-          delay    = "3s"
-          mode     = "fail"
-        }
-      }
-    }
-  }
+  about = "as failure-before-restart-retried, with the agent killed, beside a poststart sidecar: a user restart finds web's first run already failed (exit 1), and stays owed (the policy's 3 s delay is to be cut short); the agent dies as the runner keeps the restart, or as the delay begins: the restored agent still cuts the delay short, starts the sidecar again only once web runs (it once showed web running, and started the sidecar first), and web's second run completes"
+  job   = "jobs/fails-then-completes-beside-sidecar.hcl"
   faults {
     host    = "agent"
     restore = "run"
     then    = "run-to-end"
     # The runner supervises web only once web has failed and the restart
-    # was asked: the restart wins, and its peek finds the failure.
+    # was asked: the restart wins, and its peek finds the failure. Killed
+    # as it keeps the restart, the restored web's runner is held 300 ms as
+    # it restores: the window in which the sidecar started first.
     each {
-      points = ["web:tr.restart_kept", "web:tr.restart_delay"]
+      points = ["web:tr.restart_kept"]
+      action = "kill"
+      with   = ["web:hook.poststart.before.persist_handle=restart-alloc",
+                "web:hook.poststart.after.persist_handle=await(web:ex.task_exited@1)",
+                "web:hook.poststart.after.persist_handle=await(web:tr.restart_asked@1)",
+                "web:tr.restoring=delay(300)"]
+    }
+    each {
+      points = ["web:tr.restart_delay"]
       action = "kill"
       with   = ["web:hook.poststart.before.persist_handle=restart-alloc",
                 "web:hook.poststart.after.persist_handle=await(web:ex.task_exited@1)",

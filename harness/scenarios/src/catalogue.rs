@@ -96,6 +96,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../catalogue/jobs/runs-twice-beside-sidecar.hcl"),
     ),
     (
+        "jobs/fails-then-completes-beside-sidecar.hcl",
+        include_str!("../catalogue/jobs/fails-then-completes-beside-sidecar.hcl"),
+    ),
+    (
         "jobs/stubborn.hcl",
         include_str!("../catalogue/jobs/stubborn.hcl"),
     ),
