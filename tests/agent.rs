@@ -225,6 +225,84 @@ fn run_submits_to_a_running_agent_and_a_drain_ends_it() {
     );
 }
 
+/// An agent told to go (SIGTERM, as `systemctl restart` sends it) while
+/// it carries a request out answers it before it exits: a restart still
+/// waiting for its task to go down (a task that takes its kill signal and goes on,
+/// with ten minutes to go) is told it was left unfinished, not met with a
+/// closed connection. The task runs on for the next agent, which stops it.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug agent-exit-drops-requests")]
+fn an_agent_told_to_go_answers_the_request_it_carries_out() {
+    let home = EngineHome::new();
+    let cgroups_before = common::cgroup_snapshot();
+    let job = write_job(&home, "stubborn.hcl", STUBBORN_JOB);
+    let agent_args = home.agent_args();
+    let parent = home.cgroup_parent.clone();
+    let mut agent = Running::agent(&home);
+    let alloc = placed_alloc(&ok(&home, &run_args(&job, &agent_args, &["--detach"])));
+    let mut web = Running::start(&home, &["logs", "-f", &alloc, "web"]);
+    web.expect_line(&["web up"]);
+    let mut restart = Running::start(&home, &["restart", &alloc]);
+    // The restart's signal reached the task: the agent took the request,
+    // and waits for the task to go down.
+    web.expect_line(&["got signal 1"]);
+    assert!(
+        agent.signal_and_wait(Signal::SIGTERM).success(),
+        "{}",
+        agent.printed()
+    );
+    let restarted = restart.wait_for_exit();
+    let told = restart.printed();
+    // Judged once the task is stopped: a failing run leaves nothing either.
+    let answered = !restarted.success()
+        && told.contains("the agent exited (SIGTERM) before it carried this request out");
+
+    let mut agent = Running::agent(&home);
+    let stopped = ok(&home, &["stop", &alloc]);
+    assert!(
+        stopped.contains("==> alloc finished: complete"),
+        "{stopped}"
+    );
+    web.expect_line(&["got signal 2"]);
+    assert!(web.wait_for_exit().success(), "{}", web.printed());
+    assert!(
+        agent.signal_and_wait(Signal::SIGTERM).success(),
+        "{}",
+        agent.printed()
+    );
+    home.finish(std::slice::from_ref(&alloc));
+    common::assert_only_its_subtree_was_touched(
+        &cgroups_before,
+        &common::cgroup_snapshot(),
+        &parent,
+        &[alloc],
+    );
+    assert!(
+        answered,
+        "known bug agent-exit-drops-requests: `restart` was told: {told}"
+    );
+}
+
+/// A service task that takes its first kill signal and goes on, and ends on the
+/// second; ten minutes to go down before it is killed.
+const STUBBORN_JOB: &str = r#"
+job "stubborn" {
+  type = "service"
+  group "g" {
+    task "web" {
+      driver       = "exec"
+      user         = "root"
+      kill_timeout = "10m"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "n=0; trap 'n=$((n+1)); echo got signal $n; [ $n -lt 2 ] || exit 0' INT TERM; echo web up; while true; do sleep 3600 & wait; done"]
+      }
+    }
+  }
+}
+"#;
+
 /// Under systemd (`Type=notify`) the agent says it is ready once its
 /// socket serves, so a unit's start, and a `run` right after it, never
 /// race the agent's own start (a `run` that won became a second agent).
