@@ -129,8 +129,9 @@ impl EndSignals {
 }
 
 /// Serves until a signal (tasks left running) or a finished drain, after
-/// which every request already taken is answered (a `run` asking for its
-/// allocation's status as the drain finished it).
+/// which every request already taken is answered: a `run` asking for its
+/// allocation's status as the drain finished it; after a signal, a
+/// restart under way is told it was left unfinished.
 async fn wait_for_the_end(
     agent: &Arc<Agent>,
     server: ControlServer,
@@ -141,17 +142,20 @@ async fn wait_for_the_end(
         mut interrupt,
         mut hangup,
     } = signals;
-    let drained = async {
-        server.drained().await;
-        tracing::info!("drained: the agent answers what it took, and exits");
-        server.close().await
-    };
     let why = tokio::select! {
         _ = terminate.recv() => "SIGTERM",
         _ = interrupt.recv() => "SIGINT",
         _ = hangup.recv() => "SIGHUP",
-        () = drained => return Ok(()),
+        () = server.drained() => {
+            tracing::info!("drained: the agent answers what it took, and exits");
+            server.close().await;
+            return Ok(());
+        }
     };
-    tracing::info!(allocs = agent.live_count(), "{why}: the agent exits");
+    tracing::info!(
+        allocs = agent.live_count(),
+        "{why}: the agent answers what it took, and exits"
+    );
+    server.leave(why).await;
     Ok(())
 }

@@ -102,8 +102,13 @@ pub fn read_status(client: &ClientArgs) -> anyhow::Result<StatusReport> {
     let ask = || match control::request(&client.data_dir, &ControlRequest::Status) {
         Ok(ControlAnswer::Status(entries)) => Ok(Some(entries)),
         Ok(other) => Err(RequestError::Unexpected(Box::new(other)).into()),
-        // No agent, or one that exited as it was asked (a drain's end).
-        Err(RequestError::NoAgent(_) | RequestError::NoReply(_)) => Ok(None),
+        // No agent, or one that exits as it was asked (a drain's end, a
+        // signal).
+        Err(
+            RequestError::NoAgent(_)
+            | RequestError::NoReply(_)
+            | RequestError::Control(ControlError::Exiting(_)),
+        ) => Ok(None),
         Err(err) => Err(anyhow::Error::from(err)),
     };
     if let Some(entries) = ask()? {

@@ -39,6 +39,8 @@ pub struct ControlServer {
     /// Requests taken and not yet answered.
     answering: Arc<watch::Sender<usize>>,
     drained: Arc<Notify>,
+    /// Set to the signal's name once the agent is told to go.
+    exiting: watch::Sender<Option<&'static str>>,
 }
 
 impl ControlServer {
@@ -87,6 +89,16 @@ impl ControlServer {
         let _ = (&mut self.accepting).await;
         let _ = self.answering.subscribe().wait_for(|n| *n == 0).await;
     }
+
+    /// The agent is told to go by `signal`: takes no more connections,
+    /// answers each request taken and not yet carried out that nothing was
+    /// done, and one under way (a restart waiting for its task to go down,
+    /// a drain) that it was left unfinished; resolves once all are
+    /// answered. A client never meets a closed connection in their stead.
+    pub async fn leave(self, signal: &'static str) {
+        self.exiting.send_replace(Some(signal));
+        self.close().await
+    }
 }
 
 impl BoundSocket {
@@ -98,6 +110,8 @@ impl BoundSocket {
         let on_drain = drained.clone();
         let answering = Arc::new(watch::Sender::new(0));
         let taken = answering.clone();
+        let exiting = watch::Sender::new(None);
+        let told_to_go = exiting.subscribe();
         let accepting = tokio::spawn(async move {
             loop {
                 match listener.accept().await {
@@ -105,7 +119,9 @@ impl BoundSocket {
                         // Counted before any await: a close that ended the
                         // loop finds every connection it took counted.
                         let counted = CountedUntilDropped::new(&taken);
-                        tokio::spawn(answer(stream, agent.clone(), on_drain.clone(), counted));
+                        let told_to_go = told_to_go.clone();
+                        let served = (agent.clone(), on_drain.clone(), told_to_go);
+                        tokio::spawn(answer(stream, served, counted));
                     }
                     Err(err) => {
                         tracing::warn!(error = %err, "accepting a control connection");
@@ -121,6 +137,7 @@ impl BoundSocket {
             accepting,
             answering,
             drained,
+            exiting,
         }
     }
 }
@@ -150,17 +167,23 @@ fn remove_socket(path: &Path) {
 /// them) and hangs up. Counted as answering until its first reply is sent.
 async fn answer(
     stream: tokio::net::UnixStream,
-    agent: Arc<Agent>,
-    drained: Arc<Notify>,
+    (agent, drained, mut exiting): (Arc<Agent>, Arc<Notify>, Exiting),
     answering: CountedUntilDropped,
 ) {
     let (mut read, mut write) = stream.into_split();
-    let read_one = tokio::time::timeout(CLIENT_PATIENCE, read_request(&mut read)).await;
-    let request = match read_one.unwrap_or_else(|_| {
-        Err(ControlError::BadRequest(format!(
-            "no request line within {CLIENT_PATIENCE:?}"
-        )))
-    }) {
+    // A client that has not sent its whole line by then is told at once.
+    let read_one = tokio::select! {
+        biased;
+        signal = told_to_go(&mut exiting) => Err(ControlError::Exiting(signal.into())),
+        read = tokio::time::timeout(CLIENT_PATIENCE, read_request(&mut read)) => {
+            read.unwrap_or_else(|_| {
+                Err(ControlError::BadRequest(format!(
+                    "no request line within {CLIENT_PATIENCE:?}"
+                )))
+            })
+        }
+    };
+    let request = match read_one {
         Ok(request) => request,
         Err(err) => return send_first(&mut write, &Err(err)).await.unwrap_or(()),
     };
@@ -168,7 +191,20 @@ async fn answer(
         agent.engine().faults(),
         taskgate_faults::points::CONTROL_ANSWERING
     );
-    let following = match carry_out(request, &agent).await {
+    let already_told = *exiting.borrow();
+    if let Some(signal) = already_told {
+        return send_first(&mut write, &Err(ControlError::Exiting(signal.into())))
+            .await
+            .unwrap_or(());
+    }
+    // What completes at once (a placement) is answered; what waits (a
+    // restart, a drain) is left where it got to.
+    let carried_out = tokio::select! {
+        biased;
+        signal = told_to_go(&mut exiting) => Err(ControlError::LeftUnfinished(signal.into())),
+        reply = carry_out(request, &agent) => reply,
+    };
+    let following = match carried_out {
         Ok(Reply::Line(answer)) => return send_first(&mut write, &Ok(answer)).await.unwrap_or(()),
         Ok(Reply::Drained) => {
             // Answered first: the agent exits once told.
@@ -202,6 +238,22 @@ async fn answer(
             agent.engine().faults(),
             taskgate_faults::points::CONTROL_FOLLOWER_LEFT
         );
+    }
+}
+
+/// Says when the agent is told to go, and by which signal.
+type Exiting = watch::Receiver<Option<&'static str>>;
+
+/// Resolves with the signal once the agent is told to go; never, if the
+/// server is dropped first (the process is ending anyway).
+async fn told_to_go(exiting: &mut Exiting) -> &'static str {
+    let told = exiting
+        .wait_for(Option::is_some)
+        .await
+        .map(|signal| *signal);
+    match told {
+        Ok(signal) => signal.expect("waited for"),
+        Err(_) => std::future::pending().await,
     }
 }
 

@@ -130,6 +130,14 @@ pub enum ControlError {
     State(String),
     #[error("bad request: {0}")]
     BadRequest(String),
+    /// The agent was told to go (the signal's name) before it took this
+    /// request up: nothing of it was done.
+    #[error("the agent is exiting ({0}) and takes no more requests: nothing was done; send it again once an agent serves")]
+    Exiting(String),
+    /// The agent was told to go while it carried this request out (a
+    /// restart, a drain): what it had done stands, the rest is not done.
+    #[error("the agent exited ({0}) before it carried this request out: what it had begun stands (see `taskgate status`)")]
+    LeftUnfinished(String),
 }
 
 /// Why [`ControlServer::bind`] failed.
