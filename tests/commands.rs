@@ -293,6 +293,42 @@ fn an_interrupted_run_stops_its_allocation_and_fails(#[case] submitted: bool) {
     );
 }
 
+/// With no agent, `status` and `logs` read the data dir themselves, as
+/// root: a data dir another user owns or can write is refused, as the
+/// agent refuses it, before its state database is read. Its owner could
+/// have written any record there (allocations that never ran, and where
+/// their logs are), or made the database a FIFO, which hung the read, or
+/// a link to `/dev/zero`, which the read took until memory ran out.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug status-reads-a-shared-data-dir")]
+fn without_an_agent_a_data_dir_another_user_owns_is_not_read() {
+    let home = EngineHome::new();
+    let batch = write_job(&home, "batch.hcl", BATCH_JOB);
+    let agent_args = home.agent_args();
+    let once = placed_alloc(&ok(&home, &run_args(&batch, &agent_args, &[])));
+    let data_dir = home.data_dir();
+    let chown = |uid: u32| {
+        std::os::unix::fs::chown(data_dir.path(), Some(uid), None).expect("chown the data dir")
+    };
+    chown(65534);
+    let read: Vec<_> = [vec!["status"], vec!["logs", &once, "hello"]]
+        .into_iter()
+        .map(|args| (args.join(" "), taskgate_output(&home, &args)))
+        .collect();
+    chown(0);
+    // Its own again: read as before.
+    assert!(ok(&home, &["status"]).contains(&once));
+    home.finish(std::slice::from_ref(&once));
+    for (command, out) in read {
+        let (stdout, stderr) = text(&out);
+        assert!(
+            !out.status.success() && stderr.contains("belongs to uid 65534"),
+            "known bug status-reads-a-shared-data-dir: `{command}` read it: {stdout}{stderr}"
+        );
+    }
+}
+
 /// `logs -f` with no agent to follow waits for one, and reads the record
 /// again each time it finds none: an allocation an agent finished just
 /// before it exited (its follower cut off, or reached too late) ends the
