@@ -32,8 +32,10 @@ fn absolute_data_dir(given: &str) -> Result<DataDir, String> {
 
 impl ClientArgs {
     /// A copy of the state database, read here (when no agent serves the
-    /// data dir): an agent starting meanwhile still gets the database.
+    /// data dir): an agent starting meanwhile still gets the database. A
+    /// data dir another user owns or can write is not read.
     pub fn read_state(&self) -> anyhow::Result<StateDb> {
+        taskgate_engine::check_own_data_dir(&self.data_dir)?;
         let path = self.data_dir.state_db();
         anyhow::ensure!(
             path.exists(),

@@ -126,7 +126,7 @@ pub enum EngineError {
         given: CgroupParent,
         live: usize,
     },
-    #[error("data dir {path}: {why}; an agent's data dir must be its own (chown it, chmod go-w)")]
+    #[error("data dir {path}: {why}; a data dir is used only by its owner, an agent's or a command's (chown it, chmod go-w)")]
     SharedDataDir { path: PathBuf, why: String },
 }
 
@@ -445,12 +445,7 @@ fn open_state(config: &EngineConfig) -> Result<Arc<StateDb>, EngineError> {
 /// each the engine's own: whoever else could write one could swap the run
 /// dir, reach the control socket and place jobs that run as root.
 fn create_layout(config: &EngineConfig) -> Result<(), EngineError> {
-    let me = nix::unistd::geteuid().as_raw();
-    for dir in [
-        config.data_dir.path().to_path_buf(),
-        config.data_dir.allocs(),
-        config.data_dir.run(),
-    ] {
+    for dir in layout_dirs(&config.data_dir) {
         // At most 0755 whatever the umask: a dir it makes is its own.
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -461,11 +456,38 @@ fn create_layout(config: &EngineConfig) -> Result<(), EngineError> {
                 path: dir.clone(),
                 source,
             })?;
-        let meta = std::fs::metadata(&dir).map_err(|source| EngineError::Io {
-            what: "reading",
-            path: dir.clone(),
-            source,
-        })?;
+    }
+    check_own_data_dir(&config.data_dir)
+}
+
+/// The data dir and the dirs the engine keeps in it.
+fn layout_dirs(data_dir: &DataDir) -> [PathBuf; 3] {
+    [
+        data_dir.path().to_path_buf(),
+        data_dir.allocs(),
+        data_dir.run(),
+    ]
+}
+
+/// Refuses a data dir, or a dir the engine keeps in it, that another user
+/// owns or can write: its owner could swap what is read and run there as
+/// root. The agent checks as it opens the engine; a command that reads a
+/// data dir with no agent serving it (`status`, `logs`) checks first too.
+/// A dir not made yet holds nothing to read.
+pub fn check_own_data_dir(data_dir: &DataDir) -> Result<(), EngineError> {
+    let me = nix::unistd::geteuid().as_raw();
+    for dir in layout_dirs(data_dir) {
+        let meta = match std::fs::metadata(&dir) {
+            Ok(meta) => meta,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(EngineError::Io {
+                    what: "reading",
+                    path: dir,
+                    source,
+                })
+            }
+        };
         if let Some(why) = not_own(meta.uid(), meta.mode(), me) {
             return Err(EngineError::SharedDataDir { path: dir, why });
         }
@@ -477,7 +499,7 @@ fn create_layout(config: &EngineConfig) -> Result<(), EngineError> {
 fn not_own(uid: u32, mode: u32, me: u32) -> Option<String> {
     if uid != me {
         return Some(format!(
-            "it belongs to uid {uid}, not to this agent's ({me})"
+            "it belongs to uid {uid}, not to this process's user ({me})"
         ));
     }
     (mode & 0o022 != 0).then(|| format!("it is writable by others (mode {:o})", mode & 0o7777))

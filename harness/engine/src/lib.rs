@@ -28,8 +28,8 @@ pub use alloc_dir::AllocDir;
 pub use alloc_runner::{AllocControl, AllocHandle, AllocSummary, AllocWaiter};
 pub use data_dir::DataDir;
 pub use engine::{
-    engine_runtime, recorded_cgroup_parent, Engine, EngineConfig, EngineError, Restored,
-    SkippedAlloc, ALLOC_ID_LEN, DEFAULT_KEEP_FINISHED,
+    check_own_data_dir, engine_runtime, recorded_cgroup_parent, Engine, EngineConfig, EngineError,
+    Restored, SkippedAlloc, ALLOC_ID_LEN, DEFAULT_KEEP_FINISHED,
 };
 pub use hooks::hook_points;
 pub use restart::{Jitter, RestartWindow};
