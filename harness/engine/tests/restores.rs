@@ -9,7 +9,7 @@ use taskgate_engine::fake_driver::{Call, Exit};
 use taskgate_engine::jobspec::LifecycleHook;
 use taskgate_engine::state::{AttemptEnded, DoomedAttempt, EndedBy, MAX_TASK_EVENTS};
 use taskgate_engine::task_state::{EventKind, Outcome, TaskEvent, TaskState};
-use taskgate_engine::{AllocSummary, ClientStatus};
+use taskgate_engine::{AllocSummary, ClientStatus, DesiredStatus};
 use taskgate_executor::{Doom, ExitResult};
 use taskgate_faults::{points, scoped, Await};
 
@@ -318,6 +318,42 @@ fn a_lost_attempt_with_nothing_left_is_said_so() {
     let summary = second
         .block_on(async { tokio::time::timeout(idle(), waiter.wait()).await })
         .expect("alloc hung");
+    assert_eq!(
+        lost_attempt_end(&summary),
+        "Nothing of the lost attempt was running"
+    );
+}
+
+/// Restore rule: the executor died with its task while the agent was
+/// down, and the dead agent had been told to stop the allocation. The lost
+/// attempt is the stop's: it ran, so it ends killed, as a stop ends a
+/// task, not "not started", and nothing starts again.
+#[test]
+#[should_panic(expected = "known bug lost-attempt-called-not-started")]
+fn a_lost_attempt_of_a_stopping_alloc_ends_killed() {
+    let (first, second) = (runtime(), runtime());
+    let home = Home::new();
+    let alloc_id = web_lost_while_agent_down(&home, first, &second, 1);
+    edit_alloc_record(&home, &alloc_id, |alloc| {
+        alloc.desired = DesiredStatus::Stop;
+    });
+    let engine = home.engine();
+    let alloc = restore_one(&engine, &second);
+    let summary = second
+        .block_on(async { tokio::time::timeout(idle(), alloc.wait()).await })
+        .expect("alloc hung");
+    let web = &summary.tasks[0];
+    assert!(
+        !(web.events.iter()).any(|e| e.kind == EventKind::Started && e.attempt > 1),
+        "a stopping alloc started again: {:?}",
+        web.events
+    );
+    assert_eq!(summary.status.client, ClientStatus::Complete, "{:?}", summary.status);
+    assert!(
+        !web.events.iter().any(|e| e.kind == EventKind::NotStarted),
+        "known bug lost-attempt-called-not-started: {:?}",
+        web.events
+    );
     assert_eq!(
         lost_attempt_end(&summary),
         "Nothing of the lost attempt was running"

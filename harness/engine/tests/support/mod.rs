@@ -9,7 +9,7 @@ use taskgate_engine::clock::{Clock, SystemClock};
 use taskgate_engine::driver::Driver;
 use taskgate_engine::fake_driver::{Call, FakeDriver};
 use taskgate_engine::jobspec::{Group, Job, JobType, Lifecycle, LifecycleHook, Task};
-use taskgate_engine::state::{StateDb, TaskRecord};
+use taskgate_engine::state::{AllocRecord, StateDb, TaskRecord};
 use taskgate_engine::task_state::{EventKind, TaskEvent};
 use taskgate_engine::{AllocHandle, AllocSummary, DataDir, Engine, EngineConfig};
 use taskgate_faults::{Await, Faults};
@@ -221,6 +221,14 @@ pub fn agent_died_while_web_ran(
 /// Changes the dead agent's record of `web`.
 pub fn edit_web_record(home: &Home, alloc_id: &str, edit: impl FnOnce(&mut TaskRecord)) {
     edit_task_record(home, alloc_id, "web", edit)
+}
+
+/// Changes the dead agent's record of the allocation.
+pub fn edit_alloc_record(home: &Home, alloc_id: &str, edit: impl FnOnce(&mut AllocRecord)) {
+    let state = StateDb::open(&home.data_dir().state_db()).unwrap();
+    let mut record = state.alloc(alloc_id).unwrap().expect("the alloc's record");
+    edit(&mut record);
+    state.put_alloc(&record).unwrap();
 }
 
 /// Changes the dead agent's record of `task`.
