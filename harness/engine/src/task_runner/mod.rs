@@ -386,12 +386,14 @@ impl TaskRunner {
                         return outcome;
                     }
                 }
-                // The alloc is stopping: the lost attempt is the stop's,
-                // and the task ends below (as Nomad's does, #1795).
-                Err(_) if self.should_shutdown() || self.killed() => {}
-                // A dead agent's runner had set out to end it: the loss is
-                // that kill's or restart's end, not the policy's to judge.
-                Err(_) if self.record.doomed_by(attempt) == Some(Doom::Kill) => {
+                // The alloc is stopping, or a dead agent's runner had set
+                // out to end it: the loss is that kill's end (it ran, so it
+                // is not "not started"), not the policy's to judge.
+                Err(_)
+                    if self.should_shutdown()
+                        || self.killed()
+                        || self.record.doomed_by(attempt) == Some(Doom::Kill) =>
+                {
                     return Outcome::Killed { result: None };
                 }
                 Err(_) if self.record.doomed_by(attempt) == Some(Doom::Restart) => {
