@@ -339,9 +339,9 @@ impl Engine {
         let mut removed = Vec::new();
         for (_, alloc_id) in finished.into_iter().skip(self.config.keep_finished) {
             let dir = self.config.data_dir.alloc(&alloc_id);
-            let gone = match std::fs::remove_dir_all(&dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
-                _ => self
+            let gone = match taskgate_executor::confined::remove_tree(&dir) {
+                Err(e) => Err(e.to_string()),
+                Ok(()) => self
                     .state
                     .remove_alloc(&alloc_id)
                     .map_err(|e| e.to_string()),

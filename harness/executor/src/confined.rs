@@ -279,6 +279,126 @@ impl ConfinedDir {
     }
 }
 
+/// Removes the directory `path` and everything beneath it, whatever a
+/// task left there (a missing `path` is already removed). No link is
+/// followed, and however deep the tree, the walk holds at most three
+/// directories open and never recurses: the standard library's
+/// `remove_dir_all` holds one open per level and recurses, so a tree
+/// deeper than the fd limit, or than a thread's stack, stopped it (or
+/// crashed the process). It goes back up through `..`, checked to be the
+/// very directory it came down from.
+pub fn remove_tree(path: &Path) -> Result<(), ConfinedError> {
+    let fail = |what| ConfinedError::io(what, path.to_path_buf());
+    let mut here = match open_dir_at(None, path.as_os_str()) {
+        Err(Errno::ENOENT) => return Ok(()),
+        Err(Errno::ELOOP | Errno::ENOTDIR) => return Err(refused(path, "a directory")),
+        opened => opened.map_err(fail("open"))?,
+    };
+    // The directories walked down through: each one's name in its parent,
+    // the parent's identity, and the parent's subdirectories still to go.
+    struct Level {
+        name: OsString,
+        parent: (u64, u64),
+        rest: Vec<OsString>,
+    }
+    let mut down: Vec<Level> = Vec::new();
+    let mut subdirs = remove_all_but_subdirs(&here).map_err(fail("empty"))?;
+    loop {
+        if let Some(name) = subdirs.pop() {
+            let child = match open_dir_at(Some(&here), &name) {
+                Err(Errno::ENOENT) => continue,
+                opened => opened.map_err(fail("open beneath"))?,
+            };
+            down.push(Level {
+                name,
+                parent: identity(&here).map_err(fail("stat beneath"))?,
+                rest: std::mem::take(&mut subdirs),
+            });
+            here = child;
+            subdirs = remove_all_but_subdirs(&here).map_err(fail("empty beneath"))?;
+            continue;
+        }
+        let Some(level) = down.pop() else { break };
+        let parent = open_dir_at(Some(&here), std::ffi::OsStr::new("..")).map_err(fail("go up"))?;
+        if identity(&parent).map_err(fail("stat beneath"))? != level.parent {
+            return Err(refusal(
+                path.to_path_buf(),
+                "a tree that moved as it was removed",
+                "a tree nothing else changes",
+            ));
+        }
+        nix::unistd::unlinkat(
+            Some(parent.as_raw_fd()),
+            level.name.as_os_str(),
+            nix::unistd::UnlinkatFlags::RemoveDir,
+        )
+        .map_err(fail("remove beneath"))?;
+        here = parent;
+        subdirs = level.rest;
+    }
+    drop(here);
+    std::fs::remove_dir(path).map_err(|source| ConfinedError::Io {
+        what: "remove",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The directory `name` beneath `dir` (or `name` itself), never a link.
+fn open_dir_at(dir: Option<&OwnedFd>, name: &std::ffi::OsStr) -> Result<OwnedFd, Errno> {
+    let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::openat(dir.map(AsRawFd::as_raw_fd), name, flags, Mode::empty())?;
+    // SAFETY: openat just returned this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A directory's device and inode.
+fn identity(dir: &OwnedFd) -> Result<(u64, u64), Errno> {
+    let stat = fstat(dir.as_raw_fd())?;
+    Ok((stat.st_dev, stat.st_ino))
+}
+
+/// Unlinks every entry of `dir` but its subdirectories, and names those.
+fn remove_all_but_subdirs(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut listing = nix::dir::Dir::openat(Some(dir.as_raw_fd()), ".", flags, Mode::empty())?;
+    let mut entries = Vec::new();
+    for entry in listing.iter() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            let name = std::ffi::OsStr::from_bytes(name).to_os_string();
+            entries.push((name, entry.file_type()));
+        }
+    }
+    drop(listing);
+    let mut subdirs = Vec::new();
+    for (name, kind) in entries {
+        let is_dir = match kind {
+            Some(kind) => kind == nix::dir::Type::Directory,
+            None => {
+                let at = nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
+                let stat = nix::sys::stat::fstatat(Some(dir.as_raw_fd()), name.as_os_str(), at)?;
+                stat.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFDIR.bits()
+            }
+        };
+        if is_dir {
+            subdirs.push(name);
+            continue;
+        }
+        let unlinked = nix::unistd::unlinkat(
+            Some(dir.as_raw_fd()),
+            name.as_os_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+        match unlinked {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(subdirs)
+}
+
 fn refused(path: &Path, expected: &'static str) -> ConfinedError {
     let found = match std::fs::symlink_metadata(path) {
         Ok(meta) => kind_name(SFlag::from_bits_truncate(
@@ -453,5 +573,62 @@ mod tests {
         assert!(dir.create_dir_all(Path::new("a/../b"), 0o755).is_err());
         let nested = dir.create_dir_all(Path::new("a/b"), 0o755).unwrap();
         assert!(nested.path().ends_with("a/b"));
+    }
+
+    /// Everything a task can leave goes, and nothing a link points at.
+    #[test]
+    fn a_tree_goes_whole_and_no_link_is_followed() {
+        let (tmp, _) = home();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("keep"), "kept").unwrap();
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(tree.join("a/b/c")).unwrap();
+        std::fs::write(tree.join("a/file"), "x").unwrap();
+        std::fs::write(tree.join("a/b/c/deep"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("a/b/to-outside")).unwrap();
+        std::os::unix::fs::symlink(outside.join("keep"), tree.join("to-keep")).unwrap();
+        nix::unistd::mkfifo(&tree.join("a/fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+        let odd = std::ffi::OsStr::from_bytes(b"not-utf8-\xff");
+        std::fs::create_dir(tree.join(odd)).unwrap();
+        std::fs::write(tree.join(odd).join("f"), "x").unwrap();
+        remove_tree(&tree).unwrap();
+        assert!(!tree.exists());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep")).unwrap(),
+            "kept"
+        );
+        // Gone already: nothing to do.
+        remove_tree(&tree).unwrap();
+        // A link where the tree belongs is refused, its target untouched.
+        std::os::unix::fs::symlink(&outside, &tree).unwrap();
+        assert!(matches!(remove_tree(&tree), Err(ConfinedError::Refused(_))));
+        assert!(outside.join("keep").exists());
+    }
+
+    /// A tree deeper than the fd limit would allow one fd per level, and
+    /// than a small stack would allow one frame per level, goes: the walk
+    /// holds a few fds and does not recurse.
+    #[test]
+    fn a_tree_deeper_than_fds_or_stack_allow_goes() {
+        const DEPTH: usize = 3_000;
+        let (tmp, _) = home();
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir(&tree).unwrap();
+        let mut dir = open_dir_at(None, tree.as_os_str()).unwrap();
+        for _ in 0..DEPTH {
+            mkdirat(Some(dir.as_raw_fd()), "d", Mode::from_bits_truncate(0o755)).unwrap();
+            dir = open_dir_at(Some(&dir), std::ffi::OsStr::new("d")).unwrap();
+        }
+        drop(dir);
+        let removing = tree.clone();
+        let removed = std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || remove_tree(&removing).map_err(|e| e.to_string()))
+            .unwrap()
+            .join()
+            .unwrap();
+        removed.unwrap();
+        assert!(!tree.exists());
     }
 }
