@@ -12,6 +12,7 @@ use common::EngineHome;
 use nix::sys::signal::Signal;
 use rstest::rstest;
 use serial_test::serial;
+use std::process::Command;
 use std::sync::mpsc::{channel, RecvTimeoutError};
 
 /// `taskgate status` reads while a foreground `taskgate run` holds the
@@ -326,6 +327,59 @@ fn without_an_agent_a_data_dir_another_user_owns_is_not_read() {
             "`{command}` read it: {stdout}{stderr}"
         );
     }
+}
+
+/// A data dir is reached through dirs and links another user could
+/// change: a link of theirs (`ln -s /etc/sudoers.d /tmp/tg`), or a dir
+/// inside one of theirs, which they can move aside and replace. Root's
+/// `run` (the agent) would have written its files wherever the other user
+/// pointed it, and `status` read what they put there: both are refused,
+/// naming the user, before anything is read or written.
+#[rstest]
+#[case::through_another_users_link("link")]
+#[case::inside_another_users_dir("real")]
+#[serial]
+#[should_panic(expected = "known bug data-dir-reached-through-others")]
+fn a_data_dir_another_user_could_swap_is_refused(#[case] name: &str) {
+    let home = EngineHome::new();
+    let batch = write_job(&home, "batch.hcl", BATCH_JOB);
+    let theirs = home.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let roots = home.path().join("roots");
+    std::fs::create_dir(&roots).unwrap();
+    std::fs::create_dir(theirs.join("real")).unwrap();
+    std::os::unix::fs::symlink(&roots, theirs.join("link")).unwrap();
+    for owned in ["", "link"] {
+        std::os::unix::fs::lchown(theirs.join(owned), Some(65534), Some(65534)).unwrap();
+    }
+    let data_dir = theirs.join(name);
+    let agent_args = home.agent_args();
+    let mut told = Vec::new();
+    for args in [run_args(&batch, &agent_args, &[]), vec!["status"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_taskgate"))
+            .args(&args)
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .env_remove("TASKGATE_LOG")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        told.push((args[0].to_string(), out.status.success(), stdout + &stderr));
+    }
+    let wrote = std::fs::read_dir(&roots).unwrap().count()
+        + std::fs::read_dir(theirs.join("real")).unwrap().count();
+    home.finish(&[]);
+    for (command, succeeded, said) in told {
+        assert!(
+            !succeeded && said.contains("uid 65534"),
+            "known bug data-dir-reached-through-others: `{command}` used it: {said}"
+        );
+    }
+    assert_eq!(
+        wrote, 0,
+        "known bug data-dir-reached-through-others: files were written"
+    );
 }
 
 /// `logs -f` with no agent to follow waits for one, and reads the record
