@@ -16,7 +16,7 @@ use crate::task_runner::{SpecDefaults, TaskRunnerDeps};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use taskgate_executor::{
     CgroupParent, CgroupTree, ExecutorConfig, ExecutorError, ExecutorFaults, Released,
@@ -126,7 +126,7 @@ pub enum EngineError {
         given: CgroupParent,
         live: usize,
     },
-    #[error("data dir {path}: {why}; a data dir is used only by its owner, an agent's or a command's (chown it, chmod go-w)")]
+    #[error("{path}: {why}; a data dir must be its user's own, and reached only through dirs and links of root's or that user's that no one else can write (chown it, chmod go-w)")]
     SharedDataDir { path: PathBuf, why: String },
 }
 
@@ -445,6 +445,8 @@ fn open_state(config: &EngineConfig) -> Result<Arc<StateDb>, EngineError> {
 /// each the engine's own: whoever else could write one could swap the run
 /// dir, reach the control socket and place jobs that run as root.
 fn create_layout(config: &EngineConfig) -> Result<(), EngineError> {
+    // Nothing is made through a way another user could change.
+    check_way_to(config.data_dir.path(), nix::unistd::geteuid().as_raw())?;
     for dir in layout_dirs(&config.data_dir) {
         // At most 0755 whatever the umask: a dir it makes is its own.
         std::fs::DirBuilder::new()
@@ -470,29 +472,92 @@ fn layout_dirs(data_dir: &DataDir) -> [PathBuf; 3] {
 }
 
 /// Refuses a data dir, or a dir the engine keeps in it, that another user
-/// owns or can write: its owner could swap what is read and run there as
-/// root. The agent checks as it opens the engine; a command that reads a
-/// data dir with no agent serving it (`status`, `logs`) checks first too.
-/// A dir not made yet holds nothing to read.
+/// owns or can write, or a way to it another user could change: its owner
+/// could swap what is read and run there as root. The agent checks before
+/// it makes anything there; a command that reads a data dir with no agent
+/// serving it (`status`, `logs`) checks first too. A dir not made yet holds
+/// nothing to read.
 pub fn check_own_data_dir(data_dir: &DataDir) -> Result<(), EngineError> {
     let me = nix::unistd::geteuid().as_raw();
+    check_way_to(data_dir.path(), me)?;
     for dir in layout_dirs(data_dir) {
         let meta = match std::fs::metadata(&dir) {
             Ok(meta) => meta,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => {
-                return Err(EngineError::Io {
-                    what: "reading",
-                    path: dir,
-                    source,
-                })
-            }
+            Err(source) => return Err(reading(dir, source)),
         };
         if let Some(why) = not_own(meta.uid(), meta.mode(), me) {
             return Err(EngineError::SharedDataDir { path: dir, why });
         }
     }
     Ok(())
+}
+
+/// Refuses a way to `path` another user could change: a link on it that
+/// is not root's or this user's, or a dir above it that another user owns
+/// or can write (unless sticky, as `/tmp` is: there only an entry's owner
+/// may move it). Both the way as given, links and all, and the one it
+/// leads to are checked, as far as they exist.
+fn check_way_to(path: &Path, me: u32) -> Result<(), EngineError> {
+    let given = std::path::absolute(path).map_err(|e| reading(path.to_path_buf(), e))?;
+    let real = match std::fs::canonicalize(&given) {
+        Ok(real) => Some(real),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => return Err(reading(given, err)),
+    };
+    for way in [Some(given), real].into_iter().flatten() {
+        let mut steps: Vec<&Path> = way.ancestors().collect();
+        steps.reverse();
+        for step in steps {
+            let meta = match std::fs::symlink_metadata(step) {
+                Ok(meta) => meta,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => break,
+                Err(err) => return Err(reading(step.to_path_buf(), err)),
+            };
+            let why = if meta.file_type().is_symlink() {
+                not_trusted_link(meta.uid(), me)
+            } else if step != way {
+                not_safe_above(meta.uid(), meta.mode(), me)
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                let path = step.to_path_buf();
+                return Err(EngineError::SharedDataDir { path, why });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn reading(path: PathBuf, source: std::io::Error) -> EngineError {
+    EngineError::Io {
+        what: "reading",
+        path,
+        source,
+    }
+}
+
+/// Why a link of owner `uid` on the way to a data dir is not trusted.
+fn not_trusted_link(uid: u32, me: u32) -> Option<String> {
+    (uid != 0 && uid != me)
+        .then(|| format!("it is a link uid {uid} owns, who could point it elsewhere"))
+}
+
+/// Why a dir of owner `uid` and `mode` above a data dir is not safe: who
+/// else could put another dir in the data dir's place.
+fn not_safe_above(uid: u32, mode: u32, me: u32) -> Option<String> {
+    if uid != 0 && uid != me {
+        return Some(format!(
+            "it belongs to uid {uid}, who could put another dir in the data dir's place"
+        ));
+    }
+    (mode & 0o022 != 0 && mode & 0o1000 == 0).then(|| {
+        format!(
+            "it is writable by others (mode {:o}), who could put another dir in the data dir's place",
+            mode & 0o7777
+        )
+    })
 }
 
 /// Why a dir of owner `uid` and `mode` is not only `me`'s, if it is not.
@@ -641,6 +706,49 @@ mod tests {
             None => assert_eq!(why, None),
             Some(part) => assert!(why.as_ref().is_some_and(|w| w.contains(part)), "{why:?}"),
         }
+    }
+
+    #[rstest::rstest]
+    #[case::roots(0, 0o40755, None)]
+    #[case::its_users(1000, 0o40700, None)]
+    #[case::sticky_and_open_to_all(0, 0o41777, None)]
+    #[case::another_users(65534, 0o40755, Some("belongs to uid 65534"))]
+    #[case::open_to_all(0, 0o40777, Some("writable by others (mode 777)"))]
+    #[case::open_to_its_group(0, 0o40775, Some("writable by others (mode 775)"))]
+    fn only_root_or_its_user_may_change_the_dirs_above_a_data_dir(
+        #[case] uid: u32,
+        #[case] mode: u32,
+        #[case] refused: Option<&str>,
+    ) {
+        let why = not_safe_above(uid, mode, 1000);
+        match refused {
+            None => assert_eq!(why, None),
+            Some(part) => assert!(why.as_ref().is_some_and(|w| w.contains(part)), "{why:?}"),
+        }
+        let link = not_trusted_link(uid, 1000);
+        assert_eq!(link.is_some(), uid != 0 && uid != 1000, "{link:?}");
+    }
+
+    /// A data dir behind a group-writable dir (the test's own user owns
+    /// both: no root needed) is refused, naming that dir, before anything
+    /// is made in it.
+    #[test]
+    fn a_data_dir_under_a_dir_others_can_write_is_refused() {
+        let home = tempfile::tempdir().unwrap();
+        let open = home.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let config = EngineConfig::for_fake(DataDir::new(open.join("data")));
+        let opened = Engine::open_on_fake(config.clone(), &config.fake_driver());
+        let refused = opened.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            refused.starts_with(&format!("{}: it is writable by others", open.display())),
+            "{refused:?}"
+        );
+        assert!(
+            !open.join("data").exists(),
+            "made in a dir others can write"
+        );
     }
 
     /// A job submitted as data (the control socket's `Submit`) skips the
