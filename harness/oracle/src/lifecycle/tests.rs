@@ -490,6 +490,26 @@ fn status_matches_exits(#[case] h: H, #[case] holds: bool) {
     assert_eq!(v.is_empty(), holds, "{v:#?}");
 }
 
+/// An executor the harness killed after its task's exit was recorded (in
+/// the task's exited hooks) took no result with it: the engine had the
+/// exit 0, and the alloc is complete. Killed before any exit, it is lost.
+#[test]
+#[should_panic(expected = "known bug oracle-calls-a-recorded-exit-lost")]
+fn an_executor_killed_after_its_tasks_exit_loses_nothing() {
+    let kill = Action::Intervene(Intervention::KillExecutor);
+    let h = H::default()
+        .start("web")
+        .exit("web", OK)
+        .hit_with("web:hook.exited.before.executor_shutdown", kill)
+        .gave_up("web")
+        .status(AllocStatus::Complete);
+    let v = check_status_matches_exits(&h.0, &[main_task("web")]);
+    assert!(
+        v.is_empty(),
+        "known bug oracle-calls-a-recorded-exit-lost: {v:#?}"
+    );
+}
+
 /// A poststart sidecar told to die before its start condition was met,
 /// the batch alloc's main task having completed first: it never ran, and
 /// that is no failure (the engine reports the alloc complete, as Nomad
