@@ -384,8 +384,17 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         let stopped_after = |k: usize| {
             (history[k..].iter()).any(|e| matches!(e, Event::AgentRestarted { stop: true }))
         };
+        // An exit recorded since the latest launch: the engine has the
+        // attempt's result, whatever befalls its executor after it.
+        let exited_before = |at: usize| {
+            let launch = launched.iter().copied().rfind(|&l| l < at);
+            exits(history, &task.name)
+                .iter()
+                .any(|&(i, _)| i < at && launch.is_none_or(|l| i > l))
+        };
         let lost = executor_kills(history, &task.name).into_iter().find(|&k| {
             !launched.iter().any(|&l| l > k)
+                && !exited_before(k)
                 && !told_before(k)
                 && !restarted.contains(&k)
                 && policy_gives_up(k)
