@@ -334,7 +334,8 @@ mod tests {
     use rstest::rstest;
     use taskgate_faults::points::EX_PEEKED;
     use taskgate_faults::points::{
-        HARNESS_STOP_DELIVERED, TR_RESTART_KEPT, TR_RESTART_SIGNALED, TR_START_COMMITTED,
+        HARNESS_STOP_DELIVERED, TR_KILL_ASKED, TR_RESTART_KEPT, TR_RESTART_SIGNALED,
+        TR_START_COMMITTED,
     };
     use taskgate_faults::Action;
 
@@ -649,6 +650,32 @@ mod tests {
             names(&v),
             vec![Invariant::RestartWindows; expected],
             "{v:#?}"
+        );
+    }
+
+    /// A task told to die in its restart delay (a sidecar, once the main
+    /// tasks are done) ends as told, whatever attempts its policy has
+    /// left; so does one whose tree died just after its executor's peek
+    /// for a kill, before the kill path began.
+    #[rstest]
+    #[case::told_to_die_in_its_delay(
+        T::run().start("web").at(200).exit("web", OK).task_hit("web", TR_KILL_ASKED)
+            .task_hit("web", TR_MAIN_EXITED)
+    )]
+    #[case::died_after_the_peek(
+        T::run().start("web").task_hit("web", EX_PEEKED).at(200).exit("web", OK)
+            .task_hit("web", TR_MAIN_EXITED)
+    )]
+    #[should_panic(expected = "known bug oracle-fails-a-told-give-up")]
+    fn a_task_told_to_die_gives_up_as_told(#[case] h: T) {
+        let sidecar = TaskShape {
+            restarts_on_success: true,
+            ..web(3, Some(60_000))
+        };
+        let v = check_restart_windows(&h.events, &[sidecar]);
+        assert!(
+            v.is_empty(),
+            "known bug oracle-fails-a-told-give-up: {v:#?}"
         );
     }
 
