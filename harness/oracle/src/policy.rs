@@ -18,7 +18,7 @@ use crate::invariant::{Invariant, Violation};
 use crate::timeline::{kept_restarts, peeks, task_hits};
 use std::time::Duration;
 use taskgate_faults::points::{
-    TR_KILLING, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DECIDED,
+    EX_PEEKED, TR_KILLING, TR_KILL_ASKED, TR_MAIN_EXITED, TR_RESTART_ASKED, TR_RESTART_DECIDED,
     TR_RESTART_SIGNALED, TR_START_CONDITION_MET,
 };
 use taskgate_faults::rng::SplitMix64;
@@ -287,9 +287,13 @@ fn give_up_earned(history: &[Event], task: &TaskShape, all: &[Attempt]) -> Vec<V
     if exit.successful() && !task.restarts_on_success {
         return Vec::new();
     }
+    // Told to die or to restart during the attempt (its executor's peek
+    // answers either), or told to die after it, in the restart's delay:
+    // the end is the one it was told.
     let told = [
         scoped(Some(&task.name), TR_KILLING),
         scoped(Some(&task.name), TR_RESTART_SIGNALED),
+        scoped(Some(&task.name), EX_PEEKED),
     ];
     if (last.at..exited).any(|i| told.iter().any(|t| history[i].is_hit(t))) {
         return Vec::new();
@@ -298,6 +302,10 @@ fn give_up_earned(history: &[Event], task: &TaskShape, all: &[Attempt]) -> Vec<V
     let Some(gave_up) = (exited..history.len()).find(|&i| history[i].is_hit(&main_exited)) else {
         return Vec::new();
     };
+    let kill_asked = scoped(Some(&task.name), TR_KILL_ASKED);
+    if (exited..gave_up).any(|i| history[i].is_hit(&kill_asked)) {
+        return Vec::new();
+    }
     let stopped = history[..gave_up].iter().any(|e| {
         matches!(
             e,
@@ -332,10 +340,8 @@ mod tests {
     use crate::history::{TaskExit, TaskRole};
     use crate::timed_history::T;
     use rstest::rstest;
-    use taskgate_faults::points::EX_PEEKED;
     use taskgate_faults::points::{
-        HARNESS_STOP_DELIVERED, TR_KILL_ASKED, TR_RESTART_KEPT, TR_RESTART_SIGNALED,
-        TR_START_COMMITTED,
+        HARNESS_STOP_DELIVERED, TR_RESTART_KEPT, TR_RESTART_SIGNALED, TR_START_COMMITTED,
     };
     use taskgate_faults::Action;
 
@@ -666,7 +672,6 @@ mod tests {
         T::run().start("web").task_hit("web", EX_PEEKED).at(200).exit("web", OK)
             .task_hit("web", TR_MAIN_EXITED)
     )]
-    #[should_panic(expected = "known bug oracle-fails-a-told-give-up")]
     fn a_task_told_to_die_gives_up_as_told(#[case] h: T) {
         let sidecar = TaskShape {
             restarts_on_success: true,
