@@ -378,6 +378,51 @@ fn a_data_dir_another_user_could_swap_is_refused(#[case] name: &str) {
     assert_eq!(wrote, 0, "files were written there");
 }
 
+/// The logs a `run` prints at its allocation's end are held to what the
+/// task's `logs` stanza keeps: a root task can make its own log file far
+/// larger (sparse: `truncate -s 1T`, no disk spent), which the run read
+/// whole into memory, the host's, not the task's cgroup's.
+#[test]
+#[serial]
+#[should_panic(expected = "known bug run-prints-unbounded-logs")]
+fn a_run_prints_no_more_log_than_the_task_keeps() {
+    let home = EngineHome::new();
+    let job = write_job(&home, "swollen.hcl", SWOLLEN_LOG_JOB);
+    let agent_args = home.agent_args();
+    let out = taskgate_output(&home, &run_args(&job, &agent_args, &[]));
+    let (stdout, stderr) = text(&out);
+    let alloc = placed_alloc(&stdout);
+    home.finish(std::slice::from_ref(&alloc));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("before it swelled"), "{stderr}");
+    assert!(
+        stdout.len() < 2 << 20 && stdout.contains("not shown"),
+        "known bug run-prints-unbounded-logs: `run` printed {} bytes",
+        stdout.len()
+    );
+}
+
+/// A batch task whose one 1 MiB log file it makes a sparse 64 MiB.
+const SWOLLEN_LOG_JOB: &str = r#"
+job "swollen" {
+  type = "batch"
+  group "g" {
+    task "web" {
+      driver = "exec"
+      user   = "root"
+      logs {
+        max_files     = 1
+        max_file_size = 1
+      }
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo before it swelled; truncate -s 64M /alloc/logs/web.stdout.0"]
+      }
+    }
+  }
+}
+"#;
+
 /// `logs -f` with no agent to follow waits for one, and reads the record
 /// again each time it finds none: an allocation an agent finished just
 /// before it exited (its follower cut off, or reached too late) ends the
