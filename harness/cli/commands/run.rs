@@ -439,31 +439,85 @@ fn finish(
     Ok(())
 }
 
-/// Every task's stdout and stderr, all of their rotated files.
+/// Every task's stdout and stderr, all of their rotated files, streamed:
+/// no more of each than the task's `logs` stanza keeps. More can only be a
+/// file a root task swelled itself (sparse, it costs no disk), and is not
+/// read.
 fn print_logs(data_dir: &DataDir, entry: &AllocEntry) {
     for task in entry.alloc.tasks() {
+        let keeps = task.logs.config();
+        let limit = u64::from(keeps.max_files).saturating_mul(keeps.max_file_size_bytes);
         for stream in LogStream::BOTH {
-            let mut text = Vec::new();
+            let stream_name = stream.as_str();
+            let mut out = LogPrint {
+                header: Some(format!(
+                    "--- {} {stream_name} (taskgate logs{}{} {} {}) ---",
+                    task.name,
+                    data_dir_arg(data_dir),
+                    if stream_name == "stderr" {
+                        " --stderr"
+                    } else {
+                        ""
+                    },
+                    entry.alloc.alloc_id,
+                    task.name,
+                )),
+                left: limit,
+                cut: false,
+                ends_a_line: true,
+            };
             let copied = logs_dir(entry)
-                .and_then(|dir| Ok(LogFiles::new(dir, &task.name, stream).copy_to(&mut text)?));
-            if let Err(err) = copied {
-                super::say!("--- {} {}: {err:#}", task.name, stream.as_str());
-                continue;
+                .and_then(|dir| Ok(LogFiles::new(dir, &task.name, stream).copy_to(&mut out)?));
+            if !out.ends_a_line {
+                super::say!();
             }
-            if text.is_empty() {
-                continue;
+            if out.cut {
+                super::say!(
+                    "--- {} {stream_name}: the rest is not shown: more than the {limit} bytes its logs keep",
+                    task.name
+                );
+            } else if let Err(err) = copied {
+                super::say!("--- {} {stream_name}: {err:#}", task.name);
             }
-            let stream = stream.as_str();
-            super::say!(
-                "--- {} {stream} (taskgate logs{}{} {} {}) ---\n{}",
-                task.name,
-                data_dir_arg(data_dir),
-                if stream == "stderr" { " --stderr" } else { "" },
-                entry.alloc.alloc_id,
-                task.name,
-                String::from_utf8_lossy(&text).trim_end()
-            );
         }
+    }
+}
+
+/// One log stream printed to stdout under its header, which comes with its
+/// first byte (an empty stream prints nothing), and cut after `left` bytes.
+struct LogPrint {
+    header: Option<String>,
+    left: u64,
+    /// Something past `left` was offered, and refused.
+    cut: bool,
+    /// What was printed ends with a newline (or nothing was).
+    ends_a_line: bool,
+}
+
+impl std::io::Write for LogPrint {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            self.cut = true;
+            return Err(std::io::Error::other("past the task's log limit"));
+        }
+        let n = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let mut stdout = std::io::stdout().lock();
+        if let Some(header) = self.header.take() {
+            writeln!(stdout, "{header}")?;
+        }
+        stdout.write_all(&buf[..n])?;
+        self.left -= n as u64;
+        self.ends_a_line = buf[n - 1] == b'\n';
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stdout().flush()
     }
 }
 
