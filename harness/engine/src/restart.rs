@@ -5,6 +5,7 @@ use crate::job::{RestartMode, RestartPolicy};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use taskgate_faults::rng::SplitMix64;
+use taskgate_faults::seeded::SeededBug;
 
 /// The restart window a tracker is in, persisted with the task: a restored
 /// agent (or a task brought back by a restart of all tasks) goes on in the
@@ -140,7 +141,8 @@ impl RestartTracker {
     /// The task exited on its own. A success is completion unless the task
     /// is restarted on success, when it counts as a restart like a failure.
     pub fn on_exit(&mut self, success: bool, now: Duration) -> RestartDecision {
-        match (success, self.on_success) {
+        let on_success = self.on_success || SeededBug::RestartsCompletedTask.active();
+        match (success, on_success) {
             (true, false) => RestartDecision::NotRestarting {
                 reason: "task completed successfully".into(),
             },

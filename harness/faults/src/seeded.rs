@@ -106,6 +106,11 @@ seeded_bugs! {
     /// An executor that never sends a task's kill signal: the task is
     /// SIGKILLed once the grace has passed, with no chance to shut down.
     KillSignalSkipped = "kill-signal-skipped",
+    /// A task restarted on failure only (a batch job's, a prestart task)
+    /// has its exit 0 taken for a failure: its policy restarts it, with
+    /// restarts left, though it completed. Within one agent's life:
+    /// `no-restart-after-completion` looks across restores only.
+    RestartsCompletedTask = "restarts-completed-task",
 }
 
 impl SeededBug {
