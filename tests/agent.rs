@@ -80,7 +80,7 @@ fn a_new_agent_reattaches_to_every_task_of_a_killed_one(#[case] signal: Signal) 
         );
     }
 
-    let mut agent = Running::agent(&home);
+    let agent = Running::agent(&home);
     common::write_fifo(&fifo, "after\n");
     echo.expect_line(&["got after"]);
     assert_eq!(procs("echo"), echo_procs, "echo's processes changed");
@@ -113,18 +113,7 @@ fn a_new_agent_reattaches_to_every_task_of_a_killed_one(#[case] signal: Signal) 
     }
     let readies = echo.seen.iter().filter(|l| *l == "ready").count();
     assert_eq!(readies, 1, "echo ran again: {}", echo.printed());
-    assert!(
-        agent.signal_and_wait(Signal::SIGTERM).success(),
-        "{}",
-        agent.printed()
-    );
-    home.finish(std::slice::from_ref(&alloc));
-    common::assert_only_its_subtree_was_touched(
-        &cgroups_before,
-        &common::cgroup_snapshot(),
-        &parent,
-        &[alloc],
-    );
+    end_and_check(agent, home, &cgroups_before, alloc);
 }
 
 /// With an agent running, `taskgate run` submits to it and follows the
@@ -237,7 +226,6 @@ fn an_agent_told_to_go_answers_the_request_it_carries_out() {
     let cgroups_before = common::cgroup_snapshot();
     let job = write_job(&home, "stubborn.hcl", STUBBORN_JOB);
     let agent_args = home.agent_args();
-    let parent = home.cgroup_parent.clone();
     let mut agent = Running::agent(&home);
     let alloc = placed_alloc(&ok(&home, &run_args(&job, &agent_args, &["--detach"])));
     let mut web = Running::start(&home, &["logs", "-f", &alloc, "web"]);
@@ -257,7 +245,7 @@ fn an_agent_told_to_go_answers_the_request_it_carries_out() {
     let answered = !restarted.success()
         && told.contains("the agent exited (SIGTERM) before it carried this request out");
 
-    let mut agent = Running::agent(&home);
+    let agent = Running::agent(&home);
     let stopped = ok(&home, &["stop", &alloc]);
     assert!(
         stopped.contains("==> alloc finished: complete"),
@@ -265,21 +253,33 @@ fn an_agent_told_to_go_answers_the_request_it_carries_out() {
     );
     web.expect_line(&["got signal 2"]);
     assert!(web.wait_for_exit().success(), "{}", web.printed());
+    end_and_check(agent, home, &cgroups_before, alloc);
+    assert!(
+        answered,
+        "`restart` was not told the agent left it unfinished: {told}"
+    );
+}
+
+/// Tells the agent to go, then checks that `alloc` left nothing and that
+/// no cgroup outside the home's parent changed since `cgroups_before`.
+fn end_and_check(
+    mut agent: Running,
+    home: EngineHome,
+    cgroups_before: &common::CgroupSnapshot,
+    alloc: String,
+) {
     assert!(
         agent.signal_and_wait(Signal::SIGTERM).success(),
         "{}",
         agent.printed()
     );
+    let parent = home.cgroup_parent.clone();
     home.finish(std::slice::from_ref(&alloc));
     common::assert_only_its_subtree_was_touched(
-        &cgroups_before,
+        cgroups_before,
         &common::cgroup_snapshot(),
         &parent,
         &[alloc],
-    );
-    assert!(
-        answered,
-        "`restart` was not told the agent left it unfinished: {told}"
     );
 }
 

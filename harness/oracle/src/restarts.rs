@@ -356,6 +356,18 @@ mod tests {
                 .start("worker")
                 .start("logship")
         }
+        /// A restart of all tasks done right, up to its targets down: the
+        /// completed `init` revived.
+        fn all_restarted() -> Self {
+            H::running()
+                .accepted(true)
+                .restarted("leader", true)
+                .restarted("worker", true)
+                .restarted("proxy", true)
+                .restarted("logship", true)
+                .restarted("init", false)
+                .down()
+        }
         /// A restart of the running tasks done right, up to its targets down.
         fn running_restarted() -> Self {
             H::running()
@@ -532,14 +544,7 @@ mod tests {
     /// a completion again.
     #[test]
     fn tasks_started_before_the_revived_prestart_ran_again() {
-        let h = H::running()
-            .accepted(true)
-            .restarted("leader", true)
-            .restarted("worker", true)
-            .restarted("proxy", true)
-            .restarted("logship", true)
-            .restarted("init", false)
-            .down()
+        let h = H::all_restarted()
             .start("proxy")
             .start("leader")
             .start("worker")
@@ -553,14 +558,7 @@ mod tests {
     /// completion before the first restart is no completion of this run.
     #[test]
     fn a_revived_prestart_task_still_running_is_restarted() {
-        let h = H::running()
-            .accepted(true)
-            .restarted("leader", true)
-            .restarted("worker", true)
-            .restarted("proxy", true)
-            .restarted("logship", true)
-            .restarted("init", false)
-            .down()
+        let h = H::all_restarted()
             .start("init")
             .start("proxy")
             .accepted(false)
