@@ -572,10 +572,7 @@ mod tests {
             .start("worker")
             .start("logship");
         let v = check_restart_order(&h.0, &tasks());
-        assert!(
-            v.is_empty(),
-            "known bug oracle-keeps-an-old-completion: {v:#?}"
-        );
+        assert!(v.is_empty(), "{v:#?}");
     }
 
     /// Without a restart, the invariant has nothing to say, whatever the order.

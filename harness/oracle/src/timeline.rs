@@ -66,6 +66,17 @@ pub(crate) fn kept_restarts(history: &[Event], task: &str) -> Vec<usize> {
     task_hits(history, task, TR_RESTART_KEPT)
 }
 
+/// Whether the engine took `task`'s exit recorded at `exited` by `until`
+/// (inclusive): its runner reached the task's exited hooks, which come
+/// once the attempt's end is persisted. An exit only the executor held
+/// (no agent ran, say) goes with an executor killed before then.
+pub(crate) fn exit_taken(history: &[Event], task: &str, exited: usize, until: usize) -> bool {
+    (exited..=until.min(history.len().saturating_sub(1))).any(|i| {
+        matches!(&history[i], Event::FaultHit(h) if h.point.scope() == Some(task)
+            && h.point.point.starts_with("hook.exited."))
+    })
+}
+
 /// Where the harness SIGKILLed the task's executor behind the engine's back.
 pub(crate) fn executor_kills(history: &[Event], task: &str) -> Vec<usize> {
     positions(history, |e| {

@@ -9,8 +9,8 @@ use crate::attempts::{attempts, time_at_or_before, windows_begin, Attempt, Began
 use crate::history::{AllocStatus, Event, TaskRole, TaskShape};
 use crate::invariant::{Invariant, Violation};
 use crate::timeline::{
-    end_unrecorded, executor_kills, exits, kills, launches, peeks, positions, restarts, task_hits,
-    tree_roots,
+    end_unrecorded, executor_kills, exit_taken, exits, kills, launches, peeks, positions, restarts,
+    task_hits, tree_roots,
 };
 use taskgate_faults::points::{
     panics_task_runner, AR_ALLOC_TERMINAL, TR_BEFORE_DRIVER_START, TR_BEFORE_PRESTART,
@@ -384,13 +384,14 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         let stopped_after = |k: usize| {
             (history[k..].iter()).any(|e| matches!(e, Event::AgentRestarted { stop: true }))
         };
-        // An exit recorded since the latest launch: the engine has the
-        // attempt's result, whatever befalls its executor after it.
+        // An exit recorded since the latest launch, which the engine took
+        // by then: it has the attempt's result, whatever befalls its
+        // executor after it.
         let exited_before = |at: usize| {
             let launch = launched.iter().copied().rfind(|&l| l < at);
-            exits(history, &task.name)
-                .iter()
-                .any(|&(i, _)| i < at && launch.is_none_or(|l| i > l))
+            (exits(history, &task.name).iter()).any(|&(i, _)| {
+                i < at && launch.is_none_or(|l| i > l) && exit_taken(history, &task.name, i, at)
+            })
         };
         let lost = executor_kills(history, &task.name).into_iter().find(|&k| {
             !launched.iter().any(|&l| l > k)

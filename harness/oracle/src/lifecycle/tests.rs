@@ -506,11 +506,30 @@ fn an_executor_killed_after_its_tasks_exit_loses_nothing() {
     assert!(v.is_empty(), "{v:#?}");
     let lost = H::default()
         .start("web")
-        .hit_with("web:hook.exited.before.executor_shutdown", kill)
+        .hit_with("web:hook.exited.before.executor_shutdown", kill.clone())
         .gave_up("web")
         .status(AllocStatus::Complete);
     let v = check_status_matches_exits(&lost.0, &[main_task("web")]);
     assert_eq!(v.len(), 1, "an executor lost before any exit: {v:#?}");
+    // An exit while no agent ran, its executor killed before the restored
+    // agent took it: lost to the engine, which rightly fails the alloc.
+    let untaken = |status| {
+        H::default()
+            .start("web")
+            .restart(false)
+            .exit("web", OK)
+            .hit_with("web:tr.restoring", kill.clone())
+            .gave_up("web")
+            .status(status)
+    };
+    let failed = untaken(AllocStatus::Failed);
+    assert_eq!(
+        check_status_matches_exits(&failed.0, &[main_task("web")]),
+        []
+    );
+    let complete = untaken(AllocStatus::Complete);
+    let v = check_status_matches_exits(&complete.0, &[main_task("web")]);
+    assert_eq!(v.len(), 1, "an exit the engine never took: {v:#?}");
 }
 
 /// A poststart sidecar told to die before its start condition was met,
