@@ -336,10 +336,10 @@ fn without_an_agent_a_data_dir_another_user_owns_is_not_read() {
 /// pointed it, and `status` read what they put there: both are refused,
 /// naming the user, before anything is read or written.
 #[rstest]
-#[case::through_another_users_link("link")]
-#[case::inside_another_users_dir("real")]
+#[case::through_another_users_link("link", "a link uid 65534 owns")]
+#[case::inside_another_users_dir("theirs/real", "belongs to uid 65534")]
 #[serial]
-fn a_data_dir_another_user_could_swap_is_refused(#[case] name: &str) {
+fn a_data_dir_another_user_could_swap_is_refused(#[case] name: &str, #[case] why: &str) {
     let home = EngineHome::new();
     let batch = write_job(&home, "batch.hcl", BATCH_JOB);
     let theirs = home.path().join("theirs");
@@ -347,11 +347,12 @@ fn a_data_dir_another_user_could_swap_is_refused(#[case] name: &str) {
     let roots = home.path().join("roots");
     std::fs::create_dir(&roots).unwrap();
     std::fs::create_dir(theirs.join("real")).unwrap();
-    std::os::unix::fs::symlink(&roots, theirs.join("link")).unwrap();
-    for owned in ["", "link"] {
-        std::os::unix::fs::lchown(theirs.join(owned), Some(65534), Some(65534)).unwrap();
+    // Their link sits in root's dir: only its owner makes it theirs.
+    std::os::unix::fs::symlink(&roots, home.path().join("link")).unwrap();
+    for owned in [theirs.clone(), home.path().join("link")] {
+        std::os::unix::fs::lchown(owned, Some(65534), Some(65534)).unwrap();
     }
-    let data_dir = theirs.join(name);
+    let data_dir = home.path().join(name);
     let agent_args = home.agent_args();
     let mut told = Vec::new();
     for args in [run_args(&batch, &agent_args, &[]), vec!["status"]] {
@@ -371,7 +372,7 @@ fn a_data_dir_another_user_could_swap_is_refused(#[case] name: &str) {
     home.finish(&[]);
     for (command, succeeded, said) in told {
         assert!(
-            !succeeded && said.contains("uid 65534"),
+            !succeeded && said.contains(why),
             "`{command}` used it: {said}"
         );
     }

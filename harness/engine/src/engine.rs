@@ -500,11 +500,7 @@ pub fn check_own_data_dir(data_dir: &DataDir) -> Result<(), EngineError> {
 /// leads to are checked, as far as they exist.
 fn check_way_to(path: &Path, me: u32) -> Result<(), EngineError> {
     let given = std::path::absolute(path).map_err(|e| reading(path.to_path_buf(), e))?;
-    let real = match std::fs::canonicalize(&given) {
-        Ok(real) => Some(real),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-        Err(err) => return Err(reading(given, err)),
-    };
+    let real = resolved(&given).map_err(|e| reading(given.clone(), e))?;
     for way in [Some(given), real].into_iter().flatten() {
         let mut steps: Vec<&Path> = way.ancestors().collect();
         steps.reverse();
@@ -528,6 +524,27 @@ fn check_way_to(path: &Path, me: u32) -> Result<(), EngineError> {
         }
     }
     Ok(())
+}
+
+/// Where `path` leads: its deepest existing ancestor resolved, links and
+/// all, and the names not made yet after it; `None` if a name not made
+/// yet cannot be followed (`..`).
+fn resolved(path: &Path) -> std::io::Result<Option<PathBuf>> {
+    let mut missing = Vec::new();
+    let mut at = path;
+    loop {
+        match std::fs::canonicalize(at) {
+            Ok(real) => return Ok(Some(missing.iter().rev().fold(real, |p, n| p.join(n)))),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
+                    return Ok(None);
+                };
+                missing.push(name);
+                at = parent;
+            }
+            Err(err) => return Err(err),
+        }
+    }
 }
 
 fn reading(path: PathBuf, source: std::io::Error) -> EngineError {
@@ -749,6 +766,14 @@ mod tests {
             !open.join("data").exists(),
             "made in a dir others can write"
         );
+        // Through a link of its own to that dir, to a data dir not made yet.
+        let link = home.path().join("link");
+        std::os::unix::fs::symlink(&open, &link).unwrap();
+        let config = EngineConfig::for_fake(DataDir::new(link.join("data")));
+        let opened = Engine::open_on_fake(config.clone(), &config.fake_driver());
+        let refused = opened.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(refused.contains("writable by others"), "{refused:?}");
+        assert!(!open.join("data").exists(), "made through the link");
     }
 
     /// A job submitted as data (the control socket's `Submit`) skips the
