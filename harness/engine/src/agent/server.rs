@@ -90,14 +90,17 @@ impl ControlServer {
         let _ = self.answering.subscribe().wait_for(|n| *n == 0).await;
     }
 
-    /// The agent is told to go by `signal`: takes no more connections,
-    /// answers each request taken and not yet carried out that nothing was
-    /// done, and one under way (a restart waiting for its task to go down,
-    /// a drain) that it was left unfinished; resolves once all are
-    /// answered. A client never meets a closed connection in their stead.
-    pub async fn leave(self, signal: &'static str) {
+    /// The agent is told to go by `signal`: takes no more connections
+    /// than the kernel had taken, answers each request taken and not yet
+    /// carried out that nothing was done, and one under way (a restart
+    /// waiting for its task to go down, a drain) that it was left
+    /// unfinished; resolves once all are answered. A client that connected
+    /// before the signal never meets a closed connection in their stead.
+    pub async fn leave(mut self, signal: &'static str) {
         self.exiting.send_replace(Some(signal));
-        self.close().await
+        // The accepting loop ends by itself once it took what waited.
+        let _ = (&mut self.accepting).await;
+        let _ = self.answering.subscribe().wait_for(|n| *n == 0).await;
     }
 }
 
@@ -111,18 +114,31 @@ impl BoundSocket {
         let answering = Arc::new(watch::Sender::new(0));
         let taken = answering.clone();
         let exiting = watch::Sender::new(None);
-        let told_to_go = exiting.subscribe();
+        let exit_notice = exiting.subscribe();
         let accepting = tokio::spawn(async move {
+            let mut notice = exit_notice.clone();
+            let serve = |stream| {
+                // Counted before any await: a close that ended the loop
+                // finds every connection it took counted.
+                let counted = CountedUntilDropped::new(&taken);
+                let served = (agent.clone(), on_drain.clone(), exit_notice.clone());
+                tokio::spawn(answer(stream, served, counted));
+            };
             loop {
-                match listener.accept().await {
-                    Ok((stream, _)) => {
-                        // Counted before any await: a close that ended the
-                        // loop finds every connection it took counted.
-                        let counted = CountedUntilDropped::new(&taken);
-                        let told_to_go = told_to_go.clone();
-                        let served = (agent.clone(), on_drain.clone(), told_to_go);
-                        tokio::spawn(answer(stream, served, counted));
+                let accepted = tokio::select! {
+                    biased;
+                    accepted = listener.accept() => accepted,
+                    _ = told_to_go(&mut notice) => {
+                        // What the kernel took before the signal is told
+                        // too, not reset with the listener.
+                        while let Some(Ok((stream, _))) = accept_waiting(&listener).await {
+                            serve(stream);
+                        }
+                        return;
                     }
+                };
+                match accepted {
+                    Ok((stream, _)) => serve(stream),
                     Err(err) => {
                         tracing::warn!(error = %err, "accepting a control connection");
                         // Out of fds, say: give some time to close rather
@@ -197,12 +213,13 @@ async fn answer(
             .await
             .unwrap_or(());
     }
-    // What completes at once (a placement) is answered; what waits (a
-    // restart, a drain) is left where it got to.
+    // Polled first, so what completes at once (a placement) is done and
+    // answered whenever the signal came; what waits (a restart, a drain)
+    // is left where it got to.
     let carried_out = tokio::select! {
         biased;
-        signal = told_to_go(&mut exiting) => Err(ControlError::LeftUnfinished(signal.into())),
         reply = carry_out(request, &agent) => reply,
+        signal = told_to_go(&mut exiting) => Err(ControlError::LeftUnfinished(signal.into())),
     };
     let following = match carried_out {
         Ok(Reply::Line(answer)) => return send_first(&mut write, &Ok(answer)).await.unwrap_or(()),
@@ -239,6 +256,17 @@ async fn answer(
             taskgate_faults::points::CONTROL_FOLLOWER_LEFT
         );
     }
+}
+
+/// A connection waiting in the kernel's backlog, if any, accepted now.
+async fn accept_waiting(
+    listener: &tokio::net::UnixListener,
+) -> Option<std::io::Result<(tokio::net::UnixStream, tokio::net::unix::SocketAddr)>> {
+    std::future::poll_fn(|cx| match listener.poll_accept(cx) {
+        std::task::Poll::Ready(accepted) => std::task::Poll::Ready(Some(accepted)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await
 }
 
 /// Says when the agent is told to go, and by which signal.
