@@ -283,8 +283,11 @@ fn end_and_check(
     );
 }
 
-/// A service task that takes its first kill signal and goes on, and ends on the
-/// second; ten minutes to go down before it is killed.
+/// A service task that takes its first kill signal and goes on, and ends
+/// on every later one; ten minutes to go down before it is killed. Its
+/// count is kept in its dir: a restored agent may carry the restart the
+/// first signal began through (its executor's peek doomed the attempt),
+/// and the stop then reaches the task's next run.
 const STUBBORN_JOB: &str = r#"
 job "stubborn" {
   type = "service"
@@ -295,7 +298,7 @@ job "stubborn" {
       kill_timeout = "10m"
       config {
         command = "/bin/sh"
-        args    = ["-c", "n=0; trap 'n=$((n+1)); echo got signal $n; [ $n -lt 2 ] || exit 0' INT TERM; echo web up; while true; do sleep 3600 & wait; done"]
+        args    = ["-c", "count() { n=$(cat /local/signals 2>/dev/null || echo 0); n=$((n+1)); echo $n > /local/signals; echo got signal $n; [ $n -lt 2 ] || exit 0; }; trap count INT TERM; echo web up; while true; do sleep 3600 & wait; done"]
       }
     }
   }

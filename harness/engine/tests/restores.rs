@@ -362,6 +362,8 @@ fn a_lost_attempt_of_a_stopping_alloc_ends_killed() {
         lost_attempt_end(&summary),
         "Nothing of the lost attempt was running"
     );
+    let last = web.events.last().map(|e| e.kind);
+    assert_eq!(last, Some(EventKind::Killed), "{:?}", web.events);
 }
 
 /// Committing attempt 2 forgets attempt 1's handle at once (a restore in
