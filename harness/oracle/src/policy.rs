@@ -345,7 +345,8 @@ mod tests {
     use crate::timed_history::T;
     use rstest::rstest;
     use taskgate_faults::points::{
-        HARNESS_STOP_DELIVERED, TR_RESTART_KEPT, TR_RESTART_SIGNALED, TR_START_COMMITTED,
+        HARNESS_STOP_DELIVERED, TR_RESTART_DELAY, TR_RESTART_KEPT, TR_RESTART_SIGNALED,
+        TR_START_COMMITTED,
     };
     use taskgate_faults::{Action, Intervention};
 
@@ -576,6 +577,31 @@ mod tests {
             .start("web");
         let v = check_restart_windows(&asked_before_its_start_condition.events, &[waiting(1000)]);
         assert_eq!(names(&v), [Invariant::RestartWindows], "{v:#?}");
+    }
+
+    /// A restart a kill took back (its delay ended by a kill: it never
+    /// came) counts for nothing: the next restart, after a restart of all
+    /// tasks brought the task back, draws the same jitter again.
+    #[test]
+    #[should_panic(expected = "known bug oracle-counts-a-taken-back-restart")]
+    fn a_restart_a_kill_took_back_draws_again() {
+        let h = T::run()
+            .start("web")
+            .exit("web", FAILED)
+            .decided("web", Duration::from_millis(1000))
+            .task_hit("web", TR_RESTART_DELAY)
+            .task_hit("web", TR_KILL_ASKED)
+            .task_hit("web", TR_MAIN_EXITED)
+            .task_hit("web", TR_RESTART_SIGNALED)
+            .at(100)
+            .start("web")
+            .exit("web", FAILED)
+            .decided("web", Duration::from_millis(1000));
+        let v = check_restart_windows(&h.events, &[drawn(web(3, None))]);
+        assert!(
+            v.is_empty(),
+            "known bug oracle-counts-a-taken-back-restart: {v:#?}"
+        );
     }
 
     /// Restarts 0 to 3 wait 1 s plus 0, 0.1, 0.2 and 0.3 s of jitter.
