@@ -527,20 +527,32 @@ fn check_way_to(path: &Path, me: u32) -> Result<(), EngineError> {
 }
 
 /// Where `path` leads: its deepest existing ancestor resolved, links and
-/// all, and the names not made yet after it; `None` if a name not made
-/// yet cannot be followed (`..`).
+/// all, and the names not made yet after it, a dangling link followed to
+/// where it would make them; `None` if a name not made yet cannot be
+/// followed (`..`), or links chain past the kernel's own limit.
 fn resolved(path: &Path) -> std::io::Result<Option<PathBuf>> {
+    // The kernel follows at most 40 links in one lookup.
+    const MAX_LINKS: usize = 40;
     let mut missing = Vec::new();
-    let mut at = path;
+    let mut at = path.to_path_buf();
+    let mut links = 0;
     loop {
-        match std::fs::canonicalize(at) {
+        match std::fs::canonicalize(&at) {
             Ok(real) => return Ok(Some(missing.iter().rev().fold(real, |p, n| p.join(n)))),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                if let Ok(target) = std::fs::read_link(&at) {
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return Ok(None);
+                    }
+                    at = at.parent().map_or(target.clone(), |p| p.join(&target));
+                    continue;
+                }
                 let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
                     return Ok(None);
                 };
-                missing.push(name);
-                at = parent;
+                missing.push(name.to_os_string());
+                at = parent.to_path_buf();
             }
             Err(err) => return Err(err),
         }
@@ -774,6 +786,17 @@ mod tests {
         let refused = opened.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(refused.contains("writable by others"), "{refused:?}");
         assert!(!open.join("data").exists(), "made through the link");
+        // Through a link of its own that dangles, to where it would make it.
+        let dangling = home.path().join("dangling");
+        std::os::unix::fs::symlink(open.join("data"), &dangling).unwrap();
+        let config = EngineConfig::for_fake(DataDir::new(&dangling));
+        let opened = Engine::open_on_fake(config.clone(), &config.fake_driver());
+        let refused = opened.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(refused.contains("writable by others"), "{refused:?}");
+        assert!(
+            !open.join("data").exists(),
+            "made through the dangling link"
+        );
     }
 
     /// A job submitted as data (the control socket's `Submit`) skips the
