@@ -251,6 +251,37 @@ fn a_malformed_line_is_a_bad_request() {
     );
 }
 
+/// An agent told to go answers what waited in the kernel's backlog too,
+/// connections it had not accepted yet: nothing was done, and why (they
+/// were reset with the listener).
+#[test]
+fn a_client_in_the_backlog_is_told_the_agent_exits() {
+    let home = Home::new();
+    // One thread: nothing the server spawns runs before the signal is set.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let bound = {
+        let _rt = rt.enter();
+        ControlServer::bind(&home.data_dir()).unwrap()
+    };
+    // Connected and sent before anything is served: in the backlog.
+    let mut client = UnixStream::connect(home.socket()).unwrap();
+    let mut line = serde_json::to_vec(&ControlRequest::Status).unwrap();
+    line.push(b'\n');
+    client.write_all(&line).unwrap();
+    rt.block_on(async {
+        let server = bound.serve(home.agent.clone());
+        tokio::time::timeout(idle(), server.leave("SIGTERM")).await
+    })
+    .expect("the server did not close");
+    let mut reply = String::new();
+    BufReader::new(client).read_line(&mut reply).unwrap();
+    let reply: ControlReply = serde_json::from_str(&reply).expect("a reply line");
+    assert_eq!(reply, Err(ControlError::Exiting("SIGTERM".into())));
+}
+
 /// The server reads no more than its limit, then answers: a line one byte
 /// too long is refused whole, not cut short and taken.
 #[test]

@@ -130,8 +130,9 @@ impl BoundSocket {
                     accepted = listener.accept() => accepted,
                     _ = told_to_go(&mut notice) => {
                         // What the kernel took before the signal is told
-                        // too, not reset with the listener.
-                        while let Some(Ok((stream, _))) = accept_waiting(&listener).await {
+                        // too, not reset with the listener. Asked of the
+                        // kernel itself (the reactor may not have seen it).
+                        for stream in backlog(listener) {
                             serve(stream);
                         }
                         return;
@@ -258,15 +259,18 @@ async fn answer(
     }
 }
 
-/// A connection waiting in the kernel's backlog, if any, accepted now.
-async fn accept_waiting(
-    listener: &tokio::net::UnixListener,
-) -> Option<std::io::Result<(tokio::net::UnixStream, tokio::net::unix::SocketAddr)>> {
-    std::future::poll_fn(|cx| match listener.poll_accept(cx) {
-        std::task::Poll::Ready(accepted) => std::task::Poll::Ready(Some(accepted)),
-        std::task::Poll::Pending => std::task::Poll::Ready(None),
-    })
-    .await
+/// Every connection waiting in `listener`'s backlog, accepted now.
+fn backlog(listener: tokio::net::UnixListener) -> Vec<tokio::net::UnixStream> {
+    let Ok(listener) = listener.into_std() else {
+        return Vec::new();
+    };
+    // Non-blocking still: the first accept that would wait ends the backlog.
+    std::iter::from_fn(|| listener.accept().ok())
+        .filter_map(|(stream, _)| {
+            stream.set_nonblocking(true).ok()?;
+            tokio::net::UnixStream::from_std(stream).ok()
+        })
+        .collect()
 }
 
 /// Says when the agent is told to go, and by which signal.
