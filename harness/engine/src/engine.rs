@@ -710,13 +710,18 @@ mod tests {
         let data = home.path().join("data");
         std::fs::create_dir(&data).unwrap();
         std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let config = EngineConfig::for_fake(DataDir::new(&data));
-        let opened = Engine::open_on_fake(config.clone(), &config.fake_driver());
-        let refused = opened.err().map(|e| e.to_string()).unwrap_or_default();
+        let refused = refusal_of(DataDir::new(&data));
         assert!(
             refused.contains("writable"),
             "a data dir of mode 0777 was opened: {refused:?}"
         );
+    }
+
+    /// Why an engine of `data_dir` was refused ("" if it opened).
+    fn refusal_of(data_dir: DataDir) -> String {
+        let config = EngineConfig::for_fake(data_dir);
+        let opened = Engine::open_on_fake(config.clone(), &config.fake_driver());
+        opened.err().map(|e| e.to_string()).unwrap_or_default()
     }
 
     #[rstest::rstest]
@@ -767,9 +772,7 @@ mod tests {
         let open = home.path().join("open");
         std::fs::create_dir(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o775)).unwrap();
-        let config = EngineConfig::for_fake(DataDir::new(open.join("data")));
-        let opened = Engine::open_on_fake(config.clone(), &config.fake_driver());
-        let refused = opened.err().map(|e| e.to_string()).unwrap_or_default();
+        let refused = refusal_of(DataDir::new(open.join("data")));
         assert!(
             refused.starts_with(&format!("{}: it is writable by others", open.display())),
             "{refused:?}"
@@ -781,17 +784,13 @@ mod tests {
         // Through a link of its own to that dir, to a data dir not made yet.
         let link = home.path().join("link");
         std::os::unix::fs::symlink(&open, &link).unwrap();
-        let config = EngineConfig::for_fake(DataDir::new(link.join("data")));
-        let opened = Engine::open_on_fake(config.clone(), &config.fake_driver());
-        let refused = opened.err().map(|e| e.to_string()).unwrap_or_default();
+        let refused = refusal_of(DataDir::new(link.join("data")));
         assert!(refused.contains("writable by others"), "{refused:?}");
         assert!(!open.join("data").exists(), "made through the link");
         // Through a link of its own that dangles, to where it would make it.
         let dangling = home.path().join("dangling");
         std::os::unix::fs::symlink(open.join("data"), &dangling).unwrap();
-        let config = EngineConfig::for_fake(DataDir::new(&dangling));
-        let opened = Engine::open_on_fake(config.clone(), &config.fake_driver());
-        let refused = opened.err().map(|e| e.to_string()).unwrap_or_default();
+        let refused = refusal_of(DataDir::new(&dangling));
         assert!(refused.contains("writable by others"), "{refused:?}");
         assert!(
             !open.join("data").exists(),
