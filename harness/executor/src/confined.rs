@@ -71,11 +71,9 @@ impl ConfinedDir {
     /// dir, a task dir), as the root of everything resolved beneath it. A
     /// symlink as its last component is refused too.
     pub fn open(path: &Path) -> Result<ConfinedDir, ConfinedError> {
-        let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
-        match nix::fcntl::open(path, flags, Mode::empty()) {
+        match open_dir_at(None, path.as_os_str()) {
             Ok(fd) => Ok(ConfinedDir {
-                // SAFETY: open just returned this fd and nothing else owns it.
-                fd: unsafe { OwnedFd::from_raw_fd(fd) },
+                fd,
                 path: path.to_path_buf(),
             }),
             Err(Errno::ELOOP | Errno::ENOTDIR) => Err(refused(path, "a directory")),
@@ -90,8 +88,7 @@ impl ConfinedDir {
     /// The directory `name` beneath this one.
     pub fn dir(&self, name: &str) -> Result<ConfinedDir, ConfinedError> {
         let path = self.child(name)?;
-        let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
-        match self.resolve(name, flags, Mode::empty()) {
+        match self.resolve(name, DIR_NO_LINK, Mode::empty()) {
             Ok(fd) => Ok(ConfinedDir { fd, path }),
             Err(Errno::ELOOP | Errno::ENOTDIR) => Err(refused(&path, "a directory")),
             Err(e) => Err(ConfinedError::io("open", path)(e)),
@@ -154,27 +151,11 @@ impl ConfinedDir {
         .map_err(ConfinedError::io("remove", path))
     }
 
-    /// The names in this directory (`.` and `..` aside). Read through a
-    /// new open of `.` beneath the fd, not a `dup` of it: a dup shares the
-    /// fd's directory offset, so two listings at once (the stdout and
-    /// stderr pumps rotating) would each read part of the directory.
+    /// The names in this directory (`.` and `..` aside), listed whole
+    /// whatever other listing is under way (see [`entries`]).
     pub fn names(&self) -> Result<Vec<OsString>, ConfinedError> {
-        let mut dir = nix::dir::Dir::openat(
-            Some(self.fd.as_raw_fd()),
-            ".",
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(ConfinedError::io("list", self.path.clone()))?;
-        let mut names = Vec::new();
-        for entry in dir.iter() {
-            let entry = entry.map_err(ConfinedError::io("list", self.path.clone()))?;
-            let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
-            }
-        }
-        Ok(names)
+        let listed = entries(&self.fd).map_err(ConfinedError::io("list", self.path.clone()))?;
+        Ok(listed.into_iter().map(|(name, _)| name).collect())
     }
 
     /// Gives this directory to `uid:gid`, through its fd.
@@ -344,10 +325,20 @@ pub fn remove_tree(path: &Path) -> Result<(), ConfinedError> {
     })
 }
 
+/// How a directory is opened: never through a link as its last name.
+const DIR_NO_LINK: OFlag = OFlag::O_DIRECTORY
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_RDONLY)
+    .union(OFlag::O_CLOEXEC);
+
 /// The directory `name` beneath `dir` (or `name` itself), never a link.
 fn open_dir_at(dir: Option<&OwnedFd>, name: &std::ffi::OsStr) -> Result<OwnedFd, Errno> {
-    let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
-    let fd = nix::fcntl::openat(dir.map(AsRawFd::as_raw_fd), name, flags, Mode::empty())?;
+    let fd = nix::fcntl::openat(
+        dir.map(AsRawFd::as_raw_fd),
+        name,
+        DIR_NO_LINK,
+        Mode::empty(),
+    )?;
     // SAFETY: openat just returned this fd and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -358,8 +349,11 @@ fn identity(dir: &OwnedFd) -> Result<(u64, u64), Errno> {
     Ok((stat.st_dev, stat.st_ino))
 }
 
-/// Unlinks every entry of `dir` but its subdirectories, and names those.
-fn remove_all_but_subdirs(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
+/// The entries of `dir` (`.` and `..` aside), each with its kind if the
+/// listing says it. Read through a new open of `.` beneath the fd, not a
+/// `dup` of it: a dup shares the fd's directory offset, so two listings at
+/// once (the stdout and stderr pumps rotating) would each read part of it.
+fn entries(dir: &OwnedFd) -> Result<Vec<(OsString, Option<nix::dir::Type>)>, Errno> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let mut listing = nix::dir::Dir::openat(Some(dir.as_raw_fd()), ".", flags, Mode::empty())?;
     let mut entries = Vec::new();
@@ -371,9 +365,13 @@ fn remove_all_but_subdirs(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
             entries.push((name, entry.file_type()));
         }
     }
-    drop(listing);
+    Ok(entries)
+}
+
+/// Unlinks every entry of `dir` but its subdirectories, and names those.
+fn remove_all_but_subdirs(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
     let mut subdirs = Vec::new();
-    for (name, kind) in entries {
+    for (name, kind) in entries(dir)? {
         let is_dir = match kind {
             Some(kind) => kind == nix::dir::Type::Directory,
             None => {
