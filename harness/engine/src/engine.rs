@@ -459,6 +459,8 @@ fn create_layout(config: &EngineConfig) -> Result<(), EngineError> {
                 source,
             })?;
     }
+    // Walked again once made: a name missing at the first walk (in a sticky
+    // dir, say) may have been made by another user before this one.
     check_own_data_dir(&config.data_dir)
 }
 
@@ -501,6 +503,8 @@ pub fn check_own_data_dir(data_dir: &DataDir) -> Result<(), EngineError> {
 fn check_way_to(path: &Path, me: u32) -> Result<(), EngineError> {
     let given = std::path::absolute(path).map_err(|e| reading(path.to_path_buf(), e))?;
     let real = resolved(&given).map_err(|e| reading(given.clone(), e))?;
+    // With no link on it, the way as given is the way it leads: walked once.
+    let real = real.filter(|real| *real != given);
     for way in [Some(given), real].into_iter().flatten() {
         let mut steps: Vec<&Path> = way.ancestors().collect();
         steps.reverse();
