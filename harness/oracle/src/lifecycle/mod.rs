@@ -359,13 +359,15 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         killed.extend(restarts(history, &task.name));
         killed.extend(peeks(history, &task.name));
         let launched = launches(history, &task.name);
-        // Each tells only the attempt it reached, launched before it: the
-        // kill of an earlier attempt, or the restart that brought this one
-        // on, says nothing of how this one ended at `at`.
-        let told_before = |at: usize| {
+        // Whether `i` lies in the attempt `at` reaches, after its launch:
+        // a kill tells only the attempt it reached (the kill of an earlier
+        // attempt, or the restart that brought this one on, says nothing of
+        // how this one ended at `at`), and an exit is only its own.
+        let this_attempt = |i: usize, at: usize| {
             let launch = launched.iter().copied().rfind(|&l| l < at);
-            (killed.iter()).any(|&k| k < at && launch.is_none_or(|l| k > l))
+            i < at && launch.is_none_or(|l| i > l)
         };
+        let told_before = |at: usize| killed.iter().any(|&k| this_attempt(k, at));
         // Killed with the restart's kill on its way (at its very point) is
         // the restart's end.
         let restarted = restarts(history, &task.name);
@@ -388,10 +390,8 @@ pub fn check_status_matches_exits(history: &[Event], tasks: &[TaskShape]) -> Vec
         // by then: it has the attempt's result, whatever befalls its
         // executor after it.
         let exited_before = |at: usize| {
-            let launch = launched.iter().copied().rfind(|&l| l < at);
-            (exits(history, &task.name).iter()).any(|&(i, _)| {
-                i < at && launch.is_none_or(|l| i > l) && exit_taken(history, &task.name, i, at)
-            })
+            (exits(history, &task.name).iter())
+                .any(|&(i, _)| this_attempt(i, at) && exit_taken(history, &task.name, i, at))
         };
         let lost = executor_kills(history, &task.name).into_iter().find(|&k| {
             !launched.iter().any(|&l| l > k)
